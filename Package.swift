@@ -1,0 +1,156 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "OfflineKit",
+    defaultLocalization: "en",
+    platforms: [.macOS(.v14), .iOS(.v17), .tvOS(.v17), .watchOS(.v10), .visionOS(.v1)],
+    products: [
+        .library(name: "OfflineCore", targets: ["OfflineCore"]),
+        .library(name: "OfflineKit", targets: ["OfflineKit"]),
+        .library(name: "OfflineKitTesting", targets: ["OfflineKitTesting"]),
+        .library(name: "OfflineServer", targets: ["OfflineServer"]),
+        .executable(name: "offline", targets: ["offline"]),
+        .executable(name: "offline-bench", targets: ["OfflineBenchmarks"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/pointfreeco/swift-clocks", from: "1.1.1"),
+        .package(url: "https://github.com/pointfreeco/xctest-dynamic-overlay", from: "1.13.1"),
+        .package(url: "https://github.com/OpenCombine/OpenCombine", from: "0.14.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+    ],
+    targets: [
+        // Pure vocabulary and decisions: no I/O, no package dependencies.
+        .target(name: "OfflineCore", swiftSettings: strict),
+
+        // The client runtime an app links: storage, monitors, outbox, downloads, cache.
+        .target(
+            name: "OfflineKit",
+            dependencies: [
+                "OfflineCore",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "OpenCombine", package: "OpenCombine", condition: .when(platforms: [.linux])),
+            ],
+            resources: [.process("Resources")],
+            swiftSettings: strict
+        ),
+
+        // Test doubles an adopting app uses too.
+        .target(
+            name: "OfflineKitTesting",
+            dependencies: [
+                "OfflineKit",
+                .product(name: "Clocks", package: "swift-clocks"),
+                .product(name: "IssueReporting", package: "xctest-dynamic-overlay"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // The reference backend. Shares only OfflineCore's wire types with the client.
+        .target(
+            name: "OfflineServer",
+            dependencies: [
+                "OfflineCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // The demo's scenario models, screens and network switch, kept out of the executable so
+        // they can be tested end to end.
+        .target(
+            name: "OfflineDemo",
+            dependencies: [
+                "OfflineKit",
+                "OfflineServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+
+        .executableTarget(
+            name: "offline",
+            dependencies: [
+                "OfflineKit",
+                "OfflineServer",
+                "OfflineDemo",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+
+        .executableTarget(
+            name: "OfflineBenchmarks",
+            dependencies: [
+                "OfflineKit",
+                "OfflineKitTesting",
+                "OfflineServer",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strict
+        ),
+
+        .testTarget(
+            name: "OfflineCoreTests",
+            dependencies: [
+                "OfflineCore",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "OfflineKitTests",
+            dependencies: [
+                "OfflineKit",
+                "OfflineKitTesting",
+                "OfflineServer",
+                .product(name: "Clocks", package: "swift-clocks"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "OfflineDemoTests",
+            dependencies: [
+                "OfflineDemo",
+                "OfflineKitTesting",
+                "OfflineServer",
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "OfflineServerTests",
+            dependencies: [
+                "OfflineServer",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            swiftSettings: strict
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

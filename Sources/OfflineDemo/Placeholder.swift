@@ -1,0 +1,1 @@
+// The demo scenarios live here.

@@ -1,0 +1,7 @@
+import GRDB
+
+extension DatabaseMigrator {
+    /// The response cache's tables.
+    mutating func registerCacheMigrations() {
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+
+/// Fans one stream of values out to any number of `AsyncStream` subscribers.
+///
+/// Each subscriber first receives the latest value, then every later one. A slow subscriber
+/// keeps only the newest value (`.bufferingNewest(1)`): observers want the current state, not
+/// a backlog.
+package final class Broadcast<Element: Sendable>: Sendable {
+    private struct State {
+        var latest: Element
+        var subscribers: [UUID: AsyncStream<Element>.Continuation] = [:]
+        var finished = false
+    }
+
+    private let state: Locked<State>
+
+    package init(_ initial: Element) {
+        state = Locked(State(latest: initial))
+    }
+
+    package var latest: Element { state.withLock { $0.latest } }
+
+    /// Publishes `value` to every subscriber.
+    package func send(_ value: Element) {
+        let subscribers = state.withLock { state -> [AsyncStream<Element>.Continuation] in
+            state.latest = value
+            return Array(state.subscribers.values)
+        }
+        for subscriber in subscribers { subscriber.yield(value) }
+    }
+
+    /// Ends every subscription; later subscribers get the latest value and then the end.
+    package func finish() {
+        let subscribers = state.withLock { state -> [AsyncStream<Element>.Continuation] in
+            state.finished = true
+            defer { state.subscribers.removeAll() }
+            return Array(state.subscribers.values)
+        }
+        for subscriber in subscribers { subscriber.finish() }
+    }
+
+    package func subscribe() -> AsyncStream<Element> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Element.self, bufferingPolicy: .bufferingNewest(1))
+        let id = UUID()
+        state.withLock { state in
+            continuation.yield(state.latest)
+            if state.finished {
+                continuation.finish()
+            } else {
+                state.subscribers[id] = continuation
+            }
+        }
+        continuation.onTermination = { [weak self] _ in
+            self?.state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+public import OfflineCore
+
+/// Wraps a transport so that every request obeys the connectivity gate and feeds the monitor.
+///
+/// A network-required request is refused with ``NetworkRequiredError`` while the source is not
+/// reachable, before a single byte is sent. Every outcome that does reach the network (a
+/// response, a timeout, a refusal) is reported to the source as evidence.
+public struct GatedTransport: HTTPTransport {
+    public let base: any HTTPTransport
+    public let connectivity: any ConnectivitySource
+    private let clock = ContinuousClock()
+
+    public init(_ base: any HTTPTransport, connectivity: any ConnectivitySource) {
+        self.base = base
+        self.connectivity = connectivity
+    }
+
+    public func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+        try ConnectivityGate.check(request.requirement, status: connectivity.status.kind)
+        let start = clock.now
+        do {
+            let response = try await base.send(request, maxBodyBytes: maxBodyBytes)
+            let elapsed = start.duration(to: clock.now)
+            connectivity.report(Self.outcome(status: response.status, latency: elapsed, bytes: response.body.count, duration: elapsed))
+            return response
+        } catch let error as TransportError {
+            if let outcome = Self.outcome(error) { connectivity.report(outcome) }
+            throw error
+        }
+    }
+
+    public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+        try ConnectivityGate.check(request.requirement, status: connectivity.status.kind)
+        let start = clock.now
+        do {
+            let response = try await base.stream(request)
+            let latency = start.duration(to: clock.now)
+            if response.status >= 500 {
+                connectivity.report(.serverError(status: response.status))
+            } else {
+                // Throughput of a stream is the downloader's to judge; the head proves reachability.
+                connectivity.report(.success(latency: latency, bytes: 0, duration: latency))
+            }
+            return response
+        } catch let error as TransportError {
+            if let outcome = Self.outcome(error) { connectivity.report(outcome) }
+            throw error
+        }
+    }
+
+    static func outcome(status: Int, latency: Duration, bytes: Int, duration: Duration) -> RequestOutcome {
+        status >= 500 ? .serverError(status: status) : .success(latency: latency, bytes: bytes, duration: duration)
+    }
+
+    static func outcome(_ error: TransportError) -> RequestOutcome? {
+        switch error {
+        case .timeout: .timeout
+        case .dnsFailure: .dnsFailure
+        case .connectionRefused: .refused
+        case .connectionLost: .connectionLost
+        case .responseTooLarge, .cancelled, .other: nil
+        }
+    }
+}

@@ -1,0 +1,150 @@
+import AsyncHTTPClient
+public import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// The default transport, built on AsyncHTTPClient.
+///
+/// Owns its client; call ``shutdown()`` when done (or use ``withTransport(_:)``).
+public final class HTTPClientTransport: HTTPTransport {
+    private let client: HTTPClient
+    /// Deadline used when a request sets none.
+    public let defaultTimeout: Duration
+
+    public init(defaultTimeout: Duration = .seconds(30), connectTimeout: Duration = .seconds(3)) {
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout.connect = TimeAmount(connectTimeout)
+        configuration.decompression = .disabled
+        configuration.redirectConfiguration = .follow(max: 5, allowCycles: false)
+        client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+        self.defaultTimeout = defaultTimeout
+    }
+
+    /// Creates a transport, runs `body`, and shuts the transport down.
+    public static func withTransport<T>(
+        defaultTimeout: Duration = .seconds(30),
+        _ body: (HTTPClientTransport) async throws -> T
+    ) async throws -> T {
+        let transport = HTTPClientTransport(defaultTimeout: defaultTimeout)
+        do {
+            let result = try await body(transport)
+            try await transport.shutdown()
+            return result
+        } catch {
+            try? await transport.shutdown()
+            throw error
+        }
+    }
+
+    public func shutdown() async throws {
+        try await client.shutdown()
+    }
+
+    public func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+        let timeout = request.timeout ?? defaultTimeout
+        do {
+            let response = try await client.execute(makeRequest(request), timeout: .init(timeout))
+            let body = try await response.body.collect(upTo: maxBodyBytes)
+            return HTTPResponse(status: Int(response.status.code), headers: HTTPHeaders(response.headers), body: Data(body.readableBytesView))
+        } catch {
+            throw Self.classify(error)
+        }
+    }
+
+    public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+        let timeout = request.timeout ?? defaultTimeout
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(makeRequest(request), timeout: .init(timeout))
+        } catch {
+            throw Self.classify(error)
+        }
+        let source = response.body
+        let body = AsyncThrowingStream<[UInt8], any Error> { continuation in
+            let task = Task {
+                do {
+                    for try await buffer in source {
+                        continuation.yield(Array(buffer.readableBytesView))
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: Self.classify(error))
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+        return HTTPStreamingResponse(status: Int(response.status.code), headers: HTTPHeaders(response.headers), body: body)
+    }
+
+    private func makeRequest(_ request: HTTPRequest) -> HTTPClientRequest {
+        var outgoing = HTTPClientRequest(url: request.url.absoluteString)
+        outgoing.method = HTTPMethod(rawValue: request.method)
+        for field in request.headers {
+            outgoing.headers.add(name: field.name, value: field.value)
+        }
+        if let body = request.body {
+            outgoing.body = .bytes(ByteBuffer(bytes: body))
+        }
+        return outgoing
+    }
+
+    /// Maps AsyncHTTPClient and NIO errors to ``TransportError``.
+    static func classify(_ error: any Error) -> TransportError {
+        if let error = error as? TransportError { return error }
+        if error is CancellationError { return .cancelled }
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .deadlineExceeded, .readTimeout, .connectTimeout, .writeTimeout:
+                return .timeout
+            case .cancelled:
+                return .cancelled
+            case .remoteConnectionClosed, .bodyLengthMismatch:
+                return .connectionLost
+            default:
+                break
+            }
+        }
+        if let error = error as? NIOConnectionError {
+            if error.connectionErrors.isEmpty, error.dnsAError != nil || error.dnsAAAAError != nil {
+                return .dnsFailure
+            }
+            return classifyConnectErrors(error.connectionErrors.map(\.error))
+        }
+        if let error = error as? IOError {
+            return classifyConnectErrors([error])
+        }
+        if error is NIOCore.ChannelError { return .connectionLost }
+        if "\(error)".contains("connectTimeout") { return .timeout }
+        return .other(String(describing: error))
+    }
+
+    private static func classifyConnectErrors(_ errors: [any Error]) -> TransportError {
+        for error in errors {
+            if let io = error as? IOError {
+                switch io.errnoCode {
+                case ECONNREFUSED: return .connectionRefused
+                case ETIMEDOUT: return .timeout
+                case ECONNRESET, EPIPE: return .connectionLost
+                case ENETUNREACH, EHOSTUNREACH: return .connectionRefused
+                default: continue
+                }
+            }
+            if "\(error)".contains("connectTimeout") { return .timeout }
+        }
+        return .other(errors.map { "\($0)" }.joined(separator: "; "))
+    }
+}
+
+extension HTTPHeaders {
+    init(_ headers: NIOHTTP1.HTTPHeaders) {
+        self.init(headers.map { (name: $0.name, value: $0.value) })
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,23 @@
+public import Hummingbird
+public import Logging
+
+/// Builds the reference backend: routes grouped by feature, each feature in its own folder.
+///
+/// ```swift
+/// let app = try await buildApplication(ServerConfiguration(port: 0))
+/// try await app.runService()
+/// ```
+public func buildApplication(
+    _ configuration: ServerConfiguration,
+    logger: Logger = Logger(label: "offline.server"),
+    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+) async throws -> some ApplicationProtocol {
+    let router = Router(context: OfflineRequestContext.self)
+    router.addHealthRoutes()
+    return Application(
+        router: router,
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OfflineServer"),
+        onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
+        logger: logger
+    )
+}

@@ -1,0 +1,36 @@
+public import Foundation
+
+/// How `offline serve` (and tests) start the reference backend.
+public struct ServerConfiguration: Sendable {
+    public var host: String
+    /// 0 picks a free port; the bound port is reported through `onServerRunning`.
+    public var port: Int
+    /// Where the embedded SQLite database and seeded data live; nil keeps everything in memory.
+    public var dataDirectory: URL?
+    /// A folder of packs to host, one folder per pack id, one sub-folder per version.
+    public var packsDirectory: URL?
+    /// Store everything in PostgreSQL at this URL instead of SQLite.
+    public var postgresURL: String?
+    /// Expose the fault-injection control endpoint on loopback.
+    public var faultsEnabled: Bool
+    /// How long idempotency keys and their stored responses are kept.
+    public var idempotencyRetention: Duration
+
+    public init(
+        host: String = "127.0.0.1",
+        port: Int = 8080,
+        dataDirectory: URL? = nil,
+        packsDirectory: URL? = nil,
+        postgresURL: String? = nil,
+        faultsEnabled: Bool = false,
+        idempotencyRetention: Duration = .seconds(24 * 3600)
+    ) {
+        self.host = host
+        self.port = port
+        self.dataDirectory = dataDirectory
+        self.packsDirectory = packsDirectory
+        self.postgresURL = postgresURL
+        self.faultsEnabled = faultsEnabled
+        self.idempotencyRetention = idempotencyRetention
+    }
+}

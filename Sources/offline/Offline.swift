@@ -1,0 +1,10 @@
+import ArgumentParser
+
+@main
+struct Offline: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "offline",
+        abstract: "OfflineKit's command line: connectivity, the reference backend, packs and the demo.",
+        subcommands: [Status.self, Serve.self]
+    )
+}

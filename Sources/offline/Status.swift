@@ -1,0 +1,2 @@
+import ArgumentParser
+extension Offline { struct Status: AsyncParsableCommand { func run() async throws {} } }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every test OfflineKit has: the Swift test suite (unit and integration), then the labs
+# that need root (network namespaces, process kills). Needs root and Debian for the labs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+
+swift build --build-tests
+swift build --product offline
+
+# Integration tests find their tools through these; plain `swift test` skips them.
+export OFFLINEKIT_INTEGRATION=1
+export OFFLINEKIT_BIN="$PWD/.build/debug/offline"
+swift test 2>&1 | tee /tmp/offlinekit-swift-test.log
+test "${PIPESTATUS[0]}" -eq 0
+
+passed=0
+failed=0
+for lab in scripts/labs/*.sh; do
+    [[ -e "$lab" ]] || continue
+    echo "== lab: $lab"
+    if bash "$lab"; then
+        passed=$((passed + 1))
+    else
+        echo "== lab FAILED: $lab"
+        failed=$((failed + 1))
+    fi
+done
+echo "labs: $passed passed, $failed failed"
+test "$failed" -eq 0
