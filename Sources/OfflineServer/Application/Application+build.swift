@@ -14,6 +14,7 @@ public func buildApplication(
 ) async throws -> some ApplicationProtocol {
     let router = Router(context: OfflineRequestContext.self)
     router.addHealthRoutes()
+    router.addPackRoutes(configuration)
     return Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OfflineServer"),

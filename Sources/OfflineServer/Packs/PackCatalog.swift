@@ -1,0 +1,66 @@
+import Crypto
+import Foundation
+import NIOConcurrencyHelpers
+import OfflineCore
+
+/// Reads the packs of a hosting folder: which packs exist, their newest version, their manifests.
+///
+/// The newest version of a pack is the folder whose manifest has the latest `createdAt`
+/// (versions compared numerically on a tie), so publishing is dropping a new folder.
+struct PackCatalog: Sendable {
+    let directory: URL
+
+    struct ManifestData: Sendable {
+        var manifest: PackManifest
+        var data: Data
+        /// Strong: the SHA-256 of the manifest's bytes.
+        var entityTag: String
+    }
+
+    /// Every pack id with at least one valid version.
+    func packIDs() throws -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        return names.filter { PackManifest.isSafeFolderName($0) }.sorted()
+    }
+
+    func manifestData(id: String, version: String) -> ManifestData? {
+        guard PackManifest.isSafeFolderName(id), PackManifest.isSafeFolderName(version) else { return nil }
+        let url = directory.appendingPathComponent(id).appendingPathComponent(version).appendingPathComponent("manifest.json")
+        guard let data = try? Data(contentsOf: url),
+              let manifest = try? PackManifest.decode(data),
+              manifest.id == id, manifest.version == version
+        else { return nil }
+        let tag = "\"" + SHA256.hash(data: data).prefix(16).map { String(format: "%02x", $0) }.joined() + "\""
+        return ManifestData(manifest: manifest, data: data, entityTag: tag)
+    }
+
+    func latestManifestData(id: String) throws -> ManifestData? {
+        guard PackManifest.isSafeFolderName(id) else { return nil }
+        let folder = directory.appendingPathComponent(id)
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        return versions
+            .compactMap { manifestData(id: id, version: $0) }
+            .max { Self.isOlder($0.manifest, than: $1.manifest) }
+    }
+
+    static func isOlder(_ lhs: PackManifest, than rhs: PackManifest) -> Bool {
+        if lhs.createdAt != rhs.createdAt { return lhs.createdAt < rhs.createdAt }
+        return lhs.version.compare(rhs.version, options: .numeric) == .orderedAscending
+    }
+
+    /// The file of `manifest` at `path`, when the manifest lists it and it is a regular file.
+    func fileURL(in manifest: PackManifest, path: String) -> (URL, PackManifest.File)? {
+        guard let entry = manifest.file(at: path) else { return nil }
+        let url = directory.appendingPathComponent(manifest.id).appendingPathComponent(manifest.version).appendingPathComponent(path)
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
+              attributes[.type] as? FileAttributeType == .typeRegular
+        else { return nil }
+        return (url, entry)
+    }
+}
+
+extension PackManifest {
+    static func isSafeFolderName(_ name: String) -> Bool {
+        !name.hasPrefix(".") && !name.contains("/") && !name.isEmpty && name != "latest.json"
+    }
+}

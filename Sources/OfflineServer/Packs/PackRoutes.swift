@@ -1,0 +1,212 @@
+import Foundation
+import Hummingbird
+import NIOConcurrencyHelpers
+import NIOCore
+import OfflineCore
+
+extension Router where Context == OfflineRequestContext {
+    /// Pack hosting from `configuration.packsDirectory`:
+    ///
+    /// - `GET /packs`: the pack ids with their newest version, as JSON.
+    /// - `GET /packs/PACK/latest.json`: the newest version's manifest (strong ETag, `If-None-Match` → 304).
+    /// - `GET /packs/PACK/VERSION/manifest.json`: one version's manifest.
+    /// - `GET /packs/PACK/VERSION/PATH`: a file listed in that manifest, with `Accept-Ranges`,
+    ///   a strong ETag, `Range`/`If-Range`, `Content-Range` and 416.
+    /// - `PUT`/`DELETE /_faults/packs`: the fault plan, only with `faultsEnabled`.
+    func addPackRoutes(_ configuration: ServerConfiguration) {
+        guard let directory = configuration.packsDirectory else { return }
+        let hosting = PackHosting(catalog: PackCatalog(directory: directory))
+        get("/packs") { _, _ in try hosting.index() }
+        get("/packs/:id/latest.json") { request, context in
+            try hosting.latest(id: context.parameters.require("id"), request: request)
+        }
+        get("/packs/:id/:version/**") { request, context in
+            let path = context.parameters.getCatchAll().joined(separator: "/")
+            return try await hosting.file(
+                id: context.parameters.require("id"), version: context.parameters.require("version"),
+                path: path, request: request, context: context)
+        }
+        if configuration.faultsEnabled {
+            put("/_faults/packs") { request, context in
+                let plan = try await request.decode(as: PackFaultPlan.self, context: context)
+                hosting.faults.set(plan)
+                return Response(status: .noContent)
+            }
+            delete("/_faults/packs") { _, _ in
+                hosting.faults.set(nil)
+                return Response(status: .noContent)
+            }
+        }
+    }
+}
+
+/// Answers pack requests from a ``PackCatalog``.
+struct PackHosting: Sendable {
+    let catalog: PackCatalog
+    let faults = PackFaultState()
+    private let cache = NIOLockedValueBox([String: (modified: Date, value: PackCatalog.ManifestData)]())
+    private let fileIO = FileIO()
+
+    init(catalog: PackCatalog) {
+        self.catalog = catalog
+    }
+
+    struct IndexEntry: Codable {
+        var id: String
+        var version: String
+        var totalBytes: Int64
+        var createdAt: Date
+    }
+
+    func index() throws -> Response {
+        let entries = try catalog.packIDs().compactMap { id -> IndexEntry? in
+            guard let latest = try catalog.latestManifestData(id: id)?.manifest else { return nil }
+            return IndexEntry(id: id, version: latest.version, totalBytes: latest.totalBytes, createdAt: latest.createdAt)
+        }
+        let data = try PackManifest.encoder().encode(entries)
+        return Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-cache"], body: .init(byteBuffer: ByteBuffer(data: data)))
+    }
+
+    func latest(id: String, request: Request) throws -> Response {
+        guard let latest = try catalog.latestManifestData(id: id) else { throw HTTPError(.notFound) }
+        return manifestResponse(latest, request: request)
+    }
+
+    private func manifestResponse(_ manifest: PackCatalog.ManifestData, request: Request) -> Response {
+        var headers: HTTPFields = [.eTag: manifest.entityTag, .cacheControl: "no-cache"]
+        if Self.matches(request.headers[.ifNoneMatch], manifest.entityTag) {
+            return Response(status: .notModified, headers: headers)
+        }
+        headers[.contentType] = "application/json"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(data: manifest.data)))
+    }
+
+    /// A version's manifest, cached while its file is unchanged.
+    private func manifest(id: String, version: String) -> PackCatalog.ManifestData? {
+        let key = id + "/" + version
+        let url = catalog.directory.appendingPathComponent(id).appendingPathComponent(version).appendingPathComponent("manifest.json")
+        guard let modified = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date else { return nil }
+        if let cached = cache.withLockedValue({ $0[key] }), cached.modified == modified { return cached.value }
+        guard let loaded = catalog.manifestData(id: id, version: version) else { return nil }
+        cache.withLockedValue { $0[key] = (modified, loaded) }
+        return loaded
+    }
+
+    func file(id: String, version: String, path: String, request: Request, context: OfflineRequestContext) async throws -> Response {
+        guard let manifest = manifest(id: id, version: version) else { throw HTTPError(.notFound) }
+        if path == "manifest.json" { return manifestResponse(manifest, request: request) }
+        guard let (url, entry) = catalog.fileURL(in: manifest.manifest, path: path) else { throw HTTPError(.notFound) }
+        let size = entry.size
+        let plan = faults.takePlan()
+        let generation = faults.generation
+        let entityTag = "\"" + entry.sha256.prefix(32) + (generation > 0 ? "-g\(generation)" : "") + "\""
+
+        var headers: HTTPFields = [.acceptRanges: "bytes", .eTag: entityTag, .contentType: entry.mediaType]
+        if Self.matches(request.headers[.ifNoneMatch], entityTag) {
+            return Response(status: .notModified, headers: headers)
+        }
+        var range: ClosedRange<Int64>?
+        if plan?.ignoreRange != true, let header = request.headers[.range] {
+            // If-Range with another validator means "send the whole, current file".
+            let validatorHolds = request.headers[.ifRange].map { $0 == entityTag } ?? true
+            if validatorHolds {
+                switch Self.parseRange(header, size: size) {
+                case .whole: break
+                case .unsatisfiable:
+                    headers[.contentRange] = "bytes */\(size)"
+                    return Response(status: .rangeNotSatisfiable, headers: headers)
+                case .range(let parsed): range = parsed
+                }
+            }
+        }
+        let served = range ?? 0...max(0, size - 1)
+        let length = size == 0 ? 0 : served.count
+        let status: HTTPResponse.Status
+        if let range {
+            status = .partialContent
+            let first = plan?.wrongContentRange == true ? max(0, range.lowerBound - 1) : range.lowerBound
+            headers[.contentRange] = "bytes \(first)-\(range.upperBound)/\(size)"
+        } else {
+            status = .ok
+        }
+        headers[.contentLength] = String(length)
+        guard length > 0 else { return Response(status: status, headers: headers) }
+
+        if let plan {
+            return Response(status: status, headers: headers, body: faultedBody(url: url, range: served, plan: plan))
+        }
+        faults.served(Int64(length), threshold: nil)
+        let body = try await fileIO.loadFile(path: url.path, range: Int(served.lowerBound)...Int(served.upperBound), context: context)
+        return Response(status: status, headers: headers, body: body)
+    }
+
+    /// Streams `range` of the file at `url` while applying `plan`.
+    private func faultedBody(url: URL, range: ClosedRange<Int64>, plan: PackFaultPlan) -> ResponseBody {
+        let faults = faults
+        return ResponseBody(contentLength: range.count) { writer in
+            let handle = try FileHandle(forReadingFrom: url)
+            defer { try? handle.close() }
+            try handle.seek(toOffset: UInt64(range.lowerBound))
+            if let delay = plan.firstByteDelayMilliseconds { try await Task.sleep(for: .milliseconds(delay)) }
+            var offset = range.lowerBound
+            var sent: Int64 = 0
+            let chunkSize = plan.bytesPerSecond.map { max(1, min(64 << 10, $0 / 20)) } ?? (64 << 10)
+            while offset <= range.upperBound {
+                var count = Int(min(Int64(chunkSize), range.upperBound - offset + 1))
+                if let drop = plan.dropAfterBytes { count = Int(min(Int64(count), drop - sent)) }
+                if count <= 0 { throw PackFaultInjected.connectionDropped }
+                guard var chunk = try handle.read(upToCount: count), !chunk.isEmpty else { break }
+                if let corrupt = plan.corruptByteAt, corrupt >= offset, corrupt < offset + Int64(chunk.count) {
+                    let index = chunk.startIndex + Int(corrupt - offset)
+                    chunk[index] ^= 0xFF
+                }
+                try await writer.write(ByteBuffer(data: chunk))
+                offset += Int64(chunk.count)
+                sent += Int64(chunk.count)
+                faults.served(Int64(chunk.count), threshold: plan.changeETagAfterBytes)
+                if let rate = plan.bytesPerSecond, rate > 0 {
+                    try await Task.sleep(for: .milliseconds(chunk.count * 1000 / rate))
+                }
+            }
+            if let drop = plan.dropAfterBytes, sent >= drop, offset <= range.upperBound { throw PackFaultInjected.connectionDropped }
+            try await writer.finish(nil)
+        }
+    }
+
+    static func matches(_ ifNoneMatch: String?, _ entityTag: String) -> Bool {
+        guard let ifNoneMatch else { return false }
+        return ifNoneMatch.split(separator: ",").contains { tag in
+            let tag = tag.trimmingCharacters(in: .whitespaces)
+            return tag == "*" || tag == entityTag || tag == "W/" + entityTag
+        }
+    }
+
+    enum ParsedRange: Equatable {
+        case whole
+        case unsatisfiable
+        case range(ClosedRange<Int64>)
+    }
+
+    /// Parses a single `bytes=` range (RFC 9110 §14.1.2); several ranges are answered whole.
+    static func parseRange(_ header: String, size: Int64) -> ParsedRange {
+        let value = header.trimmingCharacters(in: .whitespaces)
+        guard value.lowercased().hasPrefix("bytes="), !value.contains(",") else { return .whole }
+        let spec = value.dropFirst("bytes=".count)
+        let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2 else { return .whole }
+        if parts[0].isEmpty {
+            guard let suffix = Int64(parts[1]), suffix > 0 else { return .unsatisfiable }
+            guard size > 0 else { return .unsatisfiable }
+            return .range(max(0, size - suffix)...(size - 1))
+        }
+        guard let first = Int64(parts[0]) else { return .whole }
+        guard first < size else { return .unsatisfiable }
+        let last = parts[1].isEmpty ? size - 1 : min(Int64(parts[1]) ?? -1, size - 1)
+        guard last >= first else { return .whole }
+        return .range(first...last)
+    }
+}
+
+enum PackFaultInjected: Error {
+    case connectionDropped
+}
