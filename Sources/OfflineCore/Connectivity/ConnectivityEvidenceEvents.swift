@@ -35,6 +35,10 @@ public enum ProbeOutcome: Sendable, Hashable {
 public enum LinkEvent: Sendable, Hashable {
     /// At least one non-loopback interface is up with an address and a default route.
     case usable
-    /// No interface with a link, address and route remains.
-    case unusable(ConnectivityReason)
+    /// No interface has a link: airplane mode, cable out, interface down. Offline at once.
+    case down
+    /// An interface has a link but no usable address or route. This also happens for a moment
+    /// while DHCP renews a lease (the address is removed and added again), so it counts only
+    /// once it has lasted ``ConnectivityPolicy/routeLossGrace``.
+    case noRoute
 }

@@ -29,7 +29,7 @@ public enum ConnectivityReason: String, Sendable, Hashable, Codable, CaseIterabl
     // Offline, soft.
     case captivePortal = "captive-portal"
     case dnsFailure = "dns-failure"
-    case blackhole = "probe-timeout"
+    case blackhole = "blackhole"
     case connectionRefused = "connection-refused"
     case serverError = "server-error"
     case requestsFailing = "requests-failing"
