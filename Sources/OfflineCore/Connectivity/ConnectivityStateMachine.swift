@@ -159,7 +159,7 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
             }
             reachability = .reachable(.requestSucceeded)
         case .timeout, .dnsFailure, .refused, .connectionLost, .serverError:
-            if outcome == .timeout { addRoundTrip(policy.timeoutPenalty, timedOut: true) }
+            if outcome == .timeout, !verdict.kind.isOffline { addRoundTrip(policy.timeoutPenalty, timedOut: true) }
             requestFailures.append(now)
             let window = policy.requestFailureWindow
             requestFailures.removeAll { $0.duration(to: now) > window }
@@ -295,6 +295,11 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
             } else {
                 let qualityChange = Set([kind, verdict.kind]) == [.online, .poor]
                 if qualityChange { samplesSinceQualityChange = 0 }
+                if kind.isOffline {
+                    // Round trips and timeouts measured while going offline describe the outage,
+                    // not the connection that will come back: quality starts afresh.
+                    resetQuality()
+                }
                 verdict = Verdict(kind: kind, reason: reason, since: now, evidence: evidence)
                 lastChange = now
                 heldBack = false
@@ -318,6 +323,15 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
             samples: rttSamples + throughputSamples,
             recentFailures: max(consecutiveProbeFailures, requestFailures.count)
         )
+    }
+
+    private mutating func resetQuality() {
+        smoothedRTT = nil
+        rttSamples = 0
+        lastRTTWasTimeout = false
+        throughput = nil
+        throughputSamples = 0
+        samplesSinceQualityChange = 0
     }
 
     private mutating func addRoundTrip(_ latency: Duration, timedOut: Bool) {

@@ -364,6 +364,22 @@ struct ConnectivityStateMachineTests {
         #expect(h.reason == .timeouts || h.reason == .slowRoundTrip)
     }
 
+    @Test("after an outage the connection comes back online, not poor from the outage's timeouts")
+    func outageTimeoutsDoNotMakeRecoveryPoor() {
+        var h = Harness()
+        h.start()
+        h.probe(Harness.success())
+        for _ in 0..<3 { h.request(.success(latency: .milliseconds(40), bytes: 100, duration: .milliseconds(40))) }
+        h.advance(by: .seconds(10))
+        for _ in 0..<6 { h.request(.timeout) }
+        #expect(h.kind == .offlineSoft)
+        h.advance(by: .seconds(10), answering: .timeout)
+        h.advance(to: h.machine.nextDeadline!)
+        if h.probing { h.probe(Harness.success()) }
+        #expect(h.kind == .online)
+        #expect(h.machine.verdict.evidence.samples == 1)
+    }
+
     @Test("a DHCP renew (address removed and re-added) does not produce offline")
     func dhcpRenew() {
         var h = Harness()
