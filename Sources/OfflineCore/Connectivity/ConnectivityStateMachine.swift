@@ -181,6 +181,14 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
         return settle(now: now)
     }
 
+    /// Something suggests the network changed (the user tapped "Try again", the app switched
+    /// networks): probe now, however recently the last probe finished. While a probe is running,
+    /// the next one follows it at once.
+    public mutating func checkRequested(now: Instant) -> Output {
+        probeRequested = true
+        return settle(now: now)
+    }
+
     /// Called at (or after) ``nextDeadline``.
     public mutating func tick(now: Instant) -> Output {
         settle(now: now)
@@ -209,6 +217,8 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
         case .unknown, .usable: break
         }
         let finished = lastProbeFinished ?? verdict.since
+        // A link change, a foreground or an explicit check probes at once, backoff or not.
+        if probeRequested { return finished }
         if consecutiveProbeFailures > 0, consecutiveProbeFailures < policy.probeFailuresForOffline {
             return finished.advanced(by: policy.confirmationDelay)
         }
@@ -218,7 +228,6 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
         case .unmeasured:
             return finished
         case .reachable:
-            if probeRequested { return finished }
             let lastEvidence = [lastProbeFinished, lastTrafficSuccess].compactMap { $0 }.max() ?? verdict.since
             return lastEvidence.advanced(by: policy.idleProbeInterval)
         }
