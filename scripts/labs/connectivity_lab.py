@@ -10,6 +10,7 @@ takes to report each one:
 - nftables reject -> offline-soft
 - a tc tbf throttle to a few kbit/s -> poor, and no false offline while throttled
 - each fault restored -> online
+- an address removed and added again (a DHCP renew) -> no offline at all
 
 It prints every latency and a summary against the targets, and fails when a fault is not
 reported at all (within a generous bound) or a throttled link is reported offline. Timings are
@@ -220,6 +221,22 @@ def main():
         measure([("link up -> online", idle), ("link up -> online", busy)], link_up, "online", 15)
         time.sleep(1)
     time.sleep(5)
+
+    # A DHCP renew: the address (and with it the routes) removed and added again at once.
+    print(" address renew")
+    marks = [(watcher, watcher.mark()) for watcher in (idle, busy)]
+    for _ in range(3):
+        in_client("ip", "addr", "del", f"{CLIENT_IP}/24", "dev", CLIENT_IF)
+        in_client("ip", "addr", "add", f"{CLIENT_IP}/24", "dev", CLIENT_IF)
+        in_client("ip", "route", "replace", "default", "via", SERVER_IP)
+        time.sleep(1)
+    time.sleep(3)
+    for watcher, mark in marks:
+        seen = [status for status in watcher.statuses(mark) if status.startswith("offline")]
+        print(f"  address renewed 3 times              {watcher.name:<8} -> offline transitions: {len(seen)}")
+        if seen:
+            failures.append(f"address renew: {watcher.name} reported {seen}")
+    time.sleep(2)
 
     for round_ in range(REPEATS):
         print(f" fault round {round_ + 1}")
