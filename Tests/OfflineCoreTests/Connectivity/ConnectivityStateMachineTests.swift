@@ -61,6 +61,14 @@ struct Harness {
     }
 
     static func success(_ ms: Int64 = 20) -> ProbeOutcome { .success(latency: .milliseconds(ms)) }
+
+    /// A machine that has started and seen its first probe succeed: online.
+    static func online(_ policy: ConnectivityPolicy = ConnectivityPolicy()) -> Harness {
+        var harness = Harness(policy: policy)
+        harness.start()
+        harness.probe(success())
+        return harness
+    }
 }
 
 @Suite("Connectivity fusion state machine")
@@ -79,9 +87,7 @@ struct ConnectivityStateMachineTests {
 
     @Test("link down is offline-hard at once, even right after another change, and stops probing")
     func linkDownIsImmediate() {
-        var h = Harness()
-        h.start()
-        h.probe(Harness.success())
+        var h = Harness.online()
         h.advance(by: .milliseconds(100))
         h.link(.down)
         #expect(h.kind == .offlineHard)
@@ -95,9 +101,7 @@ struct ConnectivityStateMachineTests {
 
     @Test("link back probes at once and is online after one success")
     func linkBackProbes() {
-        var h = Harness()
-        h.start()
-        h.probe(Harness.success())
+        var h = Harness.online()
         h.link(.down)
         h.advance(by: .seconds(30))
         let probes = h.probes
@@ -110,9 +114,7 @@ struct ConnectivityStateMachineTests {
 
     @Test("link back but the server unreachable is offline-soft after two failed probes")
     func linkBackUnreachable() {
-        var h = Harness()
-        h.start()
-        h.probe(Harness.success())
+        var h = Harness.online()
         h.link(.down)
         h.link(.usable)
         h.probe(.timeout, after: .seconds(3))
@@ -125,9 +127,7 @@ struct ConnectivityStateMachineTests {
 
     @Test("one failed probe is not offline; the confirming probe comes after the confirmation delay")
     func singleFailureIsNotOffline() {
-        var h = Harness()
-        h.start()
-        h.probe(Harness.success())
+        var h = Harness.online()
         h.advance(by: .seconds(300))
         #expect(h.probing)
         h.probe(.timeout, after: .seconds(3))
@@ -151,9 +151,7 @@ struct ConnectivityStateMachineTests {
               (.unexpected(status: 403), .captivePortal),
           ])
     func twoFailuresAreSoft(outcome: ProbeOutcome, reason: ConnectivityReason) {
-        var h = Harness()
-        h.start()
-        h.probe(Harness.success())
+        var h = Harness.online()
         h.advance(by: .seconds(10))
         h.foreground()
         h.probe(outcome)
@@ -166,9 +164,7 @@ struct ConnectivityStateMachineTests {
 
     @Test("K failed requests within W seconds are offline-soft; the same failures spread wider are not")
     func failedRequestsWindow() {
-        var h = Harness()
-        h.start()
-        h.probe(Harness.success())
+        var h = Harness.online()
         h.advance(by: .seconds(10))
         // Spread: one failure every 6 s never has 3 inside 10 s. Probes they trigger succeed.
         for _ in 0..<4 {
@@ -187,9 +183,7 @@ struct ConnectivityStateMachineTests {
 
     @Test("a failed request triggers a probe at once")
     func failedRequestProbes() {
-        var h = Harness()
-        h.start()
-        h.probe(Harness.success())
+        var h = Harness.online()
         h.advance(by: .seconds(20))
         let probes = h.probes
         h.request(.connectionLost)
@@ -198,9 +192,7 @@ struct ConnectivityStateMachineTests {
 
     @Test("one success after offline-soft is online again, held back until the dwell has passed")
     func recoveryRespectsDwell() {
-        var h = Harness()
-        h.start()
-        h.probe(Harness.success())
+        var h = Harness.online()
         h.advance(by: .seconds(30))
         h.request(.refused); h.request(.refused); h.request(.refused)
         #expect(h.kind == .offlineSoft)
@@ -216,9 +208,7 @@ struct ConnectivityStateMachineTests {
 
     @Test("recovery from a long offline-soft period is immediate after one successful probe")
     func recoveryIsImmediate() {
-        var h = Harness()
-        h.start()
-        h.probe(Harness.success())
+        var h = Harness.online()
         h.advance(by: .seconds(10))
         h.foreground()
         h.probe(.timeout, after: .seconds(3))
@@ -256,9 +246,7 @@ struct ConnectivityStateMachineTests {
 
     @Test("online with app traffic does not probe; idle, at most one probe per idle interval")
     func idleProbing() {
-        var h = Harness()
-        h.start()
-        h.probe(Harness.success())
+        var h = Harness.online()
         let first = h.now
         #expect(h.machine.nextDeadline == first.advanced(by: .seconds(300)))
         // Traffic keeps pushing the next probe away.
@@ -277,9 +265,7 @@ struct ConnectivityStateMachineTests {
 
     @Test("foreground probes at once unless a probe finished in the last 10 s")
     func foregroundProbe() {
-        var h = Harness()
-        h.start()
-        h.probe(Harness.success())
+        var h = Harness.online()
         h.advance(by: .seconds(5))
         h.foreground()
         #expect(h.probes == 1)
@@ -334,9 +320,7 @@ struct ConnectivityStateMachineTests {
     func poorHysteresis() {
         var policy = ConnectivityPolicy()
         policy.smoothing = 1 // the average is the last sample: thresholds are easy to read
-        var h = Harness(policy: policy)
-        h.start()
-        h.probe(Harness.success())
+        var h = Harness.online(policy)
         for _ in 0..<5 {
             h.advance(by: .seconds(2))
             h.request(.success(latency: .milliseconds(1500), bytes: 100, duration: .milliseconds(1500)))
@@ -356,9 +340,7 @@ struct ConnectivityStateMachineTests {
 
     @Test("low throughput of sizeable responses is poor; small responses say nothing about throughput")
     func poorThroughput() {
-        var h = Harness()
-        h.start()
-        h.probe(Harness.success())
+        var h = Harness.online()
         // 2 KB in 1 s is 16 kbit/s, but too small to measure throughput.
         for _ in 0..<6 {
             h.advance(by: .seconds(2))
@@ -391,9 +373,7 @@ struct ConnectivityStateMachineTests {
 
     @Test("after an outage the connection comes back online, not poor from the outage's timeouts")
     func outageTimeoutsDoNotMakeRecoveryPoor() {
-        var h = Harness()
-        h.start()
-        h.probe(Harness.success())
+        var h = Harness.online()
         for _ in 0..<3 { h.request(.success(latency: .milliseconds(40), bytes: 100, duration: .milliseconds(40))) }
         h.advance(by: .seconds(10))
         for _ in 0..<6 { h.request(.timeout) }
@@ -441,9 +421,7 @@ struct ConnectivityStateMachineTests {
           arguments: [1, 2, 3, 4, 5, 6, 7, 8] as [UInt64])
     func antiFlap(seed: UInt64) {
         var random = SplitMix(seed: seed)
-        var h = Harness()
-        h.start()
-        h.probe(Harness.success())
+        var h = Harness.online()
         for _ in 0..<400 {
             h.advance(by: .milliseconds(Int64(random.next() % 700)))
             switch random.next() % 6 {
@@ -497,9 +475,7 @@ struct ConnectivityDeadlineTests {
     @Test("a deadline that has been acted on is never returned again (no busy loop in the shell)",
           arguments: [LinkEvent.noRoute, .down, .usable])
     func deadlinesMoveForward(event: LinkEvent) {
-        var h = Harness()
-        h.start()
-        h.probe(Harness.success())
+        var h = Harness.online()
         h.advance(by: .seconds(3))
         h.link(event)
         if h.probing { h.probe(Harness.success()) }
