@@ -57,6 +57,8 @@ public struct OutboxFailure: Sendable, Hashable, Codable, Error, CustomStringCon
         case expired
         /// An entry this one depends on was rejected or given up on.
         case dependencyFailed = "dependency-failed"
+        /// The server accepted the write but its response could not be read or applied.
+        case unreadableResponse = "unreadable-response"
     }
 
     public var kind: Kind
@@ -75,7 +77,7 @@ public struct OutboxFailure: Sendable, Hashable, Codable, Error, CustomStringCon
     public var isRetryable: Bool {
         switch kind {
         case .network, .timeout, .serverError, .rateLimited, .inProgress, .unauthorized: true
-        case .rejected, .expired, .dependencyFailed: false
+        case .rejected, .expired, .dependencyFailed, .unreadableResponse: false
         }
     }
 
@@ -89,6 +91,7 @@ public struct OutboxFailure: Sendable, Hashable, Codable, Error, CustomStringCon
         case .network, .timeout, .serverError, .rateLimited, .inProgress: .changeWaitingToSync
         case .unauthorized: .signInToSync
         case .rejected, .dependencyFailed: .changeNotSaved
+        case .unreadableResponse: .changeSyncedNeedsReview
         case .expired: .changeTooOldToSync
         }
     }
@@ -109,6 +112,9 @@ extension OfflineMessage {
     /// A queued change waited too long to be replayed without the user's say.
     public static let changeTooOldToSync = OfflineMessage(
         key: "outbox.changeTooOldToSync", text: "This change is too old to sync automatically. Review it and try again.")
+    /// The server took a change but its answer could not be applied on the device.
+    public static let changeSyncedNeedsReview = OfflineMessage(
+        key: "outbox.changeSyncedNeedsReview", text: "This change was synced, but the app could not update it. Refresh to see the latest.")
     /// Sync is paused until the user signs in again.
     public static let signInToSync = OfflineMessage(
         key: "outbox.signInToSync", text: "Sign in again to sync your changes.")

@@ -102,10 +102,23 @@ extension Outbox {
                 let operation = self.operations[entry.operation]
                 switch verdict {
                 case .acknowledge:
-                    if let response = result.response {
-                        try operation?.onAcknowledged?(db, entry, response)
+                    do {
+                        if let response = result.response, let hook = operation?.onAcknowledged {
+                            try db.inSavepoint {
+                                try hook(db, entry, response)
+                                return .commit
+                            }
+                        }
+                        try entry.delete(db)
+                    } catch {
+                        // The server has the write but its answer could not be applied locally
+                        // (a malformed body): resending would replay the same answer, so the entry
+                        // is kept, visibly, for the app to resolve.
+                        entry.progress.state = .deadLetter
+                        entry.progress.lastFailure = OutboxFailure(
+                            kind: .unreadableResponse, status: result.response?.status, detail: String(describing: error))
+                        try entry.update(db)
                     }
-                    try entry.delete(db)
                 case .reject:
                     try operation?.onRejected?(db, entry)
                     try entry.update(db)
