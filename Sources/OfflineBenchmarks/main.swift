@@ -1,1 +1,3 @@
 print("bench")
+try await runDownloadBenchmark()
+try await runCacheBenchmark()
