@@ -31,8 +31,10 @@ public final class LoopbackNginx: Sendable {
 
     /// Starts nginx serving `folder` under the URL path `location` (which must start and end with `/`).
     ///
-    /// - Parameter rangeRequests: false makes nginx ignore `Range` (`max_ranges 0`), answering 200.
-    public init(serving folder: URL, at location: String = "/packs/", rangeRequests: Bool = true) throws {
+    /// - Parameters:
+    ///   - rangeRequests: false makes nginx ignore `Range` (`max_ranges 0`), answering 200.
+    ///   - bytesPerSecond: throttles every response (`limit_rate`), to catch a transfer mid-way.
+    public init(serving folder: URL, at location: String = "/packs/", rangeRequests: Bool = true, bytesPerSecond: Int? = nil) throws {
         guard let executable = Self.executable else { throw LoopbackNginxError.notInstalled }
         prefix = FileManager.default.temporaryDirectory.appendingPathComponent("offlinekit-nginx-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: prefix.appendingPathComponent("logs"), withIntermediateDirectories: true)
@@ -62,6 +64,7 @@ public final class LoopbackNginx: Sendable {
             server {
                 listen 127.0.0.1:\(port);
                 \(rangeRequests ? "" : "max_ranges 0;")
+                \(bytesPerSecond.map { "limit_rate \($0);" } ?? "")
                 location \(location) { alias \(folder.path)/; }
             }
         }

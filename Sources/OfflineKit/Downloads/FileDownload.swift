@@ -26,8 +26,14 @@ public struct PackDownloadError: Error, Sendable, Hashable, CustomStringConverti
 /// Downloads one pack file into staging, resuming from its journal: the byte-range engine.
 ///
 /// The partial file and its journal live side by side. The journal's offset only ever covers
-/// bytes that were synced, under the strong validator they came with; a response that cannot
+/// bytes already written, under the strong validator they came with; a response that cannot
 /// be proven to continue those bytes discards them instead of splicing.
+///
+/// Durability is layered so that syncing never throttles a transfer: the journal is rewritten
+/// about every MiB after the bytes it covers (surviving the app being killed, which loses at
+/// most one checkpoint), the file and journal are synced every ``durableEvery`` checkpoints
+/// (bounding what a power loss can cost), and the store syncs everything before an install
+/// commits. Whatever a power loss leaves behind is caught by the SHA-256 before install.
 struct FileDownload {
     let file: PackManifest.File
     let url: URL
@@ -39,6 +45,9 @@ struct FileDownload {
     let timeout: Duration?
     /// Called with the plain bytes held for this file, as they grow (and when a restart drops them).
     let onProgress: @Sendable (Int64) -> Void
+
+    /// Checkpoints between syncs of the partial file and its journal.
+    static let durableEvery = 16
 
     /// Brings the partial file to completion and verifies it.
     ///
@@ -108,7 +117,7 @@ struct FileDownload {
                 }
                 askedForWholeFile = true
                 journal = restart(journal, staged: staged, hasher: &hasher)
-                try? saveJournal(journal)
+                try? saveJournal(journal, sync: false)
                 continue
             case .fail(let failure):
                 switch failure {
@@ -138,6 +147,7 @@ struct FileDownload {
         hasher: inout SHA256
     ) async throws {
         var sinceCheckpoint: Int64 = 0
+        var checkpoints = 0
         do {
             for try await chunk in body {
                 guard staged.length + Int64(chunk.count) <= file.size else {
@@ -153,29 +163,30 @@ struct FileDownload {
                 sinceCheckpoint += Int64(chunk.count)
                 onProgress(staged.length)
                 if FileResume.isCheckpointDue(bytesSinceCheckpoint: sinceCheckpoint, interval: checkpointInterval) {
-                    try checkpoint(staged: staged, journal: &journal)
+                    checkpoints += 1
+                    try checkpoint(staged: staged, journal: &journal, durable: checkpoints % Self.durableEvery == 0)
                     sinceCheckpoint = 0
                 }
             }
         } catch let error as PackDownloadError {
             throw error
         } catch {
-            // The connection broke: keep what arrived, durably, for the next attempt.
-            try? checkpoint(staged: staged, journal: &journal)
+            // The connection broke: keep what arrived for the next attempt.
+            try? checkpoint(staged: staged, journal: &journal, durable: false)
             if error is CancellationError || (error as? TransportError) == .cancelled { throw CancellationError() }
             throw PackDownloadError(.interrupted, path: file.path, detail: "\(error)")
         }
         if staged.length < file.size {
-            try? checkpoint(staged: staged, journal: &journal)
+            try? checkpoint(staged: staged, journal: &journal, durable: false)
             try Task.checkCancellation()
             throw PackDownloadError(.interrupted, path: file.path, detail: "body ended at \(staged.length) of \(file.size) bytes")
         }
     }
 
-    private func checkpoint(staged: StagedFile, journal: inout FileJournal) throws {
+    private func checkpoint(staged: StagedFile, journal: inout FileJournal, durable: Bool) throws {
         do {
-            journal.verifiedOffset = try staged.sync()
-            try saveJournal(journal)
+            journal.verifiedOffset = durable ? try staged.sync() : staged.writtenLength
+            try saveJournal(journal, sync: durable)
         } catch {
             throw Self.storageError(error, path: file.path)
         }
@@ -189,8 +200,9 @@ struct FileDownload {
         }
         var done = journal
         do {
-            done.verifiedOffset = try staged.sync()
-            try saveJournal(done)
+            // Synced with the whole pack before the install commits.
+            done.verifiedOffset = staged.writtenLength
+            try saveJournal(done, sync: false)
         } catch {
             throw Self.storageError(error, path: file.path)
         }
@@ -222,22 +234,26 @@ struct FileDownload {
         return journal
     }
 
-    /// True when the journal says the file is complete and its bytes are all there.
+    /// True when the journal says the file is complete and its bytes, read back, still match
+    /// the checksum (they may predate a power loss).
     func isComplete() -> Bool {
         let journal = loadJournal()
         guard journal.verifiedOffset == file.size else { return false }
-        guard let staged = try? StagedFile(url: partialURL, expectedSize: file.size, key: key) else { return false }
-        if key == nil { return (try? staged.storedPlainLength) == file.size }
-        guard let size = try? FileManager.default.attributesOfItem(atPath: partialURL.path)[.size] as? Int64 else { return false }
-        return size == ChunkedCipher.sealedLength(ofPlain: file.size)
+        guard let size = try? FileManager.default.attributesOfItem(atPath: partialURL.path)[.size] as? Int64,
+              size == (key == nil ? file.size : ChunkedCipher.sealedLength(ofPlain: file.size)),
+              let staged = try? StagedFile(url: partialURL, expectedSize: file.size, key: key)
+        else { return false }
+        var hasher = SHA256()
+        guard (try? staged.hash(upTo: file.size, into: &hasher)) != nil else { return false }
+        return hexDigest(hasher.finalize()) == file.sha256
     }
 
-    private func saveJournal(_ journal: FileJournal) throws {
-        try writeDurably(try JSONEncoder().encode(journal), to: journalURL)
+    private func saveJournal(_ journal: FileJournal, sync: Bool) throws {
+        try writeDurably(try JSONEncoder().encode(journal), to: journalURL, sync: sync)
     }
 
     private func saveJournalOrThrow(_ journal: FileJournal) throws {
-        do { try saveJournal(journal) } catch { throw Self.storageError(error, path: file.path) }
+        do { try saveJournal(journal, sync: false) } catch { throw Self.storageError(error, path: file.path) }
     }
 
     static func storageError(_ error: any Error, path: String?) -> any Error {

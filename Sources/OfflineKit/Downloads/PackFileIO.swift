@@ -91,14 +91,40 @@ final class RawFile {
 }
 
 /// Writes `data` to `url` so that either the old or the new content is there after a crash:
-/// a temporary file, synced, then renamed over the target.
-func writeDurably(_ data: Data, to url: URL) throws {
+/// a temporary file, then renamed over the target.
+///
+/// - Parameter sync: also survive power loss (the temporary file is synced before the rename).
+///   Without it the write survives the process being killed, which is enough for journals
+///   whose bytes are checked against the manifest's checksum anyway.
+func writeDurably(_ data: Data, to url: URL, sync: Bool = true) throws {
     let temporary = url.path + ".tmp"
     let file = try RawFile(path: temporary, create: true)
     try file.truncate(to: 0)
     try data.withUnsafeBytes { try file.write($0, at: 0) }
-    try file.sync()
+    if sync { try file.sync() }
     guard rename(temporary, url.path) == 0 else { throw FileSystemError(operation: "rename", path: url.path, code: errno) }
+}
+
+/// Makes every file under `folder` durable before an install commits: one `syncfs` on Linux,
+/// a sync of each file elsewhere.
+func syncFiles(under folder: URL, paths: [String]) throws {
+    #if os(Linux)
+    let fd = open(folder.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard fd >= 0 else { throw FileSystemError(operation: "open", path: folder.path, code: errno) }
+    defer { close(fd) }
+    // Glibc's module map hides syncfs (a GNU extension); find it at run time, else sync everything.
+    typealias SyncFS = @convention(c) (Int32) -> Int32
+    if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syncfs") {
+        guard unsafeBitCast(symbol, to: SyncFS.self)(fd) == 0 else { throw FileSystemError(operation: "syncfs", path: folder.path, code: errno) }
+    } else {
+        sync()
+    }
+    #else
+    for path in paths {
+        let file = try RawFile(path: path.split(separator: "/").reduce(folder) { $0.appendingPathComponent(String($1)) }.path, create: false)
+        try file.sync()
+    }
+    #endif
 }
 
 /// Renames `source` to `destination` in one step.

@@ -373,6 +373,8 @@ extension PackStore {
             if fileManager.fileExists(atPath: destination.path), previous?.manifest.version != manifest.version {
                 try fileManager.removeItem(at: destination)
             }
+            // Every byte on disk before the commit: a power loss after it cannot undo the install.
+            try syncFiles(under: staged, paths: manifest.files.map(\.path))
             try renameItem(staged, to: destination)
             try writeDurably(try PackManifest.encoder().encode(record), to: layout.currentURL)
         } catch {

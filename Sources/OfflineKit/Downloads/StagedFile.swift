@@ -97,6 +97,10 @@ final class StagedFile {
         try sealed.withUnsafeBytes { try file.write($0, at: index * Int64(ChunkedCipher.plainChunk + ChunkedCipher.overhead)) }
     }
 
+    /// Plain bytes handed to the file system (whole sealed chunks with encryption): they survive
+    /// the process being killed, not necessarily a power loss.
+    var writtenLength: Int64 { length - Int64(pending.count) }
+
     /// Syncs what is on disk and returns the plain offset that is now durable.
     func sync() throws -> Int64 {
         try file.sync()

@@ -16,8 +16,9 @@ struct PackNginxTests {
     static let created = Date(timeIntervalSince1970: 1_700_000_000)
     static let checkpoint: Int64 = 64 << 10
 
-    func withNginx<T>(_ packs: URL, rangeRequests: Bool = true, _ body: (LoopbackNginx, HTTPClientTransport) async throws -> T) async throws -> T {
-        let nginx = try LoopbackNginx(serving: packs, rangeRequests: rangeRequests)
+    func withNginx<T>(_ packs: URL, rangeRequests: Bool = true, bytesPerSecond: Int? = nil,
+                      _ body: (LoopbackNginx, HTTPClientTransport) async throws -> T) async throws -> T {
+        let nginx = try LoopbackNginx(serving: packs, rangeRequests: rangeRequests, bytesPerSecond: bytesPerSecond)
         defer { nginx.stop() }
         return try await HTTPClientTransport.withTransport { try await body(nginx, $0) }
     }
@@ -222,10 +223,10 @@ struct PackNginxTests {
     func sigkill() async throws {
         let binary = try #require(ProcessInfo.processInfo.environment["OFFLINEKIT_BIN"])
         let temp = try TemporaryFolder()
-        let size = 24 << 20
+        let size = 12 << 20
         let files = ["big.bin": payload(size, seed: 57)]
         try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
-        try await withNginx(temp.sub("packs")) { nginx, http in
+        try await withNginx(temp.sub("packs"), bytesPerSecond: 16 << 20) { nginx, http in
             let storeFolder = temp.sub("store")
             var killedAt: Int64 = 0
             // The engine syncs a checkpoint every MiB: kill the child once one is on disk, a few times.
