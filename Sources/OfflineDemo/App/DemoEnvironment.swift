@@ -9,6 +9,9 @@ public struct DemoEnvironment: Sendable {
     public var serverURL: URL
     /// The app's transport: gated by connectivity and reporting outcomes to it.
     public var transport: any HTTPTransport
+    /// The transport underneath, for OfflineKit components that gate requests themselves
+    /// (the response cache, the outbox, downloads).
+    public var rawTransport: any HTTPTransport
     public var connectivity: any ConnectivitySource
     /// The app's local database.
     public var database: OfflineDatabase
@@ -22,14 +25,15 @@ public struct DemoEnvironment: Sendable {
 
     public init(
         serverURL: URL,
-        transport: any HTTPTransport,
+        rawTransport: any HTTPTransport,
         connectivity: any ConnectivitySource,
         database: OfflineDatabase,
         directory: URL,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.serverURL = serverURL
-        self.transport = transport
+        self.rawTransport = rawTransport
+        self.transport = GatedTransport(rawTransport, connectivity: connectivity)
         self.connectivity = connectivity
         self.database = database
         self.directory = directory

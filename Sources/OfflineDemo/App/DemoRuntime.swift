@@ -39,7 +39,7 @@ public enum DemoRuntime {
                 let database = try OfflineDatabase.open(at: clientDirectory.appending(path: "app.sqlite"))
                 let environment = DemoEnvironment(
                     serverURL: serverURL,
-                    transport: GatedTransport(http, connectivity: monitor),
+                    rawTransport: http,
                     connectivity: monitor,
                     database: database,
                     directory: clientDirectory)
@@ -72,8 +72,11 @@ public enum DemoRuntime {
     /// The five scenarios, started from local data.
     static func makeApp(environment: DemoEnvironment, network: NetworkSwitch) async throws -> DemoApp {
         try DemoMigrations.migrate(environment.database.writer)
+        let cache = ResponseCache(database: environment.database, transport: environment.rawTransport, connectivity: environment.connectivity,
+                                  now: environment.now, defaultTimeout: .seconds(5))
         let scenarios: [any Scenario] = [
             PlannerModel(environment: environment),
+            ShopModel(environment: environment, cache: cache),
         ]
         for scenario in scenarios { await scenario.start() }
         return DemoApp(scenarios: scenarios, environment: environment, network: network)
