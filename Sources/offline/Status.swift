@@ -1,2 +1,132 @@
 import ArgumentParser
-extension Offline { struct Status: AsyncParsableCommand { func run() async throws {} } }
+import Dispatch
+import Foundation
+import OfflineCore
+import OfflineKit
+
+extension Offline {
+    struct Status: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print the connectivity status, its reason and evidence.",
+            discussion: """
+                Without --watch, prints the first measured status and exits. With --watch, prints \
+                every change until SIGINT or SIGTERM.
+                """
+        )
+
+        @Option(name: .customLong("probe-url"), help: "The health URL to probe (your own server's).")
+        var probeURL = "http://127.0.0.1:8080/health"
+        @Option(name: .customLong("expect-status"), help: "The status the probe URL answers when healthy.")
+        var expectStatus = 204
+        @Option(name: .customLong("expect-body"), help: "The body the probe URL answers when healthy, if any.")
+        var expectBody: String?
+        @Option(help: "Seconds between probes while online and idle.")
+        var interval: Double = 300
+        @Option(help: "Seconds before a probe counts as timed out.")
+        var timeout: Double = 3
+        @Option(name: .customLong("sample-url"), help: "Also send requests to this URL, as app traffic would, to measure round trip and throughput.")
+        var sampleURL: String?
+        @Option(name: .customLong("sample-interval"), help: "Seconds between sample requests.")
+        var sampleInterval: Double = 1
+        @Option(name: .customLong("sample-timeout"), help: "Seconds before a sample request counts as timed out.")
+        var sampleTimeout: Double = 2
+        @Flag(help: "Print every change until interrupted.") var watch = false
+        @Flag(help: "Print one JSON object per line.") var json = false
+
+        func validate() throws {
+            guard URL(string: probeURL)?.host != nil else { throw ValidationError("--probe-url must be an absolute URL.") }
+            if let sampleURL, URL(string: sampleURL)?.host == nil { throw ValidationError("--sample-url must be an absolute URL.") }
+            guard interval > 0, timeout > 0, sampleInterval > 0, sampleTimeout > 0 else {
+                throw ValidationError("Intervals and timeouts must be positive.")
+            }
+        }
+
+        func run() async throws {
+            var policy = ConnectivityPolicy()
+            policy.idleProbeInterval = .seconds(interval)
+            let probe = ConnectivityProbe(
+                url: URL(string: probeURL)!,
+                expectedStatus: expectStatus,
+                expectedBody: expectBody.map { Data($0.utf8) },
+                timeout: .seconds(timeout)
+            )
+            let monitor = ConnectivityMonitor(probe: probe, policy: policy)
+            let printer = StatusPrinter(json: json)
+            try await withInterruption {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await monitor.run() }
+                    if let sampleURL {
+                        group.addTask { try await sample(URL(string: sampleURL)!, monitor: monitor) }
+                    }
+                    for await status in monitor.statusUpdates() {
+                        if status.kind == .unknown && !watch { continue }
+                        printer.print(watch ? status : monitor.status)
+                        if !watch { break }
+                    }
+                    group.cancelAll()
+                }
+            }
+        }
+
+        /// Sends app-like traffic through the gate, so its outcomes become evidence.
+        private func sample(_ url: URL, monitor: ConnectivityMonitor) async throws {
+            try await HTTPClientTransport.withTransport(defaultTimeout: .seconds(sampleTimeout)) { client in
+                let transport = GatedTransport(client, connectivity: monitor)
+                while !Task.isCancelled {
+                    _ = try? await transport.send(HTTPRequest(url: url, timeout: .seconds(sampleTimeout)))
+                    try await Task.sleep(for: .seconds(sampleInterval))
+                }
+            }
+        }
+    }
+}
+
+/// Prints statuses as text or JSON lines.
+struct StatusPrinter {
+    let json: Bool
+
+    struct Line: Encodable {
+        var status: String
+        var reason: String
+        var since: String
+        var sinceUnix: Double
+        var evidence: ConnectivityEvidence
+    }
+
+    func print(_ status: ConnectivityStatus) {
+        let since = status.since.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            let line = Line(status: status.kind.rawValue, reason: status.reason.rawValue, since: since,
+                            sinceUnix: status.since.timeIntervalSince1970, evidence: status.evidence)
+            if let data = try? encoder.encode(line) {
+                Swift.print(String(decoding: data, as: UTF8.self))
+            }
+        } else {
+            let evidence = status.evidence
+            let rtt = evidence.smoothedRTT.map { "\(Int(($0 * 1000).rounded())) ms" } ?? "–"
+            let throughput = evidence.throughput.map { "\(Int(($0 / 1000).rounded())) kbit/s" } ?? "–"
+            Swift.print("\(status.kind.rawValue) (\(status.reason.rawValue)) since \(since); round trip \(rtt), throughput \(throughput), \(evidence.samples) samples, \(evidence.recentFailures) recent failures")
+        }
+        fflush(nil)
+    }
+}
+
+/// Runs `body` until it returns or SIGINT/SIGTERM arrives, which cancels it and ends cleanly.
+func withInterruption(_ body: @escaping @Sendable () async throws -> Void) async throws {
+    let task = Task { try await body() }
+    let signals = [SIGINT, SIGTERM].map { number in
+        signal(number, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+        source.setEventHandler { task.cancel() }
+        source.resume()
+        return source
+    }
+    defer { signals.forEach { $0.cancel() } }
+    do {
+        try await task.value
+    } catch is CancellationError {
+        return
+    }
+}

@@ -193,7 +193,9 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
     public var nextDeadline: Instant? {
         var deadlines: [Instant] = []
         if let probe = nextProbe { deadlines.append(probe) }
-        if case .noRoute(let since) = link { deadlines.append(since.advanced(by: policy.routeLossGrace)) }
+        if case .noRoute(let since) = link, verdict.kind != .offlineHard {
+            deadlines.append(since.advanced(by: policy.routeLossGrace))
+        }
         if heldBack, let lastChange { deadlines.append(lastChange.advanced(by: policy.minimumDwell)) }
         return deadlines.min()
     }

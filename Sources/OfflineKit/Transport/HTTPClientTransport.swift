@@ -12,11 +12,12 @@ public final class HTTPClientTransport: HTTPTransport {
     /// Deadline used when a request sets none.
     public let defaultTimeout: Duration
 
-    public init(defaultTimeout: Duration = .seconds(30), connectTimeout: Duration = .seconds(3)) {
+    /// - Parameter followRedirects: false for probes, where a redirect means a captive portal.
+    public init(defaultTimeout: Duration = .seconds(30), connectTimeout: Duration = .seconds(3), followRedirects: Bool = true) {
         var configuration = HTTPClient.Configuration()
         configuration.timeout.connect = TimeAmount(connectTimeout)
         configuration.decompression = .disabled
-        configuration.redirectConfiguration = .follow(max: 5, allowCycles: false)
+        configuration.redirectConfiguration = followRedirects ? .follow(max: 5, allowCycles: false) : .disallow
         client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
         self.defaultTimeout = defaultTimeout
     }

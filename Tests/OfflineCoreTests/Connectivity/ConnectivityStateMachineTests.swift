@@ -292,12 +292,13 @@ struct ConnectivityStateMachineTests {
     func poorNeedsSamples() {
         var h = Harness()
         h.start()
-        h.probe(Harness.success(100))
-        for index in 1...4 {
+        h.probe(Harness.success(100)) // sample 1
+        for index in 2...4 {
             h.advance(by: .seconds(10))
             h.request(.success(latency: .seconds(3), bytes: 100, duration: .seconds(3)))
-            #expect(h.kind == .online, "sample \(index + 1)")
+            #expect(h.kind == .online, "sample \(index)")
         }
+        #expect((h.machine.verdict.evidence.smoothedRTT ?? 0) >= 1.4, "slow enough already, but too few samples")
         h.request(.success(latency: .seconds(3), bytes: 100, duration: .seconds(3)))
         h.advance(by: .seconds(1))
         #expect(h.kind == .poor)
@@ -447,5 +448,28 @@ struct SplitMix {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
+    }
+}
+
+@Suite("Connectivity fusion state machine: deadlines")
+struct ConnectivityDeadlineTests {
+    @Test("a deadline that has been acted on is never returned again (no busy loop in the shell)",
+          arguments: [LinkEvent.noRoute, .down, .usable])
+    func deadlinesMoveForward(event: LinkEvent) {
+        var h = Harness()
+        h.start()
+        h.probe(Harness.success())
+        h.advance(by: .seconds(3))
+        h.link(event)
+        if h.probing { h.probe(Harness.success()) }
+        for _ in 0..<50 {
+            guard let deadline = h.machine.nextDeadline else { break }
+            h.now = max(h.now, deadline)
+            h.record(h.machine.tick(now: h.now))
+            if h.probing { h.probe(Harness.success()) }
+            if let next = h.machine.nextDeadline {
+                #expect(next > deadline || h.probing, "deadline \(next.offset) did not move past \(deadline.offset)")
+            }
+        }
     }
 }

@@ -1,0 +1,54 @@
+public import Foundation
+public import OfflineCore
+
+/// An active check that the app's own server answers as expected.
+///
+/// A GET to ``url`` (the app's health endpoint; OfflineKit hard-codes no third-party host) that
+/// must answer ``expectedStatus`` (and ``expectedBody`` when set) within ``timeout``. Any other
+/// 2xx or 3xx answer means something in between (a captive portal) answered instead.
+public struct ConnectivityProbe: Sendable, Hashable {
+    public var url: URL
+    public var expectedStatus: Int
+    public var expectedBody: Data?
+    public var timeout: Duration
+
+    public init(url: URL, expectedStatus: Int = 204, expectedBody: Data? = nil, timeout: Duration = .seconds(3)) {
+        self.url = url
+        self.expectedStatus = expectedStatus
+        self.expectedBody = expectedBody
+        self.timeout = timeout
+    }
+
+    /// Runs the probe once over `transport`, which must not follow redirects.
+    ///
+    /// - Parameter elapsed: measures the round trip; the monitor passes its clock.
+    public func run(over transport: any HTTPTransport, elapsed: () -> Duration) async -> ProbeOutcome {
+        var request = HTTPRequest(url: url, timeout: timeout, requirement: .offlineCapable)
+        request.headers["Cache-Control"] = "no-cache"
+        let start = elapsed()
+        do {
+            let response = try await transport.send(request, maxBodyBytes: 64 * 1024)
+            return classify(response, latency: elapsed() - start)
+        } catch let error as TransportError {
+            return switch error {
+            case .timeout: .timeout
+            case .dnsFailure: .dnsFailure
+            case .connectionRefused: .refused
+            case .connectionLost, .responseTooLarge, .cancelled, .other: .timeout
+            }
+        } catch {
+            return .timeout
+        }
+    }
+
+    func classify(_ response: HTTPResponse, latency: Duration) -> ProbeOutcome {
+        if response.status == expectedStatus, expectedBody.map({ $0 == response.body }) ?? true {
+            return .success(latency: latency)
+        }
+        switch response.status {
+        case 200..<400: return .captivePortal
+        case 500...: return .serverError(status: response.status)
+        default: return .unexpected(status: response.status)
+        }
+    }
+}
