@@ -117,12 +117,12 @@ struct StorageBudgetTests {
 
     @Test("evicts least recently opened first, never pinned packs, never the pack itself")
     func lru() {
-        let budget = StorageBudget(limitBytes: 100)
+        let budget = StorageBudget(limitBytes: 110)
         let stored = [usage("a", 30, daysAgo: 1), usage("b", 30, daysAgo: 5, pinned: true), usage("c", 30, daysAgo: 3), usage("self", 10, daysAgo: 9)]
         #expect(budget.plan(incomingBytes: 10, for: "self", stored: stored) == .fits)
         #expect(budget.plan(incomingBytes: 20, for: "self", stored: stored) == .evict(["c"]))
         #expect(budget.plan(incomingBytes: 55, for: "self", stored: stored) == .evict(["c", "a"]))
-        #expect(budget.plan(incomingBytes: 90, for: "self", stored: stored) == .insufficient(shortBy: 10))
+        #expect(budget.plan(incomingBytes: 90, for: "self", stored: stored) == .insufficient(shortBy: 20))
         #expect(StorageBudget().plan(incomingBytes: 1 << 40, for: "x", stored: stored) == .fits)
     }
 }

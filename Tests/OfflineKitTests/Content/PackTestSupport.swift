@@ -41,7 +41,7 @@ func publish(_ id: String, _ version: String, _ files: [String: Data], into pack
 }
 
 /// Runs a real OfflineServer on a free loopback port serving `packs`, with faults enabled.
-func withPackServer<T: Sendable>(packs: URL, _ body: @Sendable (URL) async throws -> T) async throws -> T {
+func withPackServer<T: Sendable>(packs: URL, _ body: @escaping @Sendable (URL) async throws -> T) async throws -> T {
     let (ports, continuation) = AsyncStream<Int>.makeStream()
     let app = try await buildApplication(
         ServerConfiguration(port: 0, packsDirectory: packs, faultsEnabled: true),
