@@ -65,7 +65,8 @@ func runCacheBenchmark() async throws {
         samples.sort()
         let median = samples[samples.count / 2]
         let p99 = samples[Int(Double(samples.count) * 0.99) - 1]
-        print(String(format: "  %-44@ median %6.3f ms   p99 %6.3f ms", label as NSString, median, p99))
+        let padded = label.padding(toLength: 46, withPad: " ", startingAt: 0)
+        print("  \(padded)" + String(format: "median %6.3f ms   p99 %6.3f ms", median, p99))
         return (median, p99)
     }
 

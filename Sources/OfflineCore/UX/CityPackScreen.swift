@@ -227,8 +227,7 @@ public struct CityPackScreen: Sendable, Hashable {
 
         let packContentVisible: Bool
         switch state {
-        case .normal, .fullyOffline, .updateAvailable: packContentVisible = true
-        case .weakNetwork: packContentVisible = installed != nil && input.city != nil
+        case .normal, .fullyOffline, .updateAvailable, .weakNetwork: packContentVisible = installed != nil && input.city != nil
         case .noPackOnline, .noPackOffline, .downloading, .downloadFailed: packContentVisible = false
         }
         offlineSearchVisible = packContentVisible

@@ -121,8 +121,8 @@ public final class ResponseCache: Sendable {
     ///
     /// A change is published only when the body differs (compared by digest, not headers): a
     /// `304 Not Modified` or an identical body refreshes the stored timestamp silently. When the
-    /// connection comes back, a stale or missing copy is fetched without being asked. The
-    /// observation stops when the caller stops iterating.
+    /// connection comes back, the copy is revalidated (or first fetched) without being asked.
+    /// The observation stops when the caller stops iterating.
     public func observe(_ query: CacheQuery) -> AsyncStream<CacheSnapshot> {
         let (stream, continuation) = AsyncStream.makeStream(of: CacheSnapshot.self, bufferingPolicy: .bufferingNewest(8))
         // Owned by the stream: cancelled when the subscriber goes away.
@@ -136,8 +136,10 @@ public final class ResponseCache: Sendable {
 
     private struct ObservationState {
         var lastHash: String?
-        var published = false
+        var last: CacheSnapshot?
         var hasEntry = false
+        /// The first value comes from the database: it is the device's copy, whoever stored it.
+        var deliveredStoredCopy = false
     }
 
     private func runObservation(_ query: CacheQuery, _ continuation: AsyncStream<CacheSnapshot>.Continuation) async {
@@ -149,11 +151,11 @@ public final class ResponseCache: Sendable {
                     guard response.bodyHash != state.lastHash else { return false }
                     state.lastHash = response.bodyHash
                     state.hasEntry = true
-                } else if state.hasEntry {
+                } else if state.hasEntry || state.last == snapshot {
                     // Data on screen stays on screen; failures of a refresh are not news.
                     return false
                 }
-                state.published = true
+                state.last = snapshot
                 return true
             }
             if send { continuation.yield(snapshot) }
@@ -167,9 +169,16 @@ public final class ResponseCache: Sendable {
                 do {
                     for try await entry in observation.values(in: database.writer) {
                         if let entry {
-                            let source: ResponseSource = networkHashes.withLock { $0[key] } == entry.bodyHash ? .network : .cache
-                            if let loaded = try? self.response(from: entry, source: source) { publish(.loaded(loaded)) }
-                        } else if !state.withLock({ $0.published }) {
+                            let first = state.withLock { state in
+                                defer { state.deliveredStoredCopy = true }
+                                return !state.deliveredStoredCopy
+                            }
+                            let fromNetwork = !first && networkHashes.withLock { $0[key] } == entry.bodyHash
+                            if let loaded = try? self.response(from: entry, source: fromNetwork ? .network : .cache) {
+                                publish(.loaded(loaded))
+                            }
+                        } else if state.withLock({ $0.last == nil }) {
+                            state.withLock { $0.deliveredStoredCopy = true }
                             publish(connectivity.status.isReachable && query.policy != .cacheOnly
                                 ? .loading : .unavailable(query.policy == .cacheOnly && connectivity.status.isReachable ? .notCached : .neverLoadedAndOffline))
                         }
@@ -196,8 +205,9 @@ public final class ResponseCache: Sendable {
         }
     }
 
-    /// Fetches for an observer when its policy asks for it, or when the connection came back
-    /// and the stored copy is stale.
+    /// Fetches for an observer when its policy asks for it, or when the connection came back:
+    /// then the copy shown offline is revalidated (a conditional request, usually a bodiless
+    /// `304`), because it may have changed elsewhere meanwhile.
     private func refreshObserved(_ query: CacheQuery, reconnected: Bool, publish: @Sendable (CacheSnapshot) -> Void) async {
         guard query.policy != .cacheOnly else { return }
         let entry = try? await storedEntry(for: query)
@@ -205,7 +215,7 @@ public final class ResponseCache: Sendable {
         let plan = CachePlan.decide(policy: query.policy, entry: entry?.freshness, reachable: true, now: now)
         let shouldFetch: Bool = switch plan {
         case .fetch, .serveCacheThenRevalidate: true
-        case .serveCache: reconnected && !(entry?.freshness.isFresh(at: now) ?? false)
+        case .serveCache: reconnected
         case .neverLoadedAndOffline, .notCached, .offline: false
         }
         guard shouldFetch else { return }
