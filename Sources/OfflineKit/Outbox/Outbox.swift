@@ -141,7 +141,7 @@ public final class Outbox: Sendable {
         }
 
         let id = UUID.timeOrdered(at: now).uuidString.lowercased()
-        let entry = OutboxEntry(
+        var entry = OutboxEntry(
             id: id,
             operation: operation.name,
             operationVersion: operation.version,
@@ -155,6 +155,7 @@ public final class Outbox: Sendable {
             dependsOn: dependsOn,
             progress: .new(at: now))
         try entry.insert(db)
+        entry.sequence = db.lastInsertedRowID
         db.afterNextTransaction { [wakeups] _ in wakeups.signal() }
         return entry
     }

@@ -39,6 +39,8 @@ public struct OutboxEntry: Sendable, Hashable, Identifiable {
     public var dependsOn: [String]
     /// State, attempts, next attempt time, creation time and last failure.
     public var progress: OutboxEntryProgress
+    /// The commit order (the table's rowid); nil until inserted.
+    var sequence: Int64?
 
     public var state: OutboxEntryState { progress.state }
     public var attempts: Int { progress.attempts }
@@ -56,6 +58,7 @@ extension OutboxEntry: FetchableRecord, PersistableRecord {
     public static var databaseTableName: String { "offlinekit_outbox" }
 
     public init(row: Row) throws {
+        sequence = row["sequence"]
         id = row["id"]
         operation = row["operation"]
         operationVersion = row["operationVersion"]
@@ -80,6 +83,7 @@ extension OutboxEntry: FetchableRecord, PersistableRecord {
     }
 
     public func encode(to container: inout PersistenceContainer) throws {
+        container["sequence"] = sequence
         container["id"] = id
         container["operation"] = operation
         container["operationVersion"] = operationVersion
@@ -97,11 +101,6 @@ extension OutboxEntry: FetchableRecord, PersistableRecord {
         container["nextAttemptAt"] = progress.nextAttemptAt.timeIntervalSince1970
         container["createdAt"] = progress.createdAt.timeIntervalSince1970
         container["lastFailure"] = try progress.lastFailure.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
-    }
-
-    /// Saves only the delivery columns.
-    func saveProgress(_ db: Database) throws {
-        try update(db, columns: ["state", "attempts", "nextAttemptAt", "lastFailure", "payload"])
     }
 }
 

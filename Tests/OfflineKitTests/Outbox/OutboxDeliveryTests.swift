@@ -56,6 +56,7 @@ struct OutboxDeliveryTests {
         try await withOutboxServer { url in
             try await HTTPClientTransport.withTransport { http in
                 let database = try OfflineDatabase.inMemory()
+                try Items.create(database)
                 let outbox = Outbox(database: database, operations: OutboxOperation.testOperations)
                 let monitor = FakeConnectivityMonitor(.online)
                 let drainer = makeDrainer(outbox, url, monitor, LosingTransport(http, losing: 2))
@@ -77,7 +78,9 @@ struct OutboxDeliveryTests {
                 let file = try temporaryDirectory().appendingPathComponent("app.sqlite")
                 let key: String
                 do {
-                    let outbox = Outbox(database: try OfflineDatabase.open(at: file), operations: OutboxOperation.testOperations)
+                    let database = try OfflineDatabase.open(at: file)
+                    try Items.create(database)
+                    let outbox = Outbox(database: database, operations: OutboxOperation.testOperations)
                     let entry = try #require(try await outbox.write(.setItem, path: "/api/records/crash/1", json: ItemBody(value: "v"),
                                                                      record: RecordKey("crash", "1")))
                     key = entry.idempotencyKey
@@ -117,7 +120,7 @@ struct OutboxDeliveryTests {
                                     connectivity: FakeConnectivityMonitor(.online), clock: clock, random: { 0.5 })
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await drainer.run() }
-            try await waitForQueue(outbox) { $0.pendingCount == 1 && $0.nextRetryAt != nil && $0.inFlightCount == 0 }
+            for try await update in outbox.entryUpdates(entry.id) where update?.lastFailure != nil && update?.state == .pending { break }
             let reopened = Outbox(database: try OfflineDatabase(database.writer), operations: OutboxOperation.testOperations)
             let stored = try #require(try await reopened.entry(entry.id))
             #expect(stored.attempts == 1)
@@ -287,6 +290,8 @@ struct OutboxDeliveryTests {
             try Items.create(database)
             try (database.writer as? DatabasePool)?.close()
         }
+        try? FileManager.default.removeItem(atPath: damaged.path + "-wal")
+        try? FileManager.default.removeItem(atPath: damaged.path + "-shm")
         var bytes = try Data(contentsOf: damaged)
         for index in 100..<min(bytes.count, 4096) { bytes[index] = 0xA5 }
         try bytes.write(to: damaged)
