@@ -31,7 +31,7 @@ public enum Chrome {
     }
 
     /// Rows the body gets on a terminal `height` rows tall.
-    public static func bodyHeight(forTerminalHeight height: Int) -> Int { max(4, height - 7) }
+    public static func bodyHeight(forTerminalHeight height: Int) -> Int { max(4, height - 6) }
 
     public static func render(_ state: State) -> Frame {
         var lines: [Line] = []

@@ -242,9 +242,7 @@ public final class PlannerModel: Scenario {
     }
 
     public func render(_ context: RenderContext) -> ScreenContent {
-        var state = snapshot
-        state.connectivity = context.connectivity
-        return PlannerScreen.render(state, context)
+        PlannerScreen.render(snapshot, context)
     }
 
     // MARK: First launch

@@ -4,6 +4,8 @@ public import OfflineCore
 /// The planner, drawn from a state snapshot.
 public enum PlannerScreen {
     public static func render(_ state: PlannerModel.State, _ context: RenderContext) -> ScreenContent {
+        var state = state
+        state.connectivity = context.connectivity
         var body: [Line] = []
         let offline = !state.connectivity.isReachable && state.connectivity != .unknown
         var header = Line([Span(" Planner", .bold), Span(" · local-first: everything here works offline", .dim)])
