@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 
 bin=${OFFLINEKIT_BIN:-$PWD/.build/debug/offline}
 kills_wanted=${OUTBOX_CRASH_KILLS:-200}
-batch=${OUTBOX_CRASH_BATCH:-4}
+batch=${OUTBOX_CRASH_BATCH:-10}
 time_limit=${OUTBOX_CRASH_SECONDS:-$((kills_wanted * 2 + 60))}
 [[ -x "$bin" ]] || { echo "outbox-crash: no offline binary at $bin (swift build --product offline)"; exit 1; }
 
@@ -30,7 +30,9 @@ trap cleanup EXIT
 server_pid=$!
 url=""
 for _ in $(seq 1 100); do
-    url=$(grep -o 'http://127.0.0.1:[0-9]*' "$work/server.log" | head -1 || true)
+    # Hummingbird logs the bound address (stdout may be buffered).
+    address=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$work/server.log" | head -1 | awk '{print $3}' || true)
+    [[ -n "$address" ]] && url="http://$address"
     [[ -n "$url" ]] && break
     sleep 0.1
 done
@@ -50,7 +52,7 @@ while ((kills < kills_wanted)); do
     "$bin" outbox drive --db "$work/app.sqlite" --server "$url" --count "$count" >>"$work/child.log" 2>&1 &
     child_pid=$!
     # A random point: during start-up, while queuing, or in the middle of delivery.
-    sleep "0.$(printf '%03d' $((RANDOM % 400)))"
+    sleep "0.$(printf '%03d' $((RANDOM % 250)))"
     if kill -9 "$child_pid" 2>/dev/null; then
         kills=$((kills + 1))
     else
