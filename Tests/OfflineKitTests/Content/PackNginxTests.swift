@@ -206,7 +206,7 @@ struct PackNginxTests {
             // Mid-download: the disk fills up while bytes arrive.
             try FileManager.default.removeItem(at: mount.appendingPathComponent("filler"))
             let filler = mount.appendingPathComponent("filler2")
-            counting.beforeBody.set { try? Data(count: 1_500_000).write(to: filler) }
+            counting.beforeBody.set { try? Data(count: 2_500_000).write(to: filler) }
             let late = await #expect(throws: PackDownloadError.self) { try await store.download("p") }
             #expect(late?.failure == .insufficientStorage)
             #expect(store.state(of: "p") == .failed(.insufficientStorage))
@@ -221,43 +221,63 @@ struct PackNginxTests {
     @Test("resumes after the offline pack download process is killed with SIGKILL",
           .enabled(if: ProcessInfo.processInfo.environment["OFFLINEKIT_BIN"] != nil))
     func sigkill() async throws {
-        let binary = try #require(ProcessInfo.processInfo.environment["OFFLINEKIT_BIN"])
         let temp = try TemporaryFolder()
         let size = 12 << 20
         let files = ["big.bin": payload(size, seed: 57)]
         try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         try await withNginx(temp.sub("packs"), bytesPerSecond: 16 << 20) { nginx, http in
-            let storeFolder = temp.sub("store")
-            var killedAt: Int64 = 0
-            // The engine syncs a checkpoint every MiB: kill the child once one is on disk, a few times.
-            for _ in 0..<3 {
-                let child = Process()
-                child.executableURL = URL(fileURLWithPath: binary)
-                child.arguments = ["pack", "download", "p", "--server", nginx.baseURL.absoluteString, "--store", storeFolder.path]
-                child.standardOutput = FileHandle.nullDevice
-                child.standardError = FileHandle.nullDevice
-                try child.run()
-                let journalFolder = storeFolder.appendingPathComponent("p/staging/1/journal")
-                var offset: Int64 = killedAt
-                for _ in 0..<2_000 where child.isRunning {
-                    offset = journalOffset(journalFolder) ?? 0
-                    if offset > killedAt { break }
-                    usleep(1_000)
-                }
-                kill(child.processIdentifier, SIGKILL)
-                child.waitUntilExit()
-                killedAt = max(killedAt, journalOffset(journalFolder) ?? 0)
-                if killedAt >= Int64(size) { break }
-            }
-            let counting = CountingTransport(http)
-            let store = try PackStore(directory: storeFolder, source: .server(nginx.baseURL), transport: counting, connectivity: FakeConnectivityMonitor(.online))
-            try await store.download("p")
-            try expectInstalled(store, "p", files)
-            if killedAt > 0, killedAt < Int64(size) {
-                #expect(counting.statuses == [206])
-                #expect(counting.bodyBytes == Int64(size) - killedAt)
+            try await killAndResume(base: nginx.baseURL, http: http, store: temp.sub("store"), size: size, files: files)
+        }
+    }
+
+    @Test("resumes after SIGKILL against OfflineServer too",
+          .enabled(if: ProcessInfo.processInfo.environment["OFFLINEKIT_BIN"] != nil))
+    func sigkillOfflineServer() async throws {
+        let temp = try TemporaryFolder()
+        let size = 12 << 20
+        let files = ["big.bin": payload(size, seed: 59)]
+        try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        try await withPackServer(packs: temp.sub("packs")) { base in
+            try await HTTPClientTransport.withTransport { http in
+                try await setFaults(PackFaultPlan(bytesPerSecond: 16 << 20), base: base, transport: http)
+                try await killAndResume(base: base, http: http, store: temp.sub("store"), size: size, files: files, unthrottle: {
+                    try await setFaults(nil, base: base, transport: http)
+                })
             }
         }
+    }
+
+    /// Runs `offline pack download` as a child, kills it with SIGKILL a few times once a
+    /// checkpoint is on disk, then resumes in process and checks only the rest was fetched.
+    func killAndResume(base: URL, http: HTTPClientTransport, store storeFolder: URL, size: Int, files: [String: Data],
+                       unthrottle: () async throws -> Void = {}) async throws {
+        let binary = try #require(ProcessInfo.processInfo.environment["OFFLINEKIT_BIN"])
+        var killedAt: Int64 = 0
+        for _ in 0..<3 {
+            let child = Process()
+            child.executableURL = URL(fileURLWithPath: binary)
+            child.arguments = ["pack", "download", "p", "--server", base.absoluteString, "--store", storeFolder.path]
+            child.standardOutput = FileHandle.nullDevice
+            child.standardError = FileHandle.nullDevice
+            try child.run()
+            let journalFolder = storeFolder.appendingPathComponent("p/staging/1/journal")
+            for _ in 0..<5_000 where child.isRunning {
+                if (journalOffset(journalFolder) ?? 0) > killedAt { break }
+                usleep(1_000)
+            }
+            kill(child.processIdentifier, SIGKILL)
+            child.waitUntilExit()
+            killedAt = max(killedAt, journalOffset(journalFolder) ?? 0)
+        }
+        #expect(killedAt > 0 && killedAt < Int64(size), "the child was killed mid-download")
+        try await unthrottle()
+        let counting = CountingTransport(http)
+        let store = try PackStore(directory: storeFolder, source: .server(base), transport: counting, connectivity: FakeConnectivityMonitor(.online))
+        #expect(store.state(of: "p") == .failed(.interrupted))
+        try await store.download("p")
+        try expectInstalled(store, "p", files)
+        #expect(counting.statuses == [206])
+        #expect(counting.bodyBytes == Int64(size) - killedAt)
     }
 
     func journalOffset(_ folder: URL) -> Int64? {
