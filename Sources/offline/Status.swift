@@ -68,13 +68,18 @@ extension Offline {
             }
         }
 
-        /// Sends app-like traffic through the gate, so its outcomes become evidence.
+        /// Sends app-like traffic through the gate, so its outcomes become evidence. Like an
+        /// app's, requests start on their own schedule, not one after another; at most
+        /// `sampleTimeout / sampleInterval` are in flight.
         private func sample(_ url: URL, monitor: ConnectivityMonitor) async throws {
             try await HTTPClientTransport.withTransport(defaultTimeout: .seconds(sampleTimeout)) { client in
                 let transport = GatedTransport(client, connectivity: monitor)
-                while !Task.isCancelled {
-                    _ = try? await transport.send(HTTPRequest(url: url, timeout: .seconds(sampleTimeout)))
-                    try await Task.sleep(for: .seconds(sampleInterval))
+                let request = HTTPRequest(url: url, timeout: .seconds(sampleTimeout))
+                try await withThrowingDiscardingTaskGroup { group in
+                    while !Task.isCancelled {
+                        group.addTask { _ = try? await transport.send(request) }
+                        try await Task.sleep(for: .seconds(sampleInterval))
+                    }
                 }
             }
         }

@@ -237,8 +237,9 @@ def main():
     # Throttle: a fresh watcher whose sample requests (4 KB, 5 s allowed) measure throughput.
     idle.process.terminate()
     busy.process.terminate()
+    # 4 KB every 3 s is about 11 kbit/s: traffic the throttled link can carry, slowly.
     throttled = Watcher("throttle", "--interval", "1.5", "--timeout", "5",
-                        "--sample-url", SAMPLE, "--sample-interval", "0.5", "--sample-timeout", "8")
+                        "--sample-url", SAMPLE, "--sample-interval", "3", "--sample-timeout", "8")
     if throttled.wait_for("online", 0, 15) is None:
         failures.append("throttle watcher: never online on a healthy link")
     print(" throttle")

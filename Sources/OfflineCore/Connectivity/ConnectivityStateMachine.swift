@@ -159,7 +159,7 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
             }
             reachability = .reachable(.requestSucceeded)
         case .timeout, .dnsFailure, .refused, .connectionLost, .serverError:
-            if outcome == .timeout { addRoundTrip(policy.timeoutPenalty, timedOut: true) }
+            if outcome == .timeout, !verdict.kind.isOffline { addRoundTrip(policy.timeoutPenalty, timedOut: true) }
             requestFailures.append(now)
             let window = policy.requestFailureWindow
             requestFailures.removeAll { $0.duration(to: now) > window }
@@ -177,6 +177,14 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
         if let lastProbeFinished, lastProbeFinished.duration(to: now) < policy.foregroundProbeFreshness {
             return settle(now: now)
         }
+        probeRequested = true
+        return settle(now: now)
+    }
+
+    /// Something suggests the network changed (the user tapped "Try again", the app switched
+    /// networks): probe now, however recently the last probe finished. While a probe is running,
+    /// the next one follows it at once.
+    public mutating func checkRequested(now: Instant) -> Output {
         probeRequested = true
         return settle(now: now)
     }
@@ -209,6 +217,8 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
         case .unknown, .usable: break
         }
         let finished = lastProbeFinished ?? verdict.since
+        // A link change, a foreground or an explicit check probes at once, backoff or not.
+        if probeRequested { return finished }
         if consecutiveProbeFailures > 0, consecutiveProbeFailures < policy.probeFailuresForOffline {
             return finished.advanced(by: policy.confirmationDelay)
         }
@@ -218,7 +228,6 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
         case .unmeasured:
             return finished
         case .reachable:
-            if probeRequested { return finished }
             let lastEvidence = [lastProbeFinished, lastTrafficSuccess].compactMap { $0 }.max() ?? verdict.since
             return lastEvidence.advanced(by: policy.idleProbeInterval)
         }
@@ -295,6 +304,11 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
             } else {
                 let qualityChange = Set([kind, verdict.kind]) == [.online, .poor]
                 if qualityChange { samplesSinceQualityChange = 0 }
+                if kind.isOffline {
+                    // Round trips and timeouts measured while going offline describe the outage,
+                    // not the connection that will come back: quality starts afresh.
+                    resetQuality()
+                }
                 verdict = Verdict(kind: kind, reason: reason, since: now, evidence: evidence)
                 lastChange = now
                 heldBack = false
@@ -318,6 +332,15 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
             samples: rttSamples + throughputSamples,
             recentFailures: max(consecutiveProbeFailures, requestFailures.count)
         )
+    }
+
+    private mutating func resetQuality() {
+        smoothedRTT = nil
+        rttSamples = 0
+        lastRTTWasTimeout = false
+        throughput = nil
+        throughputSamples = 0
+        samplesSinceQualityChange = 0
     }
 
     private mutating func addRoundTrip(_ latency: Duration, timedOut: Bool) {

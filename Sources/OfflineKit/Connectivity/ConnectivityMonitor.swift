@@ -22,6 +22,7 @@ public final class ConnectivityMonitor: ConnectivitySource, Sendable {
         case probe(ProbeOutcome)
         case request(RequestOutcome)
         case foreground
+        case check
         case tick
     }
 
@@ -85,6 +86,12 @@ public final class ConnectivityMonitor: ConnectivitySource, Sendable {
     /// Tells the monitor the app came to the foreground: it probes unless it just did.
     public func appDidBecomeActive() {
         send(.foreground)
+    }
+
+    /// Probes now, however recently the last probe ran: for a "Try again" button, or when the
+    /// app knows the network just changed.
+    public func checkNow() {
+        send(.check)
     }
 
     private func send(_ input: Input) {
@@ -161,6 +168,7 @@ public final class ConnectivityMonitor: ConnectivitySource, Sendable {
                 case .probe(let outcome): machine.probeCompleted(outcome, now: now)
                 case .request(let outcome): machine.requestCompleted(outcome, now: now)
                 case .foreground: machine.appDidBecomeActive(now: now)
+                case .check: machine.checkRequested(now: now)
                 case .tick: machine.tick(now: now)
                 }
                 if case .tick = input { timerDeadline = nil }

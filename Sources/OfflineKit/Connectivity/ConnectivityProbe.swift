@@ -25,6 +25,9 @@ public struct ConnectivityProbe: Sendable, Hashable {
     public func run(over transport: any HTTPTransport, elapsed: () -> Duration) async -> ProbeOutcome {
         var request = HTTPRequest(url: url, timeout: timeout, requirement: .offlineCapable)
         request.headers["Cache-Control"] = "no-cache"
+        // A fresh connection each time: a pooled one that lived through an outage carries a
+        // backed-off retransmission timer and would report the outage long after it ended.
+        request.headers["Connection"] = "close"
         let start = elapsed()
         do {
             let response = try await transport.send(request, maxBodyBytes: 64 * 1024)

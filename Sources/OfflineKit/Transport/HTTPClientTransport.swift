@@ -17,6 +17,10 @@ public final class HTTPClientTransport: HTTPTransport {
         var configuration = HTTPClient.Configuration()
         configuration.timeout.connect = TimeAmount(connectTimeout)
         configuration.decompression = .disabled
+        // Fail a refused or unreachable connection at once instead of retrying it until the
+        // deadline: OfflineKit retries on its own terms (the outbox's backoff, the monitor's
+        // probes), and a refusal is evidence the monitor needs now.
+        configuration.connectionPool.retryConnectionEstablishment = false
         configuration.redirectConfiguration = followRedirects ? .follow(max: 5, allowCycles: false) : .disallow
         client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
         self.defaultTimeout = defaultTimeout

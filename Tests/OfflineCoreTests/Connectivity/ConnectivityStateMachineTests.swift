@@ -288,6 +288,31 @@ struct ConnectivityStateMachineTests {
         #expect(h.probes == 2)
     }
 
+    @Test("an explicit check probes at once, even right after a probe and during the offline backoff")
+    func checkRequested() {
+        var policy = ConnectivityPolicy()
+        policy.offlineBackoffInitial = .seconds(30)
+        policy.foregroundProbeFreshness = .seconds(1)
+        var h = Harness(policy: policy)
+        h.start()
+        h.probe(.refused)
+        h.advance(by: .milliseconds(250))
+        h.probe(.refused)
+        #expect(h.kind == .offlineSoft)
+        h.advance(by: .milliseconds(100))
+        h.foreground()
+        #expect(!h.probing, "a foreground right after a probe does not probe again")
+        h.record(h.machine.checkRequested(now: h.now))
+        #expect(h.probing)
+        h.probe(.refused)
+        // The backoff now waits 60 s; a foreground after the freshness period skips it.
+        #expect(h.machine.nextDeadline == h.now.advanced(by: .seconds(60)))
+        h.advance(by: .seconds(2))
+        #expect(!h.probing)
+        h.foreground()
+        #expect(h.probing)
+    }
+
     @Test("a slow round trip is poor only after five samples")
     func poorNeedsSamples() {
         var h = Harness()
@@ -362,6 +387,22 @@ struct ConnectivityStateMachineTests {
         }
         #expect(h.kind == .poor)
         #expect(h.reason == .timeouts || h.reason == .slowRoundTrip)
+    }
+
+    @Test("after an outage the connection comes back online, not poor from the outage's timeouts")
+    func outageTimeoutsDoNotMakeRecoveryPoor() {
+        var h = Harness()
+        h.start()
+        h.probe(Harness.success())
+        for _ in 0..<3 { h.request(.success(latency: .milliseconds(40), bytes: 100, duration: .milliseconds(40))) }
+        h.advance(by: .seconds(10))
+        for _ in 0..<6 { h.request(.timeout) }
+        #expect(h.kind == .offlineSoft)
+        h.advance(by: .seconds(10), answering: .timeout)
+        h.advance(to: h.machine.nextDeadline!)
+        if h.probing { h.probe(Harness.success()) }
+        #expect(h.kind == .online)
+        #expect(h.machine.verdict.evidence.samples == 1)
     }
 
     @Test("a DHCP renew (address removed and re-added) does not produce offline")
