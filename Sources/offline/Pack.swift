@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import OfflineCore
 import OfflineKit
+import OfflineServer
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -12,7 +13,7 @@ extension Offline {
     struct Pack: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Download, update, verify and remove offline packs.",
-            subcommands: [List.self, Download.self, Update.self, Remove.self, Verify.self]
+            subcommands: [List.self, Download.self, Update.self, Remove.self, Verify.self, Publish.self]
         )
     }
 }
@@ -29,6 +30,9 @@ struct PackOptions: ParsableArguments {
 
     @Flag(help: "Let large downloads use a metered network.")
     var allowMetered = false
+
+    @Flag(help: "Add technical details to error messages.")
+    var verbose = false
 
     func validate() throws {
         if let server, URL(string: server)?.host == nil { throw ValidationError("--server must be a URL such as http://127.0.0.1:8080") }
@@ -90,7 +94,7 @@ extension Offline.Pack {
 
         func run() async throws {
             try await options.withStore(requireServer: true) { store in
-                try await PackCommandRunner.download(pack, store: store)
+                try await PackCommandRunner.download(pack, store: store, verbose: options.verbose)
             }
         }
     }
@@ -107,7 +111,7 @@ extension Offline.Pack {
                 case .cached(let installed):
                     print("\(pack) is up to date (version \(installed.version))")
                 case .updateAvailable, .none, .failed, .downloading:
-                    try await PackCommandRunner.download(pack, store: store)
+                    try await PackCommandRunner.download(pack, store: store, verbose: options.verbose)
                 }
             }
         }
@@ -150,6 +154,33 @@ extension Offline.Pack {
     }
 }
 
+extension Offline.Pack {
+    struct Publish: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Publish a folder of files as a new pack version in a hosting folder (served by `offline serve --packs` or any web server)."
+        )
+        @Argument(help: "The pack id.") var pack: String
+        @Argument(help: "The new version.") var version: String
+        @Option(help: "The folder of files to publish.") var from: String
+        @Option(help: "The hosting folder: PACK/VERSION/… .") var packs: String
+
+        func validate() throws {
+            guard PackManifest.isSafeIdentifier(pack), PackManifest.isSafeIdentifier(version) else {
+                throw ValidationError("the pack id and version must be plain folder names")
+            }
+        }
+
+        func run() throws {
+            let manifest = try PackFolder.publish(
+                id: pack, version: version,
+                from: URL(fileURLWithPath: from, isDirectory: true),
+                into: URL(fileURLWithPath: packs, isDirectory: true)
+            )
+            print("published \(pack) version \(version): \(manifest.files.count) files, \(ByteCountText.format(manifest.totalBytes))")
+        }
+    }
+}
+
 struct PackCommandFailure: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
@@ -157,7 +188,7 @@ struct PackCommandFailure: Error, CustomStringConvertible {
 
 /// Runs a download while drawing its progress.
 enum PackCommandRunner {
-    static func download(_ pack: String, store: PackStore) async throws {
+    static func download(_ pack: String, store: PackStore, verbose: Bool) async throws {
         let display = ProgressDisplay(label: pack, isTerminal: isatty(STDOUT_FILENO) != 0)
         let updates = store.transferUpdates()
         let drawing = Task {
@@ -174,7 +205,7 @@ enum PackCommandRunner {
         } catch let error as PackDownloadError {
             drawing.cancel()
             display.finish()
-            throw PackCommandFailure("\(error.message) (\(error))")
+            throw PackCommandFailure(verbose ? "\(error.message) (\(error))" : error.message.text)
         } catch let error as PackPolicyError {
             drawing.cancel()
             display.finish()
