@@ -47,8 +47,12 @@ public enum CacheError: Error, Sendable, Hashable {
     case rejected(status: Int)
     /// The record is private and the cache has no cipher to protect it.
     case encryptionUnavailable
-    /// A stored private record could not be decrypted (the key changed); it was removed.
+    /// A stored private record could not be decrypted (the key changed or the record was
+    /// altered). Refreshing replaces it.
     case unreadableRecord
+    /// Only `GET` requests are cached; state-changing requests go through
+    /// ``ResponseCache/perform(_:refreshing:build:)``.
+    case notCacheable(method: String)
 
     /// The failure behind ``unavailable(_:)``, for logs and retry decisions.
     public enum TransportFailure: Sendable, Hashable {
@@ -64,7 +68,7 @@ public enum CacheError: Error, Sendable, Hashable {
         case .neverLoadedAndOffline: .internetRequiredFirstTime
         case .notCached: .internetRequiredFirstTime
         case .offline, .unavailable: .noInternetConnection
-        case .rejected, .encryptionUnavailable, .unreadableRecord: .tryAgainWhenOnline
+        case .rejected, .encryptionUnavailable, .unreadableRecord, .notCacheable: .tryAgainWhenOnline
         }
     }
 }

@@ -76,6 +76,7 @@ public final class ResponseCache: Sendable {
     ///
     /// - Throws: ``CacheError``, or `CancellationError`.
     public func load(_ query: CacheQuery) async throws -> CachedResponse {
+        try Self.requireCacheable(query)
         let entry = try await storedEntry(for: query)
         let reachable = connectivity.status.isReachable
         let plan = CachePlan.decide(policy: query.policy, entry: entry?.freshness, reachable: reachable, now: now())
@@ -102,6 +103,7 @@ public final class ResponseCache: Sendable {
     /// - Throws: ``CacheError/offline`` while offline; ``CacheError/unavailable(_:)`` on failure.
     @discardableResult
     public func refresh(_ query: CacheQuery) async throws -> CachedResponse {
+        try Self.requireCacheable(query)
         guard connectivity.status.isReachable else { throw CacheError.offline }
         let entry = try await storedEntry(for: query)
         let timeout: Duration? = if case .networkFirst(let timeout) = query.policy { timeout } else { nil }
@@ -125,6 +127,13 @@ public final class ResponseCache: Sendable {
     /// The observation stops when the caller stops iterating.
     public func observe(_ query: CacheQuery) -> AsyncStream<CacheSnapshot> {
         let (stream, continuation) = AsyncStream.makeStream(of: CacheSnapshot.self, bufferingPolicy: .bufferingNewest(8))
+        do {
+            try Self.requireCacheable(query)
+        } catch {
+            continuation.yield(.unavailable(.notCacheable(method: query.request.method.uppercased())))
+            continuation.finish()
+            return stream
+        }
         // Owned by the stream: cancelled when the subscriber goes away.
         let task = Task { [self] in
             await runObservation(query, continuation)
@@ -412,6 +421,11 @@ public final class ResponseCache: Sendable {
                 source: source, fetchedAt: Date(timeIntervalSince1970: entry.fetchedAt),
                 validator: entry.validator, isStale: !fresh),
             bodyHash: entry.bodyHash)
+    }
+
+    static func requireCacheable(_ query: CacheQuery) throws {
+        let method = query.request.method.uppercased()
+        guard method == "GET" else { throw CacheError.notCacheable(method: method) }
     }
 
     static func digest(_ data: Data) -> String {

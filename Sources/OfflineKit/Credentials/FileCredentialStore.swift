@@ -39,7 +39,9 @@ public struct FileCredentialStore: CredentialStore {
 
     public func set(_ secret: Data, for account: String) throws {
         let path = try self.path(for: account)
-        let temporary = path + ".tmp-\(getpid())"
+        // A unique name per write: concurrent writers never share a temporary file, and a
+        // leftover from a crash never blocks the next write.
+        let temporary = path + ".tmp-" + UUID().uuidString
         // Created 0600 from the start: there is no moment when others could read it.
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_EXCL, 0o600)
         guard descriptor >= 0 else { throw CredentialStoreError.systemError(errno) }

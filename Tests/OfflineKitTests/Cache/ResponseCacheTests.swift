@@ -343,3 +343,19 @@ struct ResponseCacheTests {
         }
     }
 }
+
+@Suite("Response cache input checks")
+struct ResponseCacheInputTests {
+    @Test("only GET requests are cached; anything else is refused before a request is built", arguments: ["POST", "PATCH", "DELETE"])
+    func onlyGet(_ method: String) async throws {
+        let transport = RecordingTransport()
+        let cache = ResponseCache(database: try .inMemory(), transport: transport, connectivity: FakeConnectivityMonitor(.online))
+        let query = CacheQuery(HTTPRequest(method: method, url: URL(string: "http://127.0.0.1:9/shop/cart")!))
+        await #expect(throws: CacheError.notCacheable(method: method)) { try await cache.load(query) }
+        await #expect(throws: CacheError.notCacheable(method: method)) { try await cache.refresh(query) }
+        var updates = cache.observe(query).makeAsyncIterator()
+        #expect(await updates.next() == .unavailable(.notCacheable(method: method)))
+        #expect(await updates.next() == nil)
+        #expect(transport.requests.isEmpty)
+    }
+}
