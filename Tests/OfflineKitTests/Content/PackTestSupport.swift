@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import OfflineCore
 import OfflineKit
 import OfflineKitTesting
@@ -43,8 +44,11 @@ func publish(_ id: String, _ version: String, _ files: [String: Data], into pack
 /// Runs a real OfflineServer on a free loopback port serving `packs`, with faults enabled.
 func withPackServer<T: Sendable>(packs: URL, _ body: @escaping @Sendable (URL) async throws -> T) async throws -> T {
     let (ports, continuation) = AsyncStream<Int>.makeStream()
+    var logger = Logger(label: "pack-tests")
+    logger.logLevel = .critical  // shutting the server down mid-connection logs errors that are expected here
     let app = try await buildApplication(
         ServerConfiguration(port: 0, packsDirectory: packs, faultsEnabled: true),
+        logger: logger,
         onServerRunning: { continuation.yield($0) }
     )
     return try await withThrowingTaskGroup(of: T?.self) { group in
