@@ -89,6 +89,18 @@ public struct OfflineMessage: Sendable, Hashable, Codable, CustomStringConvertib
     }
 
     public var description: String { text }
+
+    private enum CodingKeys: String, CodingKey {
+        case key, text, arguments
+    }
+
+    /// Messages stored before arguments existed decode with none.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        key = try container.decode(String.self, forKey: .key)
+        text = try container.decode(String.self, forKey: .text)
+        arguments = try container.decodeIfPresent([String].self, forKey: .arguments) ?? []
+    }
 }
 
 extension OfflineMessage {

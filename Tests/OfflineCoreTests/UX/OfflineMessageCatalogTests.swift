@@ -1,3 +1,4 @@
+import Foundation
 import OfflineCore
 import Testing
 
@@ -42,5 +43,17 @@ struct OfflineMessageCatalogTests {
         #expect(OfflineMessage.fill("5% off", with: []) == "5% off")
         #expect(OfflineMessage.fill("trailing %", with: []) == "trailing %")
         #expect(OfflineMessage.updatedAt("10:42").text == "Updated 10:42")
+    }
+}
+
+@Suite("Message coding")
+struct OfflineMessageCodingTests {
+    @Test("messages round-trip through JSON, and ones stored without arguments still decode")
+    func coding() throws {
+        let message = OfflineMessage.downloadingCity("Paris")
+        let decoded = try JSONDecoder().decode(OfflineMessage.self, from: JSONEncoder().encode(message))
+        #expect(decoded == message)
+        let legacy = Data(#"{"key":"offline.offlineMode","text":"Offline mode"}"#.utf8)
+        #expect(try JSONDecoder().decode(OfflineMessage.self, from: legacy) == .offlineMode)
     }
 }
