@@ -45,15 +45,27 @@ extension Outbox {
         let now = now()
         let retention = policy.retention
         return try await writer.write { db in
-            // The oldest active entry of each lane: nothing behind it in its lane may go first.
-            let heads = try OutboxEntry.fetchAll(db, sql: """
+            // The oldest active entry of each lane (nothing behind it in its lane may go first),
+            // due ones first: a lane waiting out a backoff never keeps a due lane out of the window,
+            // and the window stays small however long the queue is.
+            let headCondition = """
+                o.state = 'pending'
+                AND NOT EXISTS (SELECT 1 FROM offlinekit_outbox p INDEXED BY offlinekit_outbox_lane
+                                WHERE p.lane = o.lane AND p.sequence < o.sequence AND p.state IN ('pending', 'in-flight'))
+                """
+            let window = max(limit * 4, 64)
+            var heads = try OutboxEntry.fetchAll(db, sql: """
                 SELECT o.* FROM offlinekit_outbox o
-                WHERE o.state IN ('pending', 'in-flight')
-                  AND NOT EXISTS (SELECT 1 FROM offlinekit_outbox p
-                                  WHERE p.lane = o.lane AND p.sequence < o.sequence AND p.state IN ('pending', 'in-flight'))
-                ORDER BY o.sequence
-                LIMIT 2000
-                """)
+                WHERE \(headCondition) AND o.nextAttemptAt <= ?
+                ORDER BY o.sequence LIMIT ?
+                """, arguments: [now.timeIntervalSince1970, window])
+            // The next waiting head, for the wake-up time (and its retention).
+            heads += try OutboxEntry.fetchAll(db, sql: """
+                SELECT o.* FROM offlinekit_outbox o
+                WHERE \(headCondition) AND o.nextAttemptAt > ?
+                ORDER BY o.nextAttemptAt LIMIT 1
+                """, arguments: [now.timeIntervalSince1970])
+            heads.sort { ($0.sequence ?? 0) < ($1.sequence ?? 0) }
             let dependencies = Set(heads.flatMap(\.dependsOn))
             var dependencyStates: [String: OutboxEntryState] = [:]
             if !dependencies.isEmpty {
