@@ -14,10 +14,8 @@ public func buildApplication(
 ) async throws -> some ApplicationProtocol {
     let router = Router(context: OfflineRequestContext.self)
     router.addFaultSwitch(configuration)
-    router.addFaultSwitch(configuration)
     router.addHealthRoutes()
     router.addShopRoutes()
-    try router.addDomainRoutes(configuration)
     try router.addDomainRoutes(configuration)
     router.addPackRoutes(configuration)
     try await router.addRecordsRoutes(configuration)
