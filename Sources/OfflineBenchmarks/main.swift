@@ -1,1 +1,4 @@
 print("bench")
+try await runDownloadBenchmark()
+try await runCacheBenchmark()
+try await runOutboxBenchmark()

@@ -100,6 +100,11 @@ public enum FileResume {
     public struct HeaderField: Sendable, Hashable {
         public var name: String
         public var value: String
+
+        public init(name: String, value: String) {
+            self.name = name
+            self.value = value
+        }
     }
 
     /// What to do with a response.

@@ -15,14 +15,44 @@ public struct OfflineDatabase: Sendable {
     public let writer: any DatabaseWriter
 
     /// Wraps `writer` and brings OfflineKit's tables up to date.
+    ///
+    /// - Throws: ``OfflineStoreError``.
     public init(_ writer: any DatabaseWriter) throws {
         self.writer = writer
-        try Self.migrator.migrate(writer)
+        try OfflineStoreError.mapping(path: writer.path) {
+            try Self.migrator.migrate(writer)
+        }
     }
 
     /// Opens (or creates) the database file at `url`.
+    ///
+    /// A file that is not a readable SQLite database is never modified or replaced: opening
+    /// fails with ``OfflineStoreError/corruptFile(path:detail:)`` and the file stays where it is,
+    /// for recovery.
+    ///
+    /// - Throws: ``OfflineStoreError``.
     public static func open(at url: URL) throws -> OfflineDatabase {
-        try OfflineDatabase(DatabasePool(path: url.path))
+        let path = url.path
+        return try OfflineStoreError.mapping(path: path) {
+            if FileManager.default.fileExists(atPath: path) {
+                try checkHeader(path: path)
+            }
+            var configuration = Configuration()
+            // WAL with NORMAL sync is durable across app crashes (the case the outbox guards
+            // against) and needs one fsync per checkpoint rather than per commit.
+            configuration.prepareDatabase { db in
+                try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            }
+            let pool = try DatabasePool(path: path, configuration: configuration)
+            do {
+                // Reading the schema reads every page header SQLite needs: a damaged file fails here.
+                try pool.read { db in _ = try Row.fetchAll(db, sql: "SELECT name FROM sqlite_master") }
+                return try OfflineDatabase(pool)
+            } catch {
+                try? pool.close()
+                throw error
+            }
+        }
     }
 
     /// A fresh in-memory database, for tests and previews.
@@ -37,5 +67,72 @@ public struct OfflineDatabase: Sendable {
         migrator.registerOutboxMigrations()
         migrator.registerCacheMigrations()
         return migrator
+    }
+
+    /// Refuses a non-empty file that does not start with SQLite's magic header, before SQLite
+    /// gets a chance to treat it as anything else.
+    private static func checkHeader(path: String) throws {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return }
+        defer { try? handle.close() }
+        let header = (try? handle.read(upToCount: 16)) ?? Data()
+        if !header.isEmpty, header != Data("SQLite format 3\0".utf8) {
+            throw OfflineStoreError.corruptFile(path: path, detail: "the file does not start with an SQLite header")
+        }
+    }
+}
+
+/// Why the local database could not be opened or written.
+///
+/// Every case leaves the data as it was: a failed write rolled back completely; a damaged file
+/// is kept untouched for recovery.
+public enum OfflineStoreError: Error, Sendable, Hashable, LocalizedError, CustomStringConvertible {
+    /// The file exists but is not a readable database. It was not modified.
+    case corruptFile(path: String, detail: String)
+    /// The device (or the database's size limit) is full. The write was rolled back.
+    case diskFull
+    /// The file could not be opened or written (permissions, a read-only volume, a lock).
+    case unavailable(path: String, detail: String)
+
+    public var description: String {
+        switch self {
+        case .corruptFile(let path, let detail):
+            "The database at \(path) is damaged and was left untouched for recovery (\(detail))."
+        case .diskFull:
+            "The device is out of storage; the change was not saved."
+        case .unavailable(let path, let detail):
+            "The database at \(path) cannot be used (\(detail))."
+        }
+    }
+
+    public var errorDescription: String? { description }
+
+    /// Runs `body`, turning SQLite's storage failures into ``OfflineStoreError``.
+    static func mapping<T>(path: String = "", _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as DatabaseError {
+            throw map(error, path: path)
+        }
+    }
+
+    static func mapping<T>(path: String = "", _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as DatabaseError {
+            throw map(error, path: path)
+        }
+    }
+
+    static func map(_ error: DatabaseError, path: String) -> any Error {
+        switch error.resultCode {
+        case .SQLITE_FULL:
+            OfflineStoreError.diskFull
+        case .SQLITE_CORRUPT, .SQLITE_NOTADB:
+            OfflineStoreError.corruptFile(path: path, detail: error.message ?? "\(error.resultCode)")
+        case .SQLITE_CANTOPEN, .SQLITE_READONLY, .SQLITE_PERM:
+            OfflineStoreError.unavailable(path: path, detail: error.message ?? "\(error.resultCode)")
+        default:
+            error
+        }
     }
 }

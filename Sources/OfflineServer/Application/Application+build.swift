@@ -13,8 +13,12 @@ public func buildApplication(
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
     let router = Router(context: OfflineRequestContext.self)
+    router.addFaultSwitch(configuration)
     router.addHealthRoutes()
+    router.addShopRoutes()
+    try router.addDomainRoutes(configuration)
     router.addPackRoutes(configuration)
+    try await router.addRecordsRoutes(configuration)
     return Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OfflineServer"),

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import NIOConcurrencyHelpers
 
 /// Faults the pack routes inject into file responses, for resume and robustness tests.

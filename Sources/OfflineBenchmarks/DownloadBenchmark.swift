@@ -1,0 +1,183 @@
+import Foundation
+import OfflineCore
+import OfflineKit
+import OfflineKitTesting
+import OfflineServer
+
+/// Pack downloads from nginx on loopback, beside curl on the same file in the same run.
+///
+/// Prints throughput (and the ratio to curl), peak memory growth, bytes re-downloaded on a
+/// resume, and the install time of a 1,000-file pack. `OFFLINEKIT_BENCH_DOWNLOAD_MIB` sets the
+/// file size (default 256; use 1024 for the 1 GiB target).
+func runDownloadBenchmark() async throws {
+    let mebibytes = Int(ProcessInfo.processInfo.environment["OFFLINEKIT_BENCH_DOWNLOAD_MIB"] ?? "") ?? 256
+    let size = mebibytes << 20
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("offlinekit-bench-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: root) }
+    let packs = root.appendingPathComponent("packs")
+    let source = root.appendingPathComponent("source")
+    try FileManager.default.createDirectory(at: source, withIntermediateDirectories: true)
+    try writeRandomFile(source.appendingPathComponent("big.bin"), size: size)
+    try PackFolder.publish(id: "big", version: "1", from: source, into: packs)
+    try FileManager.default.removeItem(at: source)
+
+    let manyFiles = root.appendingPathComponent("many")
+    for index in 0..<1_000 {
+        let folder = manyFiles.appendingPathComponent("d\(index / 100)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Data(repeating: UInt8(index % 251), count: 2_048 + index).write(to: folder.appendingPathComponent("f\(index).json"))
+    }
+    try PackFolder.publish(id: "many", version: "1", from: manyFiles, into: packs)
+
+    let nginx: LoopbackNginx
+    do {
+        nginx = try LoopbackNginx(serving: packs)
+    } catch {
+        print("download benchmark skipped: \(error)")
+        return
+    }
+    defer { nginx.stop() }
+    let fileURL = nginx.baseURL.appendingPathComponent("packs/big/1/big.bin")
+    print("download benchmark: \(mebibytes) MiB file from nginx on loopback")
+
+    // Raw baseline: curl on the same file.
+    let curlSeconds = try timeCurl(fileURL)
+    let curlRate = Double(size) / curlSeconds
+    print(String(format: "  curl:        %8.1f MiB/s (%.2f s)", curlRate / 1_048_576, curlSeconds))
+
+    try await HTTPClientTransport.withTransport(defaultTimeout: .seconds(3600)) { http in
+        // Full download through the store.
+        let store = try PackStore(directory: root.appendingPathComponent("store"), source: .server(nginx.baseURL), transport: http,
+                                  connectivity: AlwaysOnline(), configuration: .init(policy: DownloadPolicy(allowsExpensiveNetworks: true)))
+        let rssBefore = memoryKiB("VmRSS")
+        let clock = ContinuousClock()
+        let start = clock.now
+        try await store.download("big")
+        let elapsed = seconds(start.duration(to: clock.now))
+        let peakGrowth = max(0, memoryKiB("VmHWM") - rssBefore)
+        let rate = Double(size) / elapsed
+        print(String(format: "  OfflineKit:  %8.1f MiB/s (%.2f s) = %.0f%% of curl (target ≥ 90%%)", rate / 1_048_576, elapsed, 100 * rate / curlRate))
+        print(String(format: "  peak memory growth: %.1f MiB (target ≤ 16 MiB)", Double(peakGrowth) / 1024))
+
+        // Resume: cut the connection half-way, then resume.
+        let cutting = CuttingTransport(http, cutAfter: Int64(size / 2))
+        let resumeStore = try PackStore(directory: root.appendingPathComponent("resume"), source: .server(nginx.baseURL), transport: cutting,
+                                        connectivity: AlwaysOnline(), configuration: .init(policy: DownloadPolicy(allowsExpensiveNetworks: true)))
+        do { try await resumeStore.download("big") } catch {}
+        try await resumeStore.download("big")
+        let redownloaded = cutting.received.current - Int64(size)
+        print(String(format: "  resume after a cut at %d MiB re-downloaded %.2f MiB (target ≤ 1 MiB)", mebibytes / 2, Double(redownloaded) / 1_048_576))
+
+        // Install time of a 1,000-file pack, from the last byte to installed.
+        let manyStore = try PackStore(directory: root.appendingPathComponent("many-store"), source: .server(nginx.baseURL), transport: http,
+                                      connectivity: AlwaysOnline())
+        let lastByte = Locked<ContinuousClock.Instant?>(nil)
+        let total = try Data(contentsOf: packs.appendingPathComponent("many/1/manifest.json"))
+        let manifest = try PackManifest.decode(total)
+        let updates = manyStore.transferUpdates()
+        let watcher = Task {
+            for await transfers in updates where transfers["many"]?.completedBytes == manifest.totalBytes {
+                lastByte.withLock { $0 = $0 ?? clock.now }
+            }
+        }
+        let manyStart = clock.now
+        try await manyStore.download("many")
+        let installed = clock.now
+        watcher.cancel()
+        let install = lastByte.current.map { seconds($0.duration(to: installed)) } ?? .nan
+        print(String(format: "  1,000-file pack: %.2f s in all, install %.3f s after the last byte (target ≤ 1 s)",
+                     seconds(manyStart.duration(to: installed)), install))
+    }
+}
+
+private struct AlwaysOnline: ConnectivitySource {
+    var status: ConnectivityStatus { ConnectivityStatus(kind: .online, reason: .probeSucceeded, since: Date(timeIntervalSince1970: 0)) }
+    func statusUpdates() -> AsyncStream<ConnectivityStatus> { AsyncStream { $0.yield(status); $0.finish() } }
+    func report(_ outcome: RequestOutcome) {}
+}
+
+/// Cuts the first response body after `cutAfter` bytes, and counts every body byte.
+private final class CuttingTransport: HTTPTransport {
+    let base: any HTTPTransport
+    let cutAfter: Int64
+    let received = Locked<Int64>(0)
+    let cut = Locked(false)
+
+    init(_ base: any HTTPTransport, cutAfter: Int64) {
+        self.base = base
+        self.cutAfter = cutAfter
+    }
+
+    func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse { try await base.send(request, maxBodyBytes: maxBodyBytes) }
+
+    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+        let response = try await base.stream(request)
+        let shouldCut = cut.withLock { done in defer { done = true }; return !done }
+        let source = response.body
+        let received = received
+        let limit = cutAfter
+        let body = AsyncThrowingStream<[UInt8], any Error> { continuation in
+            let task = Task {
+                var sent: Int64 = 0
+                do {
+                    for try await chunk in source {
+                        if shouldCut, sent + Int64(chunk.count) > limit { throw TransportError.connectionLost }
+                        sent += Int64(chunk.count)
+                        received.withLock { $0 += Int64(chunk.count) }
+                        continuation.yield(chunk)
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+        return HTTPStreamingResponse(status: response.status, headers: response.headers, body: body)
+    }
+}
+
+private func writeRandomFile(_ url: URL, size: Int) throws {
+    _ = FileManager.default.createFile(atPath: url.path, contents: nil)
+    let handle = try FileHandle(forWritingTo: url)
+    defer { try? handle.close() }
+    var generator = SystemRandomNumberGenerator()
+    var block = [UInt8](repeating: 0, count: 1 << 20)
+    var written = 0
+    while written < size {
+        for index in stride(from: 0, to: block.count, by: 8) {
+            withUnsafeBytes(of: generator.next()) { block.replaceSubrange(index..<index + 8, with: $0) }
+        }
+        let count = min(block.count, size - written)
+        try handle.write(contentsOf: block[0..<count])
+        written += count
+    }
+}
+
+private func timeCurl(_ url: URL) throws -> Double {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["curl", "-s", "-o", "/dev/null", "-w", "%{time_total}", url.absoluteString]
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    process.waitUntilExit()
+    let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    guard process.terminationStatus == 0, let seconds = Double(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+        throw CocoaError(.fileReadUnknown)
+    }
+    return seconds
+}
+
+/// A field of /proc/self/status in KiB (0 where there is no /proc).
+private func memoryKiB(_ field: String) -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+    for line in status.split(separator: "\n") where line.hasPrefix(field + ":") {
+        return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+    }
+    return 0
+}
+
+private func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}

@@ -1,0 +1,97 @@
+public import Foundation
+public import OfflineCore
+public import OfflineKit
+
+/// What every scenario model is built from: OfflineKit's public pieces, plus the demo's
+/// toast and background-work hooks.
+public struct DemoEnvironment: Sendable {
+    /// The server as the client reaches it (through the network switch).
+    public var serverURL: URL
+    /// The app's transport: gated by connectivity and reporting outcomes to it.
+    public var transport: any HTTPTransport
+    /// The transport underneath, for OfflineKit components that gate requests themselves
+    /// (the response cache, the outbox, downloads).
+    public var rawTransport: any HTTPTransport
+    public var connectivity: any ConnectivitySource
+    /// The app's local database.
+    public var database: OfflineDatabase
+    /// Where the app keeps files (downloads, packs).
+    public var directory: URL
+    /// Wall-clock time for persisted timestamps and "today".
+    public var now: @Sendable () -> Date
+    let tasks: BackgroundTasks
+    let toasts: Toasts
+    let changes: ChangeSignal
+
+    public init(
+        serverURL: URL,
+        rawTransport: any HTTPTransport,
+        connectivity: any ConnectivitySource,
+        database: OfflineDatabase,
+        directory: URL,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.serverURL = serverURL
+        self.rawTransport = rawTransport
+        self.transport = GatedTransport(rawTransport, connectivity: connectivity)
+        self.connectivity = connectivity
+        self.database = database
+        self.directory = directory
+        self.now = now
+        self.tasks = BackgroundTasks()
+        self.toasts = Toasts()
+        self.changes = ChangeSignal()
+    }
+
+    /// Runs `work` in the demo's task group (owned, cancelled on exit).
+    public func spawn(_ work: @escaping @Sendable () async -> Void) { tasks.spawn(work) }
+
+    /// Shows a non-intrusive message at the bottom of the screen.
+    public func toast(_ message: OfflineMessage) { toasts.show(message.text); changes.send() }
+    public func toast(_ text: String) { toasts.show(text); changes.send() }
+
+    /// Asks for a redraw.
+    public func changed() { changes.send() }
+
+    public func url(_ path: String) -> URL {
+        serverURL.appending(path: path)
+    }
+}
+
+/// Background work that a task group owns: scenarios hand work in, the runtime runs it.
+final class BackgroundTasks: Sendable {
+    typealias Work = @Sendable () async -> Void
+    private let stream: AsyncStream<Work>
+    private let continuation: AsyncStream<Work>.Continuation
+
+    init() {
+        (stream, continuation) = AsyncStream.makeStream(of: Work.self)
+    }
+
+    func spawn(_ work: @escaping Work) { continuation.yield(work) }
+
+    /// Runs every spawned piece of work until cancelled.
+    func run() async {
+        await withDiscardingTaskGroup { group in
+            for await work in stream {
+                group.addTask { await work() }
+            }
+        }
+    }
+}
+
+/// The last toast and how many times one was shown.
+final class Toasts: Sendable {
+    private let state = Locked<(text: String?, serial: Int)>((nil, 0))
+    func show(_ text: String) { state.withLock { $0 = (text, $0.serial + 1) } }
+    func clear(ifSerial serial: Int) { state.withLock { if $0.serial == serial { $0.text = nil } } }
+    func dismiss() { state.withLock { $0.text = nil } }
+    var current: (text: String?, serial: Int) { state.current }
+}
+
+/// A redraw request, fanned out to whoever draws.
+final class ChangeSignal: Sendable {
+    private let broadcast = Broadcast<Int>(0)
+    func send() { broadcast.send(broadcast.latest &+ 1) }
+    func updates() -> AsyncStream<Int> { broadcast.subscribe() }
+}

@@ -1,0 +1,276 @@
+public import Foundation
+public import OfflineCore
+public import OfflineKit
+
+/// The shop scenario: cart and order history shown from the cache at once, an offline banner,
+/// network actions disabled offline and answering with the toast message, empty states when
+/// nothing was ever cached, and a refresh when the connection comes back.
+public final class ShopModel: Scenario {
+    public enum Tab: String, Sendable, Hashable { case cart, orders }
+
+    public struct CartItem: Codable, Sendable, Hashable {
+        public var id: String
+        public var name: String
+        public var imageURL: String
+        public var quantity: Int
+        public var unitPriceCents: Int
+    }
+    public struct Cart: Codable, Sendable, Hashable {
+        public var items: [CartItem]
+        public var totalCents: Int
+        public var currency: String
+    }
+    public struct Order: Codable, Sendable, Hashable {
+        public var id: String
+        public var placedAt: Date
+        public var status: String
+        public var totalCents: Int
+        public var currency: String
+        public var rating: Int?
+    }
+    public struct Orders: Codable, Sendable, Hashable { public var orders: [Order] }
+
+    public struct State: Sendable, Hashable {
+        public var tab: Tab = .cart
+        public var cart: Cart?
+        public var cartContent: CachedContent = .loading
+        public var orders: [Order]?
+        public var ordersContent: CachedContent = .loading
+        public var selection = 0
+        /// The connection came back while this screen showed cached data offline.
+        public var reconnected = false
+        public var isRefreshing = false
+        public var lastResult: String?
+        public var wasOffline = false
+        public init() {}
+    }
+
+    /// The actions of each tab and what they need.
+    public static let cartActions = [
+        ScreenAction(id: "checkout", title: .proceedToCheckout, requirement: .networkRequired),
+        ScreenAction(id: "quantity", title: .updateQuantity, requirement: .networkRequired),
+    ]
+    public static let orderActions = [
+        ScreenAction(id: "track", title: .trackOrder, requirement: .networkRequired),
+        ScreenAction(id: "rate", title: .rateOrder, requirement: .networkRequired),
+    ]
+
+    public let title = "Shop"
+    /// The signed-in customer. Its token lives in memory only: the cache never stores it.
+    let customer: String
+    private let environment: DemoEnvironment
+    public let cache: ResponseCache
+    private let state = Locked(State())
+
+    public init(environment: DemoEnvironment, cache: ResponseCache, customer: String = "demo-customer") {
+        self.environment = environment
+        self.cache = cache
+        self.customer = customer
+    }
+
+    var authorization: HTTPHeaders { ["Authorization": "Bearer \(customer)"] }
+
+    public var cartQuery: CacheQuery {
+        CacheQuery(HTTPRequest(url: environment.url("shop/cart"), headers: authorization, requirement: .offlineCapable),
+                   policy: .staleWhileRevalidate(maxStaleness: .seconds(86_400)), user: customer)
+    }
+
+    public var ordersQuery: CacheQuery {
+        CacheQuery(HTTPRequest(url: environment.url("shop/orders"), headers: authorization, requirement: .offlineCapable),
+                   policy: .staleWhileRevalidate(maxStaleness: .seconds(86_400)), user: customer)
+    }
+
+    public var snapshot: State { state.current }
+    public var capturesText: Bool { false }
+
+    // MARK: Reading
+
+    /// Shows the cached cart and orders at once; observation keeps them current.
+    public func start() async {
+        showCached()
+        environment.spawn { [self] in await observe(cartQuery, .cart) { [self] response in
+            let cart = try? response.decode(Cart.self, decoder: JSONDecoder.demo)
+            state.withLock { $0.cart = cart ?? $0.cart }
+        } }
+        environment.spawn { [self] in await observe(ordersQuery, .orders) { [self] response in
+            let orders = try? response.decode(Orders.self, decoder: JSONDecoder.demo)
+            state.withLock { $0.orders = orders?.orders ?? $0.orders }
+        } }
+        environment.spawn { [cache] in try? await cache.run() }
+    }
+
+    /// Whatever the cache holds now, without the network.
+    public func showCached() {
+        let cart = try? cache.cachedResponse(for: cartQuery)
+        let orders = try? cache.cachedResponse(for: ordersQuery)
+        state.withLock { state in
+            if let cart, let decoded = try? cart.decode(Cart.self, decoder: JSONDecoder.demo) {
+                state.cart = decoded
+                state.cartContent = .available(cart.metadata)
+            }
+            if let orders, let decoded = try? orders.decode(Orders.self, decoder: JSONDecoder.demo) {
+                state.orders = decoded.orders
+                state.ordersContent = .available(orders.metadata)
+            }
+        }
+        environment.changed()
+    }
+
+    private func observe(_ query: CacheQuery, _ tab: Tab, apply: @Sendable (CachedResponse) -> Void) async {
+        for await snapshot in cache.observe(query) {
+            if let response = snapshot.response { apply(response) }
+            state.withLock { state in
+                if tab == .cart { state.cartContent = snapshot.content } else { state.ordersContent = snapshot.content }
+            }
+            environment.changed()
+        }
+    }
+
+    /// The refresh action ("Retry"): asks the network now; explains instead while offline.
+    public func refresh() async {
+        let screen = resolved(snapshot, connectivity: environment.connectivity.status.kind)
+        if case .explain(let message) = screen.pullToRefresh() {
+            environment.toast(message)
+            return
+        }
+        state.withLock { $0.isRefreshing = true }
+        environment.changed()
+        async let cart: CachedResponse? = try? cache.refresh(cartQuery)
+        async let orders: CachedResponse? = try? cache.refresh(ordersQuery)
+        let (cartResponse, ordersResponse) = await (cart, orders)
+        state.withLock { state in
+            state.isRefreshing = false
+            if let cartResponse, let decoded = try? cartResponse.decode(Cart.self, decoder: JSONDecoder.demo) {
+                state.cart = decoded
+                state.cartContent = .available(cartResponse.metadata)
+            }
+            if let ordersResponse, let decoded = try? ordersResponse.decode(Orders.self, decoder: JSONDecoder.demo) {
+                state.orders = decoded.orders
+                state.ordersContent = .available(ordersResponse.metadata)
+            }
+            if cartResponse != nil || ordersResponse != nil { state.reconnected = false }
+        }
+        environment.changed()
+    }
+
+    // MARK: Actions
+
+    /// Runs action `id` of the current tab, or answers with the offline message without building
+    /// any request (BR-OFF-001).
+    @discardableResult
+    public func tap(_ id: String) async -> ActionTapResult? {
+        let current = snapshot
+        let screen = resolved(current, connectivity: environment.connectivity.status.kind)
+        guard let result = screen.tap(id) else { return nil }
+        if case .explain(let message) = result {
+            environment.toast(message)
+            return result
+        }
+        do {
+            let response = try await perform(id, current)
+            if let response, (200..<300).contains(response.status) {
+                state.withLock { $0.lastResult = Self.describe(id, response) }
+            } else if response != nil {
+                environment.toast("That didn't work. Please try again.")
+            }
+        } catch let error as NetworkRequiredError {
+            environment.toast(error.message)
+            return .explain(error.message)
+        } catch {
+            environment.toast(.noInternetConnection)
+        }
+        environment.changed()
+        return result
+    }
+
+    private func perform(_ id: String, _ current: State) async throws -> HTTPResponse? {
+        let json: HTTPHeaders = ["Authorization": "Bearer \(customer)", "Content-Type": "application/json"]
+        switch id {
+        case "checkout":
+            guard current.cart?.items.isEmpty == false else { environment.toast("Your cart is empty."); return nil }
+            return try await cache.perform(refreshing: [cartQuery, ordersQuery]) {
+                HTTPRequest(method: "POST", url: environment.url("shop/checkout"), headers: json, body: Data("{}".utf8))
+            }
+        case "quantity":
+            guard let items = current.cart?.items, items.indices.contains(current.selection) else { return nil }
+            let item = items[current.selection]
+            return try await cache.perform(refreshing: [cartQuery]) {
+                HTTPRequest(method: "PATCH", url: environment.url("shop/cart/items/\(item.id)"), headers: json,
+                            body: Data(#"{"quantity":\#(item.quantity + 1)}"#.utf8))
+            }
+        case "track":
+            guard let orders = current.orders, orders.indices.contains(current.selection) else { return nil }
+            return try await cache.perform {
+                HTTPRequest(method: "GET", url: environment.url("shop/orders/\(orders[current.selection].id)/tracking"), headers: authorization)
+            }
+        case "rate":
+            guard let orders = current.orders, orders.indices.contains(current.selection) else { return nil }
+            return try await cache.perform(refreshing: [ordersQuery]) {
+                HTTPRequest(method: "POST", url: environment.url("shop/orders/\(orders[current.selection].id)/rating"), headers: json,
+                            body: Data(#"{"stars":5}"#.utf8))
+            }
+        default:
+            return nil
+        }
+    }
+
+    static func describe(_ id: String, _ response: HTTPResponse) -> String {
+        switch id {
+        case "checkout": "Order placed."
+        case "quantity": "Quantity updated."
+        case "track":
+            if let steps = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any],
+               let list = steps["steps"] as? [String], let last = list.last { "Tracking: \(last)" } else { "Tracking loaded." }
+        case "rate": "Thanks for rating."
+        default: ""
+        }
+    }
+
+    /// The resolved screen for the current tab.
+    public func resolved(_ state: State, connectivity: ConnectivityKind) -> CachedScreen {
+        let content = state.tab == .cart ? state.cartContent : state.ordersContent
+        return CachedScreen(CachedScreenInput(
+            connectivity: connectivity, content: content,
+            actions: state.tab == .cart ? Self.cartActions : Self.orderActions,
+            reconnected: state.reconnected, isRefreshing: state.isRefreshing))
+    }
+
+    // MARK: Scenario
+
+    public func connectivityChanged(_ status: ConnectivityStatus) {
+        state.withLock { state in
+            if status.isOffline { state.wasOffline = true }
+            if status.isReachable, state.wasOffline {
+                state.wasOffline = false
+                state.reconnected = true
+            }
+        }
+    }
+
+    public func handle(_ key: Key) -> Bool {
+        switch key {
+        case .character("v"), .left, .right:
+            state.withLock { $0.tab = $0.tab == .cart ? .orders : .cart; $0.selection = 0; $0.lastResult = nil }
+        case .up:
+            state.withLock { $0.selection = max(0, $0.selection - 1) }
+        case .down:
+            state.withLock { state in
+                let count = state.tab == .cart ? (state.cart?.items.count ?? 0) : (state.orders?.count ?? 0)
+                state.selection = min(max(0, count - 1), state.selection + 1)
+            }
+        case .character("c"): environment.spawn { [self] in await tap("checkout") }
+        case .character("+"): environment.spawn { [self] in await tap("quantity") }
+        case .character("t"): environment.spawn { [self] in await tap("track") }
+        case .character("r"): environment.spawn { [self] in await tap("rate") }
+        case .character("f"): environment.spawn { [self] in await refresh() }
+        default: return false
+        }
+        environment.changed()
+        return true
+    }
+
+    public func render(_ context: RenderContext) -> ScreenContent {
+        let current = snapshot
+        return ShopScreen.render(current, resolved(current, connectivity: context.connectivity), context)
+    }
+}

@@ -1,0 +1,266 @@
+import Crypto
+import Foundation
+public import OfflineCore
+
+/// Why one file of a pack did not arrive whole.
+public struct PackDownloadError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What the UX can act on.
+    public var failure: PackFailure
+    /// The pack file concerned, when one is.
+    public var path: String?
+    /// For logs, never for users.
+    public var detail: String
+
+    public init(_ failure: PackFailure, path: String? = nil, detail: String) {
+        self.failure = failure
+        self.path = path
+        self.detail = detail
+    }
+
+    /// What to tell the user.
+    public var message: OfflineMessage { failure.message }
+
+    public var description: String { path.map { "\(failure.rawValue) (\($0)): \(detail)" } ?? "\(failure.rawValue): \(detail)" }
+}
+
+/// Downloads one pack file into staging, resuming from its journal: the byte-range engine.
+///
+/// The partial file and its journal live side by side. The journal's offset only ever covers
+/// bytes already written, under the strong validator they came with; a response that cannot
+/// be proven to continue those bytes discards them instead of splicing.
+///
+/// Durability is layered so that syncing never throttles a transfer: the journal is rewritten
+/// about every MiB after the bytes it covers (surviving the app being killed, which loses at
+/// most one checkpoint), the file and journal are synced every ``durableEvery`` checkpoints
+/// (bounding what a power loss can cost), and the store syncs everything before an install
+/// commits. Whatever a power loss leaves behind is caught by the SHA-256 before install.
+struct FileDownload {
+    let file: PackManifest.File
+    let url: URL
+    let partialURL: URL
+    let journalURL: URL
+    let transport: any HTTPTransport
+    let checkpointInterval: Int64
+    let key: SymmetricKey?
+    let timeout: Duration?
+    /// Called with the plain bytes held for this file, as they grow (and when a restart drops them).
+    let onProgress: @Sendable (Int64) -> Void
+
+    /// Checkpoints between syncs of the partial file and its journal.
+    static let durableEvery = 16
+
+    /// Brings the partial file to completion and verifies it.
+    ///
+    /// - Throws: ``PackDownloadError``, `CancellationError`, or ``NetworkRequiredError`` from the gate.
+    func run() async throws {
+        var journal = loadJournal()
+        journal.url = url
+        let staged: StagedFile
+        do {
+            staged = try StagedFile(url: partialURL, expectedSize: file.size, key: key)
+        } catch {
+            throw Self.storageError(error, path: file.path)
+        }
+        // Only journalled bytes count; anything past them was never synced.
+        let onDisk = (try? staged.storedPlainLength) ?? 0
+        if journal.verifiedOffset > onDisk { journal.verifiedOffset = 0; journal.validator = nil }
+        var hasher = SHA256()
+        do {
+            journal.verifiedOffset = try staged.truncate(toPlain: journal.verifiedOffset)
+            try staged.hash(upTo: journal.verifiedOffset, into: &hasher)
+        } catch {
+            // Unreadable partial bytes are simply fetched again.
+            hasher = SHA256()
+            journal.verifiedOffset = (try? staged.truncate(toPlain: 0)) ?? 0
+            journal.validator = nil
+        }
+        onProgress(journal.verifiedOffset)
+
+        if file.size == 0 {
+            try finish(staged: staged, hasher: hasher, journal: journal)
+            return
+        }
+
+        var askedForWholeFile = false
+        while true {
+            try Task.checkCancellation()
+            let plan = FileResume.request(for: journal)
+            var request = HTTPRequest(url: journal.url, timeout: timeout, requirement: .networkRequired)
+            for field in plan.headers { request.headers[field.name] = field.value }
+            let response: HTTPStreamingResponse
+            do {
+                response = try await transport.stream(request)
+            } catch let error as TransportError {
+                if error == .cancelled { throw CancellationError() }
+                throw PackDownloadError(.interrupted, path: file.path, detail: "\(error)")
+            }
+            let decision = FileResume.decide(
+                journal: journal,
+                requestedOffset: plan.offset,
+                status: response.status,
+                contentRange: response.headers["Content-Range"],
+                entityTag: response.headers["ETag"],
+                contentLength: response.headers["Content-Length"].flatMap { Int64($0) },
+                contentEncoding: response.headers["Content-Encoding"]
+            )
+            switch decision {
+            case .append(let from, let validator):
+                journal.validator = validator
+                journal.verifiedOffset = from
+            case .startOver(let validator):
+                journal = restart(journal, staged: staged, hasher: &hasher)
+                journal.validator = validator
+            case .requestWholeFile:
+                // Asked once without a range; a server that still cannot answer it is broken.
+                guard !askedForWholeFile || plan.offset > 0 else {
+                    throw PackDownloadError(.invalidContent, path: file.path, detail: "server answered a whole-file request with status \(response.status)")
+                }
+                askedForWholeFile = true
+                journal = restart(journal, staged: staged, hasher: &hasher)
+                try? saveJournal(journal, sync: false)
+                continue
+            case .fail(let failure):
+                switch failure {
+                case .serverError(let status):
+                    throw PackDownloadError(.interrupted, path: file.path, detail: "server error \(status)")
+                case .unavailable(let status):
+                    throw PackDownloadError(.invalidContent, path: file.path, detail: "status \(status)")
+                case .sizeMismatch(let expected, let actual):
+                    discard(staged: staged)
+                    throw PackDownloadError(.verificationFailed, path: file.path, detail: "server file has \(actual) bytes, manifest says \(expected)")
+                case .encoded(let encoding):
+                    throw PackDownloadError(.invalidContent, path: file.path, detail: "body encoded as \(encoding)")
+                }
+            }
+            try saveJournalOrThrow(journal)
+            try await receive(response.body, into: staged, journal: &journal, hasher: &hasher)
+            try finish(staged: staged, hasher: hasher, journal: journal)
+            return
+        }
+    }
+
+    /// Streams the body to disk, checkpointing about every `checkpointInterval` bytes.
+    private func receive(
+        _ body: AsyncThrowingStream<[UInt8], any Error>,
+        into staged: StagedFile,
+        journal: inout FileJournal,
+        hasher: inout SHA256
+    ) async throws {
+        var sinceCheckpoint: Int64 = 0
+        var checkpoints = 0
+        do {
+            for try await chunk in body {
+                guard staged.length + Int64(chunk.count) <= file.size else {
+                    discard(staged: staged)
+                    throw PackDownloadError(.verificationFailed, path: file.path, detail: "body longer than the manifest's \(file.size) bytes")
+                }
+                do {
+                    try staged.append(chunk)
+                } catch {
+                    throw Self.storageError(error, path: file.path)
+                }
+                hasher.update(data: chunk)
+                sinceCheckpoint += Int64(chunk.count)
+                onProgress(staged.length)
+                if FileResume.isCheckpointDue(bytesSinceCheckpoint: sinceCheckpoint, interval: checkpointInterval) {
+                    checkpoints += 1
+                    try checkpoint(staged: staged, journal: &journal, durable: checkpoints % Self.durableEvery == 0)
+                    sinceCheckpoint = 0
+                }
+            }
+        } catch let error as PackDownloadError {
+            throw error
+        } catch {
+            // The connection broke: keep what arrived for the next attempt.
+            try? checkpoint(staged: staged, journal: &journal, durable: false)
+            if error is CancellationError || (error as? TransportError) == .cancelled { throw CancellationError() }
+            throw PackDownloadError(.interrupted, path: file.path, detail: "\(error)")
+        }
+        if staged.length < file.size {
+            try? checkpoint(staged: staged, journal: &journal, durable: false)
+            try Task.checkCancellation()
+            throw PackDownloadError(.interrupted, path: file.path, detail: "body ended at \(staged.length) of \(file.size) bytes")
+        }
+    }
+
+    private func checkpoint(staged: StagedFile, journal: inout FileJournal, durable: Bool) throws {
+        do {
+            journal.verifiedOffset = durable ? try staged.sync() : staged.writtenLength
+            try saveJournal(journal, sync: durable)
+        } catch {
+            throw Self.storageError(error, path: file.path)
+        }
+    }
+
+    private func finish(staged: StagedFile, hasher: SHA256, journal: FileJournal) throws {
+        let digest = hexDigest(hasher.finalize())
+        guard digest == file.sha256 else {
+            discard(staged: staged)
+            throw PackDownloadError(.verificationFailed, path: file.path, detail: "SHA-256 \(digest) does not match the manifest")
+        }
+        var done = journal
+        do {
+            // Synced with the whole pack before the install commits.
+            done.verifiedOffset = staged.writtenLength
+            try saveJournal(done, sync: false)
+        } catch {
+            throw Self.storageError(error, path: file.path)
+        }
+    }
+
+    private func restart(_ journal: FileJournal, staged: StagedFile, hasher: inout SHA256) -> FileJournal {
+        var journal = journal
+        journal.verifiedOffset = (try? staged.truncate(toPlain: 0)) ?? 0
+        journal.validator = nil
+        hasher = SHA256()
+        onProgress(0)
+        return journal
+    }
+
+    /// Removes the partial file and its journal: its bytes can never be trusted again.
+    private func discard(staged: StagedFile) {
+        _ = try? staged.truncate(toPlain: 0)
+        try? FileManager.default.removeItem(at: journalURL)
+        try? FileManager.default.removeItem(at: partialURL)
+        onProgress(0)
+    }
+
+    func loadJournal() -> FileJournal {
+        let fresh = FileJournal(path: file.path, url: url, expectedSize: file.size, sha256: file.sha256)
+        guard let data = try? Data(contentsOf: journalURL),
+              let journal = try? JSONDecoder().decode(FileJournal.self, from: data),
+              journal.path == file.path, journal.sha256 == file.sha256, journal.expectedSize == file.size
+        else { return fresh }
+        return journal
+    }
+
+    /// True when the journal says the file is complete and its bytes, read back, still match
+    /// the checksum (they may predate a power loss).
+    func isComplete() -> Bool {
+        let journal = loadJournal()
+        guard journal.verifiedOffset == file.size else { return false }
+        guard let size = try? FileManager.default.attributesOfItem(atPath: partialURL.path)[.size] as? Int64,
+              size == (key == nil ? file.size : ChunkedCipher.sealedLength(ofPlain: file.size)),
+              let staged = try? StagedFile(url: partialURL, expectedSize: file.size, key: key)
+        else { return false }
+        var hasher = SHA256()
+        guard (try? staged.hash(upTo: file.size, into: &hasher)) != nil else { return false }
+        return hexDigest(hasher.finalize()) == file.sha256
+    }
+
+    private func saveJournal(_ journal: FileJournal, sync: Bool) throws {
+        try writeDurably(try JSONEncoder().encode(journal), to: journalURL, sync: sync)
+    }
+
+    private func saveJournalOrThrow(_ journal: FileJournal) throws {
+        do { try saveJournal(journal, sync: false) } catch { throw Self.storageError(error, path: file.path) }
+    }
+
+    static func storageError(_ error: any Error, path: String?) -> any Error {
+        if let error = error as? PackDownloadError { return error }
+        if let error = error as? FileSystemError, error.isOutOfSpace {
+            return PackDownloadError(.insufficientStorage, path: path, detail: error.description)
+        }
+        return PackDownloadError(.insufficientStorage, path: path, detail: "\(error)")
+    }
+}

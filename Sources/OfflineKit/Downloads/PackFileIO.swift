@@ -1,0 +1,152 @@
+import Crypto
+import Foundation
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A failed file-system call, with errno kept so a full disk can be told apart.
+struct FileSystemError: Error, CustomStringConvertible {
+    var operation: String
+    var path: String
+    var code: Int32
+
+    var isOutOfSpace: Bool { code == ENOSPC || code == EDQUOT }
+    var description: String { "\(operation) \(path): \(String(cString: strerror(code)))" }
+}
+
+/// A file descriptor with the handful of calls the download engine needs, each throwing
+/// ``FileSystemError`` with errno.
+///
+/// Plain POSIX rather than `FileHandle` so that a full disk (ENOSPC) surfaces as itself and
+/// writes go straight to the kernel without extra copies.
+final class RawFile {
+    let path: String
+    private let descriptor: Int32
+
+    init(path: String, create: Bool) throws {
+        self.path = path
+        let flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0)
+        let fd = open(path, flags, 0o644)
+        guard fd >= 0 else { throw FileSystemError(operation: "open", path: path, code: errno) }
+        descriptor = fd
+    }
+
+    deinit { close(descriptor) }
+
+    var size: Int64 {
+        get throws {
+            var info = stat()
+            guard fstat(descriptor, &info) == 0 else { throw FileSystemError(operation: "stat", path: path, code: errno) }
+            return Int64(info.st_size)
+        }
+    }
+
+    func truncate(to length: Int64) throws {
+        guard ftruncate(descriptor, off_t(length)) == 0 else { throw FileSystemError(operation: "truncate", path: path, code: errno) }
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64) throws {
+        var done = 0
+        while done < bytes.count {
+            let written = pwrite(descriptor, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw FileSystemError(operation: "write", path: path, code: errno)
+            }
+            done += written
+        }
+    }
+
+    /// Reads up to `count` bytes at `offset`; fewer only at the end of the file.
+    func read(count: Int, at offset: Int64) throws -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: count)
+        var done = 0
+        try buffer.withUnsafeMutableBytes { raw in
+            while done < count {
+                let got = pread(descriptor, raw.baseAddress! + done, count - done, off_t(offset) + off_t(done))
+                if got < 0 {
+                    if errno == EINTR { continue }
+                    throw FileSystemError(operation: "read", path: path, code: errno)
+                }
+                if got == 0 { break }
+                done += got
+            }
+        }
+        buffer.removeLast(count - done)
+        return buffer
+    }
+
+    func sync() throws {
+        #if canImport(Darwin)
+        let result = fsync(descriptor)
+        #else
+        let result = fdatasync(descriptor)
+        #endif
+        guard result == 0 else { throw FileSystemError(operation: "sync", path: path, code: errno) }
+    }
+}
+
+/// Writes `data` to `url` so that either the old or the new content is there after a crash:
+/// a temporary file, then renamed over the target.
+///
+/// - Parameter sync: also survive power loss (the temporary file is synced before the rename).
+///   Without it the write survives the process being killed, which is enough for journals
+///   whose bytes are checked against the manifest's checksum anyway.
+func writeDurably(_ data: Data, to url: URL, sync: Bool = true) throws {
+    let temporary = url.path + ".tmp"
+    let file = try RawFile(path: temporary, create: true)
+    try file.truncate(to: 0)
+    try data.withUnsafeBytes { try file.write($0, at: 0) }
+    if sync { try file.sync() }
+    guard rename(temporary, url.path) == 0 else { throw FileSystemError(operation: "rename", path: url.path, code: errno) }
+}
+
+/// Makes every file under `folder` durable before an install commits: one `syncfs` on Linux,
+/// a sync of each file elsewhere.
+func syncFiles(under folder: URL, paths: [String]) throws {
+    #if os(Linux)
+    let fd = open(folder.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard fd >= 0 else { throw FileSystemError(operation: "open", path: folder.path, code: errno) }
+    defer { close(fd) }
+    // Glibc's module map hides syncfs (a GNU extension); find it at run time, else sync everything.
+    typealias SyncFS = @convention(c) (Int32) -> Int32
+    if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syncfs") {
+        guard unsafeBitCast(symbol, to: SyncFS.self)(fd) == 0 else { throw FileSystemError(operation: "syncfs", path: folder.path, code: errno) }
+    } else {
+        sync()
+    }
+    #else
+    for path in paths {
+        let file = try RawFile(path: path.split(separator: "/").reduce(folder) { $0.appendingPathComponent(String($1)) }.path, create: false)
+        try file.sync()
+    }
+    #endif
+}
+
+/// Renames `source` to `destination` in one step.
+func renameItem(_ source: URL, to destination: URL) throws {
+    guard rename(source.path, destination.path) == 0 else { throw FileSystemError(operation: "rename", path: destination.path, code: errno) }
+}
+
+/// True when `url` is a symbolic link (which the store never creates and never follows).
+func isSymbolicLink(_ url: URL) -> Bool {
+    var info = stat()
+    guard lstat(url.path, &info) == 0 else { return false }
+    return (info.st_mode & S_IFMT) == S_IFLNK
+}
+
+/// Bytes free on the volume holding `url`, or nil when the system does not say.
+func availableCapacity(at url: URL) -> Int64? {
+    var info = statvfs()
+    guard statvfs(url.path, &info) == 0 else { return nil }
+    return Int64(info.f_bavail) * Int64(info.f_frsize)
+}
+
+/// The SHA-256 of `bytes` as lowercase hexadecimal.
+func hexDigest(_ digest: SHA256.Digest) -> String {
+    digest.map { String(format: "%02x", $0) }.joined()
+}

@@ -1,0 +1,290 @@
+public import Foundation
+public import GRDB
+public import OfflineCore
+
+/// The durable queue of writes: the user's change and the write that carries it to the server
+/// commit together, at once, whatever the network.
+///
+/// ```swift
+/// let outbox = try Outbox(database: database, operations: [.sendMessage, .editMessage])
+/// try await outbox.write(.sendMessage, path: "/api/records/messages/\(id)", payload: body,
+///                        record: RecordKey("messages", id)) { db in
+///     try message.insert(db)          // the local change, in the same transaction
+/// }
+/// // Returned after the commit. An ``OutboxDrainer`` delivers the write when it can.
+/// ```
+///
+/// Entries are kept until the server acknowledges them; a refused or expired entry stays visible
+/// (``OutboxSnapshot/failures``) until the app dismisses it. Nothing is dropped silently.
+public final class Outbox: Sendable {
+    public let database: OfflineDatabase
+    /// Retry, backoff and retention policy.
+    public let policy: OutboxPolicy
+    let operations: [String: OutboxOperation]
+    let now: @Sendable () -> Date
+    /// Wakes the drainer when something was queued or the queue was resumed.
+    let wakeups = WakeSignal()
+
+    /// - Parameters:
+    ///   - operations: every operation the app queues, with its hooks. Entries of an operation not
+    ///     listed here are still delivered, but without hooks.
+    ///   - now: wall-clock time for persisted timestamps (injected in tests).
+    public init(
+        database: OfflineDatabase,
+        operations: [OutboxOperation],
+        policy: OutboxPolicy = OutboxPolicy(),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.database = database
+        self.policy = policy
+        self.now = now
+        self.operations = Dictionary(operations.map { ($0.name, $0) }, uniquingKeysWith: { _, last in last })
+    }
+
+    var writer: any DatabaseWriter { database.writer }
+
+    // MARK: - Queuing
+
+    /// Applies the local change and queues the write that carries it, in one transaction.
+    /// Returns after the commit; never waits for the network.
+    ///
+    /// - Parameters:
+    ///   - path: the request's path (and query), relative to the drainer's base URL.
+    ///   - payload: the request body (JSON by convention).
+    ///   - record: the record the write changes, for pending markers (pattern B).
+    ///   - lane: writes of one lane are delivered strictly in order; by default the record, else
+    ///     the path.
+    ///   - dependsOn: entries that must be acknowledged first (a create before its child).
+    ///   - localChange: the user's change to the app's own tables.
+    /// - Returns: the queued entry, or nil when it coalesced into (or cancelled) a queued one.
+    /// - Throws: ``OutboxError`` for an unknown or non-optimistic operation, ``OfflineStoreError``
+    ///   (a full disk, among others) or the local change's error. On any error nothing is saved.
+    @discardableResult
+    public func write(
+        _ operation: OutboxOperation,
+        path: String,
+        payload: Data? = nil,
+        record: RecordKey? = nil,
+        lane: String? = nil,
+        dependsOn: [String] = [],
+        localChange: @escaping @Sendable (Database) throws -> Void = { _ in }
+    ) async throws -> OutboxEntry? {
+        try await OfflineStoreError.mapping {
+            try await writer.write { db in
+                try localChange(db)
+                return try self.enqueue(operation, path: path, payload: payload, record: record, lane: lane, dependsOn: dependsOn, in: db)
+            }
+        }
+    }
+
+    /// Encodes `payload` as JSON and calls ``write(_:path:payload:record:lane:dependsOn:localChange:)``.
+    @discardableResult
+    public func write<Payload: Encodable & Sendable>(
+        _ operation: OutboxOperation,
+        path: String,
+        json payload: Payload,
+        record: RecordKey? = nil,
+        lane: String? = nil,
+        dependsOn: [String] = [],
+        localChange: @escaping @Sendable (Database) throws -> Void = { _ in }
+    ) async throws -> OutboxEntry? {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return try await write(operation, path: path, payload: try encoder.encode(payload), record: record,
+                               lane: lane, dependsOn: dependsOn, localChange: localChange)
+    }
+
+    /// Queues a write inside a transaction the app already runs, so the app's own change and the
+    /// write commit together.
+    ///
+    /// - Returns: the queued entry, or nil when it coalesced into (or cancelled) a queued one.
+    @discardableResult
+    public func enqueue(
+        _ operation: OutboxOperation,
+        path: String,
+        payload: Data? = nil,
+        record: RecordKey? = nil,
+        lane: String? = nil,
+        dependsOn: [String] = [],
+        in db: Database
+    ) throws -> OutboxEntry? {
+        guard operation.isOptimistic else { throw OutboxError.operationMustNotBeOptimistic(operation.name) }
+        guard operations[operation.name] != nil else { throw OutboxError.unknownOperation(operation.name) }
+        let lane = lane ?? record?.description ?? path
+        let now = now()
+
+        if !operation.coalescing.isEmpty {
+            let queued = try OutboxEntry
+                .filter(Column("lane") == lane)
+                .filter([OutboxEntryState.pending.rawValue, OutboxEntryState.inFlight.rawValue].contains(Column("state")))
+                .order(Column("sequence"))
+                .fetchAll(db)
+            let decision = OutboxCoalescer.decide(
+                operation: operation.name, change: operation.change, payload: payload, rules: operation.coalescing,
+                lane: queued.map {
+                    OutboxCoalescer.Queued(id: $0.id, operation: $0.operation, change: $0.change, payload: $0.payload,
+                                           state: $0.state, attempts: $0.attempts)
+                })
+            switch decision {
+            case .append:
+                break
+            case .merge(let id, let merged):
+                guard var entry = queued.first(where: { $0.id == id }) else { break }
+                entry.payload = merged
+                try entry.update(db, columns: ["payload"])
+                db.afterNextTransaction { [wakeups] _ in wakeups.signal() }
+                return nil
+            case .cancel(let ids):
+                _ = try OutboxEntry.filter(ids.contains(Column("id"))).deleteAll(db)
+                return nil
+            }
+        }
+
+        let id = UUID.timeOrdered(at: now).uuidString.lowercased()
+        var entry = OutboxEntry(
+            id: id,
+            operation: operation.name,
+            operationVersion: operation.version,
+            change: operation.change,
+            method: operation.method,
+            path: path,
+            payload: payload,
+            idempotencyKey: UUID().uuidString.lowercased(),
+            lane: lane,
+            record: record,
+            dependsOn: dependsOn,
+            progress: .new(at: now))
+        try entry.insert(db)
+        entry.sequence = db.lastInsertedRowID
+        db.afterNextTransaction { [wakeups] _ in wakeups.signal() }
+        return entry
+    }
+
+    // MARK: - Reading
+
+    /// Every entry still in the queue (active and failed), oldest first.
+    public func entries() async throws -> [OutboxEntry] {
+        try await writer.read { db in try OutboxEntry.order(Column("sequence")).fetchAll(db) }
+    }
+
+    /// One entry, or nil when it is gone (acknowledged, cancelled or dismissed).
+    public func entry(_ id: String) async throws -> OutboxEntry? {
+        try await writer.read { db in try OutboxEntry.filter(Column("id") == id).fetchOne(db) }
+    }
+
+    /// The queue's state now.
+    public func snapshot() async throws -> OutboxSnapshot {
+        try await writer.read { db in try OutboxSnapshot.fetch(db) }
+    }
+
+    /// The queue's state now and after every change, for as long as the caller iterates.
+    public func snapshots() -> AsyncThrowingStream<OutboxSnapshot, any Error> {
+        observe { db in try OutboxSnapshot.fetch(db) }
+    }
+
+    /// One entry's state now and after every change; nil once it is gone.
+    public func entryUpdates(_ id: String) -> AsyncThrowingStream<OutboxEntry?, any Error> {
+        observe { db in try OutboxEntry.filter(Column("id") == id).fetchOne(db) }
+    }
+
+    func observe<Value: Equatable & Sendable>(
+        _ fetch: @escaping @Sendable (Database) throws -> Value
+    ) -> AsyncThrowingStream<Value, any Error> {
+        let observation = ValueObservation.tracking(fetch).removeDuplicates()
+        let values = observation.values(in: writer, bufferingPolicy: .bufferingNewest(1))
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    for try await value in values { continuation.yield(value) }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    // MARK: - Resolving
+
+    /// Removes a failed (rejected or dead-letter) entry after the user saw its error, running the
+    /// operation's `onDismissed` hook in the same transaction (for a failed add: the record goes).
+    ///
+    /// - Throws: ``OutboxError/entryNotFound(_:)`` when there is no such failed entry.
+    public func dismiss(_ id: String) async throws {
+        try await OfflineStoreError.mapping {
+            try await writer.write { db in
+                guard let entry = try OutboxEntry.filter(Column("id") == id).fetchOne(db), entry.state.isFailed else {
+                    throw OutboxError.entryNotFound(id)
+                }
+                try self.operations[entry.operation]?.onDismissed?(db, entry)
+                try entry.delete(db)
+            }
+        }
+    }
+
+    /// Sends a dead-letter entry again (after the user reviewed it), with its original key.
+    public func retry(_ id: String) async throws {
+        try await OfflineStoreError.mapping {
+            try await writer.write { db in
+                guard var entry = try OutboxEntry.filter(Column("id") == id).fetchOne(db), entry.state == .deadLetter else {
+                    throw OutboxError.entryNotFound(id)
+                }
+                let now = self.now()
+                entry.progress = OutboxEntryProgress(attempts: entry.attempts, nextAttemptAt: now, createdAt: now)
+                try entry.update(db)
+                db.afterNextTransaction { [wakeups] _ in wakeups.signal() }
+            }
+        }
+    }
+
+    /// Resumes delivery after the app refreshed the credentials the server refused.
+    public func resume() async throws {
+        try await writer.write { db in
+            try db.execute(sql: "DELETE FROM offlinekit_outbox_control")
+        }
+        wakeups.signal()
+    }
+}
+
+/// The queue's state, for badges, banners and debugging screens.
+public struct OutboxSnapshot: Sendable, Hashable {
+    /// Entries waiting to be sent.
+    public var pendingCount: Int
+    /// Entries being sent right now.
+    public var inFlightCount: Int
+    /// When the next waiting entry is due; nil when none waits.
+    public var nextRetryAt: Date?
+    /// Rejected and dead-letter entries, with their errors, oldest first.
+    public var failures: [OutboxEntry]
+    /// Set while delivery is paused because the server refused the credentials.
+    public var pausedFor: OutboxFailure?
+
+    /// Nothing left to send.
+    public var isEmpty: Bool { pendingCount == 0 && inFlightCount == 0 }
+
+    static func fetch(_ db: Database) throws -> OutboxSnapshot {
+        let counts = try Row.fetchAll(db, sql: """
+            SELECT state, COUNT(*) AS count, MIN(nextAttemptAt) AS next FROM offlinekit_outbox
+            WHERE state IN ('pending', 'in-flight') GROUP BY state
+            """)
+        var snapshot = OutboxSnapshot(pendingCount: 0, inFlightCount: 0, nextRetryAt: nil, failures: [], pausedFor: nil)
+        for row in counts {
+            let state: String = row["state"]
+            if state == OutboxEntryState.pending.rawValue {
+                snapshot.pendingCount = row["count"]
+                snapshot.nextRetryAt = (row["next"] as Double?).map(Date.init(timeIntervalSince1970:))
+            } else {
+                snapshot.inFlightCount = row["count"]
+            }
+        }
+        snapshot.failures = try OutboxEntry
+            .filter([OutboxEntryState.rejected.rawValue, OutboxEntryState.deadLetter.rawValue].contains(Column("state")))
+            .order(Column("sequence"))
+            .fetchAll(db)
+        if let reason = try String.fetchOne(db, sql: "SELECT pausedReason FROM offlinekit_outbox_control WHERE id = 1") {
+            snapshot.pausedFor = try? JSONDecoder().decode(OutboxFailure.self, from: Data(reason.utf8))
+        }
+        return snapshot
+    }
+}

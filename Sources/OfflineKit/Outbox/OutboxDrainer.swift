@@ -1,0 +1,192 @@
+public import Foundation
+public import OfflineCore
+
+/// Delivers the outbox's entries whenever the app can reach the server.
+///
+/// ```swift
+/// let drainer = OutboxDrainer(outbox: outbox, baseURL: serverURL, transport: transport,
+///                             connectivity: monitor)
+/// try await drainer.run()      // until the task is cancelled
+/// ```
+///
+/// - Entries of a lane go strictly in order; lanes go side by side, so one blocked entity does not
+///   hold back the others. Dependencies are acknowledged before their dependants are sent.
+/// - Each entry is marked in flight in the database before its request leaves; after a crash it
+///   is resent with the same `Idempotency-Key`, which the server uses to apply it only once.
+/// - Failures follow ``OutboxDelivery``: retries back off (full jitter, capped), a refused
+///   credential pauses the queue, a refusal rolls back.
+/// - Only one process drains a queue at a time: ``run()`` holds a file lock beside the database.
+public final class OutboxDrainer: Sendable {
+    public let outbox: Outbox
+    public let baseURL: URL
+    let transport: any HTTPTransport
+    let connectivity: any ConnectivitySource
+    let clock: any Clock<Duration>
+    let random: @Sendable () -> Double
+    let maxConcurrentRequests: Int
+    let prepare: @Sendable (HTTPRequest) async throws -> HTTPRequest
+    let requestTimeout: Duration
+
+    /// - Parameters:
+    ///   - baseURL: entries' paths are resolved against it.
+    ///   - transport: how requests are sent; wrapped in ``GatedTransport`` so every outcome is
+    ///     connectivity evidence.
+    ///   - clock: for waiting until the next entry is due (a `TestClock` in tests).
+    ///   - random: a number in `0 ..< 1` for the backoff's jitter.
+    ///   - maxConcurrentRequests: how many lanes are sent to at once.
+    ///   - prepare: adds credentials (or anything else) to each request before it is sent.
+    public init(
+        outbox: Outbox,
+        baseURL: URL,
+        transport: any HTTPTransport,
+        connectivity: any ConnectivitySource,
+        clock: any Clock<Duration> = ContinuousClock(),
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        maxConcurrentRequests: Int = 16,
+        requestTimeout: Duration = .seconds(30),
+        prepare: @escaping @Sendable (HTTPRequest) async throws -> HTTPRequest = { $0 }
+    ) {
+        self.outbox = outbox
+        self.baseURL = baseURL
+        self.transport = transport is GatedTransport ? transport : GatedTransport(transport, connectivity: connectivity)
+        self.connectivity = connectivity
+        self.clock = clock
+        self.random = random
+        self.maxConcurrentRequests = max(1, maxConcurrentRequests)
+        self.requestTimeout = requestTimeout
+        self.prepare = prepare
+    }
+
+    /// Delivers entries until the task is cancelled.
+    ///
+    /// - Throws: ``OutboxError/queueOwnedElsewhere(path:)`` if another process drains this
+    ///   queue; database errors. Cancellation ends it without an error.
+    public func run() async throws {
+        let ownership = try takeOwnership()
+        defer { withExtendedLifetime(ownership) {} }
+        try await outbox.recoverInterruptedDeliveries()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            // Connectivity changes wake the loop.
+            group.addTask { [connectivity, outbox] in
+                for await _ in connectivity.statusUpdates() {
+                    outbox.wakeups.signal()
+                }
+            }
+            group.addTask { try await self.deliverLoop(untilEmpty: false) }
+            defer { group.cancelAll() }
+            try await group.next()
+        }
+    }
+
+    /// Delivers until nothing is left to send, then returns. Waits for backoffs and for
+    /// connectivity like ``run()``; returns as soon as every entry is acknowledged, rejected or a
+    /// dead letter.
+    public func drain() async throws {
+        let ownership = try takeOwnership()
+        defer { withExtendedLifetime(ownership) {} }
+        try await outbox.recoverInterruptedDeliveries()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [connectivity, outbox] in
+                for await _ in connectivity.statusUpdates() {
+                    outbox.wakeups.signal()
+                }
+            }
+            group.addTask { try await self.deliverLoop(untilEmpty: true) }
+            defer { group.cancelAll() }
+            try await group.next()
+        }
+    }
+
+    private func takeOwnership() throws -> OutboxOwnership? {
+        let path = outbox.writer.path
+        guard !path.isEmpty, !path.hasPrefix(":memory:"), !path.hasPrefix("file::memory:") else { return nil }
+        return try OutboxOwnership(lockFileAt: path + "-outbox.lock")
+    }
+
+    private func deliverLoop(untilEmpty: Bool) async throws {
+        var wasReachable = connectivity.status.isReachable
+        while !Task.isCancelled {
+            let reachable = connectivity.status.isReachable
+            defer { wasReachable = reachable }
+            if !reachable {
+                if untilEmpty, try await outbox.snapshot().isEmpty { return }
+                await outbox.wakeups.wait()
+                continue
+            }
+            if !wasReachable {
+                try await outbox.expediteAfterReconnect()
+            }
+            if try await outbox.isPaused() {
+                await outbox.wakeups.wait()
+                continue
+            }
+            let (entries, nextWake) = try await outbox.claimDueEntries(limit: maxConcurrentRequests)
+            if !entries.isEmpty {
+                try await deliver(entries)
+                continue
+            }
+            if untilEmpty, try await outbox.snapshot().isEmpty { return }
+            try await waitForWork(until: nextWake)
+        }
+    }
+
+    /// Waits until `deadline` (if any), a new entry, a resume or a connectivity change.
+    private func waitForWork(until deadline: Date?) async throws {
+        let wakeups = outbox.wakeups
+        guard let deadline else {
+            await wakeups.wait()
+            return
+        }
+        let interval = deadline.timeIntervalSince(outbox.now())
+        guard interval > 0 else { return }
+        let clock = clock
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await wakeups.wait() }
+            group.addTask { try? await clock.sleep(for: .milliseconds(Int64((interval * 1000).rounded(.up)))) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func deliver(_ entries: [OutboxEntry]) async throws {
+        typealias Result = (entry: OutboxEntry, outcome: OutboxAttemptOutcome?, response: HTTPResponse?)
+        let results = await withTaskGroup(of: Result.self) { group in
+            for entry in entries {
+                group.addTask { await self.attempt(entry) }
+            }
+            var results: [Result] = []
+            for await result in group { results.append(result) }
+            return results
+        }
+        let notSent = results.filter { $0.outcome == nil }.map(\.entry)
+        if !notSent.isEmpty { try await outbox.release(notSent) }
+        let settled = results.compactMap { result in result.outcome.map { (entry: result.entry, outcome: $0, response: result.response) } }
+        if !settled.isEmpty { try await outbox.settle(settled, unit: random) }
+    }
+
+    /// Sends one entry. A nil outcome means the request never left (the gate refused it).
+    private func attempt(_ entry: OutboxEntry) async -> (entry: OutboxEntry, outcome: OutboxAttemptOutcome?, response: HTTPResponse?) {
+        guard let url = URL(string: entry.path, relativeTo: baseURL)?.absoluteURL else {
+            return (entry, .response(status: 400), nil)
+        }
+        var headers: HTTPHeaders = [:]
+        // RFC 8941 sf-string, as the Idempotency-Key draft specifies.
+        headers["Idempotency-Key"] = "\"\(entry.idempotencyKey)\""
+        if entry.payload != nil { headers["Content-Type"] = "application/json" }
+        var request = HTTPRequest(method: entry.method, url: url, headers: headers, body: entry.payload,
+                                  timeout: requestTimeout, requirement: .networkRequired)
+        do {
+            request = try await prepare(request)
+            let response = try await transport.send(request, maxBodyBytes: 1 << 20)
+            return (entry, .response(status: response.status, retryAfter: response.headers["Retry-After"]), response)
+        } catch is NetworkRequiredError {
+            return (entry, nil, nil)
+        } catch TransportError.timeout {
+            return (entry, .timeout, nil)
+        } catch let error as TransportError {
+            return (entry, .networkFailure("\(error)"), nil)
+        } catch {
+            return (entry, .networkFailure(String(describing: error)), nil)
+        }
+    }
+}

@@ -1,0 +1,121 @@
+public import Foundation
+public import GRDB
+public import OfflineCore
+
+/// The record a queued write touches, in the app's own terms: a collection and an id.
+public struct RecordKey: Sendable, Hashable, Codable, CustomStringConvertible {
+    public var collection: String
+    public var id: String
+
+    public init(_ collection: String, _ id: String) {
+        self.collection = collection
+        self.id = id
+    }
+
+    /// `collection/id`: the default lane of writes to this record.
+    public var description: String { "\(collection)/\(id)" }
+}
+
+/// One queued write, as stored in the outbox.
+public struct OutboxEntry: Sendable, Hashable, Identifiable {
+    /// A time-ordered UUID (version 7), lowercase.
+    public var id: String
+    /// The operation's name and version, so an app can migrate old entries.
+    public var operation: String
+    public var operationVersion: Int
+    /// What the write does to its record.
+    public var change: OutboxChange
+    /// The request: method, path relative to the outbox's base URL, and body.
+    public var method: String
+    public var path: String
+    public var payload: Data?
+    /// Sent as the `Idempotency-Key` header on every attempt.
+    public var idempotencyKey: String
+    /// Entries of one lane are delivered strictly in order; lanes are independent.
+    public var lane: String
+    /// The record this entry changes, for pending markers.
+    public var record: RecordKey?
+    /// Entries that must be acknowledged before this one is sent.
+    public var dependsOn: [String]
+    /// State, attempts, next attempt time, creation time and last failure.
+    public var progress: OutboxEntryProgress
+    /// The commit order (the table's rowid); nil until inserted.
+    var sequence: Int64?
+
+    public var state: OutboxEntryState { progress.state }
+    public var attempts: Int { progress.attempts }
+    public var nextAttemptAt: Date { progress.nextAttemptAt }
+    public var createdAt: Date { progress.createdAt }
+    public var lastFailure: OutboxFailure? { progress.lastFailure }
+
+    /// Decodes the payload as JSON.
+    public func decodePayload<T: Decodable>(_ type: T.Type = T.self) throws -> T {
+        try JSONDecoder().decode(T.self, from: payload ?? Data())
+    }
+}
+
+extension OutboxEntry: FetchableRecord, PersistableRecord {
+    public static var databaseTableName: String { "offlinekit_outbox" }
+
+    public init(row: Row) throws {
+        sequence = row["sequence"]
+        id = row["id"]
+        operation = row["operation"]
+        operationVersion = row["operationVersion"]
+        change = OutboxChange(rawValue: row["change"]) ?? .action
+        method = row["method"]
+        path = row["path"]
+        payload = row["payload"]
+        idempotencyKey = row["idempotencyKey"]
+        lane = row["lane"]
+        if let collection: String = row["recordCollection"], let recordID: String = row["recordID"] {
+            record = RecordKey(collection, recordID)
+        }
+        let dependsOnJSON: String = row["dependsOn"]
+        dependsOn = (try? JSONDecoder().decode([String].self, from: Data(dependsOnJSON.utf8))) ?? []
+        let failure: String? = row["lastFailure"]
+        progress = OutboxEntryProgress(
+            state: OutboxEntryState(rawValue: row["state"]) ?? .pending,
+            attempts: row["attempts"],
+            nextAttemptAt: Date(timeIntervalSince1970: row["nextAttemptAt"]),
+            createdAt: Date(timeIntervalSince1970: row["createdAt"]),
+            lastFailure: failure.flatMap { try? JSONDecoder().decode(OutboxFailure.self, from: Data($0.utf8)) })
+    }
+
+    public func encode(to container: inout PersistenceContainer) throws {
+        container["sequence"] = sequence
+        container["id"] = id
+        container["operation"] = operation
+        container["operationVersion"] = operationVersion
+        container["change"] = change.rawValue
+        container["method"] = method
+        container["path"] = path
+        container["payload"] = payload
+        container["idempotencyKey"] = idempotencyKey
+        container["lane"] = lane
+        container["recordCollection"] = record?.collection
+        container["recordID"] = record?.id
+        container["dependsOn"] = String(decoding: try JSONEncoder().encode(dependsOn), as: UTF8.self)
+        container["state"] = progress.state.rawValue
+        container["attempts"] = progress.attempts
+        container["nextAttemptAt"] = progress.nextAttemptAt.timeIntervalSince1970
+        container["createdAt"] = progress.createdAt.timeIntervalSince1970
+        container["lastFailure"] = try progress.lastFailure.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
+    }
+}
+
+extension UUID {
+    /// A version 7 UUID: 48 bits of Unix milliseconds, then random bits, so ids sort by time.
+    static func timeOrdered(at date: Date) -> UUID {
+        var generator = SystemRandomNumberGenerator()
+        let milliseconds = UInt64(max(0, date.timeIntervalSince1970 * 1000))
+        var bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        for index in 0..<6 {
+            bytes[index] = UInt8(truncatingIfNeeded: milliseconds >> UInt64(8 * (5 - index)))
+        }
+        bytes[6] = (bytes[6] & 0x0F) | 0x70
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        return UUID(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                           bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+    }
+}

@@ -1,0 +1,93 @@
+public import Foundation
+public import GRDB
+public import OfflineCore
+
+/// A kind of write the app queues, declared once and registered with the ``Outbox``.
+///
+/// The operation says how its requests look, how its writes may be coalesced, and what to do
+/// locally when the server confirms or refuses one. Hooks run inside the outbox's own
+/// transaction, so the local records and the queue never disagree.
+///
+/// ```swift
+/// extension OutboxOperation {
+///     static let sendMessage = OutboxOperation(name: "sendMessage", method: "PUT", change: .add,
+///         onRejected: { db, entry in
+///             // The failure change: keep the message, flagged, so the user sees the error.
+///             try db.execute(sql: "UPDATE message SET failed = 1 WHERE id = ?", arguments: [entry.record?.id])
+///         },
+///         onDismissed: { db, entry in
+///             try db.execute(sql: "DELETE FROM message WHERE id = ?", arguments: [entry.record?.id])
+///         })
+/// }
+/// ```
+public struct OutboxOperation: Sendable {
+    public typealias Hook = @Sendable (Database, OutboxEntry) throws -> Void
+    public typealias AcknowledgementHook = @Sendable (Database, OutboxEntry, HTTPResponse) throws -> Void
+
+    /// A stable name, stored with each entry.
+    public var name: String
+    /// Bumped when the payload's shape changes, so old entries can be told apart.
+    public var version: Int
+    /// The HTTP method of its requests.
+    public var method: String
+    /// What it does to its record: the pending marker shown while it is queued.
+    public var change: OutboxChange
+    /// How its writes combine with unsent ones for the same entity.
+    public var coalescing: OutboxCoalescing
+    /// False for actions that must never be optimistic (moving money, placing an order). Those
+    /// cannot be queued: they are submitted with ``BlockingForm`` while online, and no request is
+    /// even built offline.
+    public var isOptimistic: Bool
+    /// Runs, in the same transaction, when the server confirms an entry (the "success data").
+    public var onAcknowledged: AcknowledgementHook?
+    /// Runs, in the same transaction, when the server refuses an entry: the app's failure change
+    /// (rollback).
+    public var onRejected: Hook?
+    /// Runs, in the same transaction, when the user dismisses a failed entry. For an add, this is
+    /// where the record goes.
+    public var onDismissed: Hook?
+
+    public init(
+        name: String,
+        version: Int = 1,
+        method: String,
+        change: OutboxChange,
+        coalescing: OutboxCoalescing = .none,
+        isOptimistic: Bool = true,
+        onAcknowledged: AcknowledgementHook? = nil,
+        onRejected: Hook? = nil,
+        onDismissed: Hook? = nil
+    ) {
+        self.name = name
+        self.version = version
+        self.method = method.uppercased()
+        self.change = change
+        self.coalescing = coalescing
+        self.isOptimistic = isOptimistic
+        self.onAcknowledged = onAcknowledged
+        self.onRejected = onRejected
+        self.onDismissed = onDismissed
+    }
+}
+
+/// Why the outbox refused to queue a write.
+public enum OutboxError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The operation was not registered with the outbox, so its hooks would be unknown after a
+    /// restart.
+    case unknownOperation(String)
+    /// The operation is declared as never optimistic; submit it with ``BlockingForm``.
+    case operationMustNotBeOptimistic(String)
+    /// Another process (the app's extension, another command) drains this queue right now.
+    case queueOwnedElsewhere(path: String)
+    /// The entry does not exist (any more).
+    case entryNotFound(String)
+
+    public var description: String {
+        switch self {
+        case .unknownOperation(let name): "The operation \"\(name)\" is not registered with the outbox."
+        case .operationMustNotBeOptimistic(let name): "The operation \"\(name)\" must not be optimistic; submit it while online instead of queuing it."
+        case .queueOwnedElsewhere(let path): "Another process is already delivering the queue of \(path)."
+        case .entryNotFound(let id): "No outbox entry \(id)."
+        }
+    }
+}

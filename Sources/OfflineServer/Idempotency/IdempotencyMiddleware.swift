@@ -1,0 +1,156 @@
+public import Crypto
+public import Foundation
+public import HTTPTypes
+public import Hummingbird
+import NIOCore
+
+/// Makes writes safe to retry, following the IETF `Idempotency-Key` header draft
+/// (draft-ietf-httpapi-idempotency-key-header).
+///
+/// For the methods it guards (by default POST, PUT, PATCH and DELETE):
+/// - no `Idempotency-Key` → 400;
+/// - a key already used for a different request (method, path or body) → 422;
+/// - a key whose first request is still running → 409 with `Retry-After`;
+/// - a key whose request completed → the stored response, byte for byte, without running the
+///   handler again (marked `Idempotent-Replayed: true`);
+/// - otherwise the handler runs once and its response is stored.
+///
+/// Keys are scoped per credential (a digest of `Authorization`), so one user's key can never
+/// return another user's response. Keys are kept for `retention`, published on every guarded
+/// response as `Idempotency-Key-Retention: <seconds>`. Responses with a 5xx status are not
+/// stored: the key is released so that a retry runs the handler again.
+public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
+    public static var keyField: HTTPField.Name { HTTPField.Name("Idempotency-Key")! }
+    public static var retentionField: HTTPField.Name { HTTPField.Name("Idempotency-Key-Retention")! }
+    public static var replayedField: HTTPField.Name { HTTPField.Name("Idempotent-Replayed")! }
+
+    let store: any IdempotencyKeyStore
+    let retention: Duration
+    let methods: Set<HTTPRequest.Method>
+    let now: @Sendable () -> Date
+
+    public init(
+        store: any IdempotencyKeyStore,
+        retention: Duration = .seconds(24 * 3600),
+        methods: Set<HTTPRequest.Method> = [.post, .put, .patch, .delete],
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.store = store
+        self.retention = retention
+        self.methods = methods
+        self.now = now
+    }
+
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard methods.contains(request.method) else { return try await next(request, context) }
+        guard let key = request.headers[Self.keyField].flatMap(Self.parseKey) else {
+            return problem(.badRequest, "Idempotency-Key missing",
+                           "This request must carry an Idempotency-Key header (a quoted string of 1 to 255 characters).")
+        }
+        var request = request
+        let body = try await request.collectBody(upTo: context.maxUploadSize)
+        let scope = Self.scope(authorization: request.headers[.authorization])
+        let fingerprint = Self.fingerprint(method: request.method.rawValue, path: request.uri.description, body: body)
+        let now = now()
+        let expiredBefore = now.addingTimeInterval(-Double(retention.components.seconds))
+
+        switch try await store.claim(scope: scope, key: key, fingerprint: fingerprint, now: now, expiredBefore: expiredBefore) {
+        case .mismatch:
+            return problem(.unprocessableContent, "Idempotency-Key reused",
+                           "This Idempotency-Key was already used for a different request.")
+        case .inProgress:
+            var response = problem(.conflict, "Request in progress",
+                                   "A request with this Idempotency-Key is still being processed.")
+            response.headers[.retryAfter] = "1"
+            return response
+        case .completed(let stored):
+            var response = Self.response(from: stored)
+            response.headers[Self.replayedField] = "true"
+            response.headers[Self.retentionField] = retentionSeconds
+            return response
+        case .claimed:
+            let response: Response
+            do {
+                response = try await next(request, context)
+            } catch {
+                try? await store.release(scope: scope, key: key)
+                throw error
+            }
+            let stored = try await Self.capture(response)
+            if stored.status >= 500 {
+                try await store.release(scope: scope, key: key)
+            } else {
+                try await store.complete(scope: scope, key: key, response: stored)
+            }
+            var replay = Self.response(from: stored)
+            replay.headers[Self.retentionField] = retentionSeconds
+            return replay
+        }
+    }
+
+    private var retentionSeconds: String { String(retention.components.seconds) }
+
+    /// The key from an RFC 8941 sf-string (`"abc"`); a bare token is accepted too.
+    static func parseKey(_ value: String) -> String? {
+        var key = value.trimmingCharacters(in: .whitespaces)
+        if key.hasPrefix("\""), key.hasSuffix("\""), key.count >= 2 {
+            key = String(key.dropFirst().dropLast())
+        }
+        guard (1...255).contains(key.utf8.count), key.allSatisfy({ $0.isASCII && !$0.isWhitespace && $0 != "\"" }) else { return nil }
+        return key
+    }
+
+    /// The credential scope: a digest of the `Authorization` value, so keys never cross users and
+    /// credentials are never stored.
+    static func scope(authorization: String?) -> String {
+        guard let authorization, !authorization.isEmpty else { return "anonymous" }
+        return SHA256.hash(data: Data(authorization.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    static func fingerprint(method: String, path: String, body: ByteBuffer) -> String {
+        var hasher = SHA256()
+        hasher.update(data: Data("\(method) \(path)\n".utf8))
+        hasher.update(data: Data(body.readableBytesView))
+        return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+    }
+
+    static func capture(_ response: Response) async throws -> StoredResponse {
+        let collector = BodyCollector()
+        try await response.body.write(collector)
+        let headers = response.headers.map { [$0.name.rawName, $0.value] }
+        return StoredResponse(status: Int(response.status.code), headers: headers, body: collector.data)
+    }
+
+    static func response(from stored: StoredResponse) -> Response {
+        var fields = HTTPFields()
+        for pair in stored.headers where pair.count == 2 {
+            guard let name = HTTPField.Name(pair[0]), name != .contentLength else { continue }
+            fields.append(HTTPField(name: name, value: pair[1]))
+        }
+        return Response(
+            status: HTTPResponse.Status(code: stored.status),
+            headers: fields,
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: stored.body)))
+    }
+
+    private func problem(_ status: HTTPResponse.Status, _ title: String, _ detail: String) -> Response {
+        let body = (try? JSONSerialization.data(withJSONObject: ["title": title, "detail": detail, "status": Int(status.code)],
+                                                options: [.sortedKeys])) ?? Data()
+        return Response(
+            status: status,
+            headers: [.contentType: "application/problem+json"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
+
+/// Collects a response body so it can be stored and replayed.
+private final class BodyCollector: ResponseBodyWriter, @unchecked Sendable {
+    // @unchecked: used by one task only, strictly before `data` is read.
+    var data = Data()
+
+    func write(_ buffer: ByteBuffer) async throws {
+        data.append(contentsOf: buffer.readableBytesView)
+    }
+
+    func finish(_ trailingHeaders: HTTPFields?) async throws {}
+}

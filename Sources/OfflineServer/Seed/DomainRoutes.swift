@@ -1,0 +1,55 @@
+import Foundation
+import Hummingbird
+import Logging
+
+extension Router where Context == OfflineRequestContext {
+    /// The demo scenarios' domain: cities, planner, audio sessions and workspace, seeded with
+    /// sample data (and sample packs, when a packs folder is configured) on first start.
+    ///
+    /// Register before the pack routes, so the seeded packs are there when hosting starts.
+    func addDomainRoutes(_ configuration: ServerConfiguration, now: @escaping @Sendable () -> Date = { Date() }) throws {
+        let store = try DomainStore(directory: configuration.dataDirectory)
+        if let packs = configuration.packsDirectory {
+            try PackSeed.seedIfNeeded(into: packs, now: now())
+        }
+        addCityRoutes(store: store, packsDirectory: configuration.packsDirectory, faultsEnabled: configuration.faultsEnabled, now: now)
+        addPlannerRoutes(store: store, now: now)
+        addSessionRoutes(store: store, now: now)
+        addWorkspaceRoutes(store: store)
+    }
+}
+
+/// JSON helpers shared by the domain routes.
+enum DomainHTTP {
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }()
+
+    static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+        let data = try encoder.encode(value)
+        return Response(
+            status: status,
+            headers: [.contentType: "application/json", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// The caller's account: the bearer token (demo authentication), or "demo".
+    static func user(_ request: Request) -> String {
+        guard let authorization = request.headers[.authorization], authorization.hasPrefix("Bearer ") else { return "demo" }
+        let token = authorization.dropFirst(7).trimmingCharacters(in: .whitespaces)
+        return token.isEmpty ? "demo" : token
+    }
+
+    /// A problem the user can act on, in words (never a status code).
+    struct Problem: Codable, Sendable {
+        var message: String
+        var field: String?
+    }
+
+    static func problem(_ message: String, field: String? = nil, status: HTTPResponse.Status) throws -> Response {
+        try json(Problem(message: message, field: field), status: status)
+    }
+}

@@ -1,0 +1,37 @@
+import Foundation
+import Hummingbird
+
+extension Router where Context == OfflineRequestContext {
+    /// - `GET /api/sessions`, `GET /api/sessions/{id}`: audio session metadata; each names the
+    ///   pack (under `/packs/`) that holds its audio.
+    /// - `POST /api/sessions/{id}/generate`: generates a new variation of a session — a
+    ///   network-required feature.
+    func addSessionRoutes(store: DomainStore, now: @escaping @Sendable () -> Date) {
+        get("/api/sessions") { _, _ in
+            try DomainHTTP.json(SessionList(sessions: try store.sessions()))
+        }
+        get("/api/sessions/:id") { _, context in
+            let id = try context.parameters.require("id")
+            guard let session = try store.sessions().first(where: { $0.id == id }) else {
+                return try DomainHTTP.problem("This session is no longer available.", status: .notFound)
+            }
+            return try DomainHTTP.json(session)
+        }
+        post("/api/sessions/:id/generate") { _, context in
+            let id = try context.parameters.require("id")
+            guard let session = try store.sessions().first(where: { $0.id == id }) else {
+                return try DomainHTTP.problem("This session is no longer available.", status: .notFound)
+            }
+            let variation = try store.recordGeneration(sessionId: id, at: now())
+            return try DomainHTTP.json(GeneratedSession(sessionId: id, variation: variation,
+                                                        title: "\(session.title) · variation \(variation)"), status: .created)
+        }
+    }
+}
+
+struct SessionList: Codable, Sendable { var sessions: [AudioSession] }
+struct GeneratedSession: Codable, Sendable {
+    var sessionId: String
+    var variation: Int
+    var title: String
+}

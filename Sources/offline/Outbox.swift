@@ -1,0 +1,128 @@
+import ArgumentParser
+import Foundation
+import GRDB
+import OfflineCore
+import OfflineKit
+
+extension Offline {
+    struct Outbox: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Inspect and drive a durable outbox.",
+            subcommands: [Drive.self, Status.self, Verify.self]
+        )
+    }
+}
+
+extension Offline.Outbox {
+    struct DatabaseOptions: ParsableArguments {
+        @Option(help: "The app database (SQLite file) holding the outbox.") var db: String
+    }
+
+    /// Queues numbered writes (each with its local change, in one transaction) and drains them to
+    /// a server. Safe to kill at any point and run again: it queues only what is missing, then
+    /// delivers what is left.
+    struct Drive: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Queue writes 0..<COUNT to COLLECTION (those not queued yet) and deliver the queue until it is empty.")
+
+        @OptionGroup var database: DatabaseOptions
+        @Option(help: "Base URL of the server.") var server: String
+        @Option(help: "How many numbered writes the queue must have carried in total.") var count: Int
+        @Option(help: "The server collection to write to.") var collection = "crash"
+
+        func validate() throws {
+            guard count >= 0 else { throw ValidationError("--count must not be negative.") }
+            guard URL(string: server)?.host != nil else { throw ValidationError("--server must be a URL such as http://127.0.0.1:8080.") }
+        }
+
+        func run() async throws {
+            let baseURL = URL(string: server)!
+            let database = try OfflineDatabase.open(at: URL(fileURLWithPath: self.database.db))
+            try await database.writer.write { db in
+                try db.execute(sql: "CREATE TABLE IF NOT EXISTS drive_item (number INTEGER PRIMARY KEY)")
+            }
+            let operation = OutboxOperation(name: "driveWrite", method: "PUT", change: .update)
+            let outbox = OfflineKit.Outbox(database: database, operations: [operation])
+            let done = try await database.writer.read { db in try Set(Int.fetchAll(db, sql: "SELECT number FROM drive_item")) }
+            for number in 0..<count where !done.contains(number) {
+                try await outbox.write(operation, path: "/api/records/\(collection)/\(number)",
+                                       payload: Data(#"{"number":\#(number)}"#.utf8), lane: "\(collection)/\(number)") { db in
+                    try db.execute(sql: "INSERT INTO drive_item (number) VALUES (?)", arguments: [number])
+                }
+            }
+            try await HTTPClientTransport.withTransport(defaultTimeout: .seconds(10)) { transport in
+                let drainer = OutboxDrainer(outbox: outbox, baseURL: baseURL, transport: transport,
+                                            connectivity: AssumedReachable())
+                try await drainer.drain()
+            }
+            let snapshot = try await outbox.snapshot()
+            print("drained: pending \(snapshot.pendingCount), failed \(snapshot.failures.count)")
+            if !snapshot.failures.isEmpty { throw ExitCode(2) }
+        }
+    }
+
+    struct Status: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print the queue's state.")
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let url = URL(fileURLWithPath: database.db)
+            guard FileManager.default.fileExists(atPath: url.path) else {
+                throw ValidationError("No database at \(url.path).")
+            }
+            let outbox = OfflineKit.Outbox(database: try OfflineDatabase.open(at: url), operations: [])
+            let snapshot = try await outbox.snapshot()
+            print("pending: \(snapshot.pendingCount)")
+            print("in flight: \(snapshot.inFlightCount)")
+            if let next = snapshot.nextRetryAt { print("next attempt: \(next.formatted(.iso8601))") }
+            if let paused = snapshot.pausedFor { print("paused: \(paused)") }
+            print("failed: \(snapshot.failures.count)")
+            for entry in snapshot.failures {
+                print("  \(entry.id) \(entry.operation) \(entry.method) \(entry.path) [\(entry.state.rawValue)] \(entry.lastFailure?.description ?? "")")
+            }
+        }
+    }
+
+    /// Compares what the server applied with what was queued: every numbered write applied, and
+    /// every idempotency key applied exactly once.
+    struct Verify: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Count lost and duplicated effects of `drive` on the server; exits non-zero if any.")
+
+        @Option(help: "Base URL of the server.") var server: String
+        @Option(help: "How many numbered writes were queued.") var count: Int
+        @Option(help: "The server collection written to.") var collection = "crash"
+
+        func run() async throws {
+            guard let baseURL = URL(string: server) else { throw ValidationError("--server must be a URL.") }
+            struct Record: Decodable { var id: String; var version: Int }
+            struct Effects: Decodable { var effects: [String: Int] }
+            let (records, effects) = try await HTTPClientTransport.withTransport { transport in
+                let records = try await transport.send(HTTPRequest(url: baseURL.appendingPathComponent("api/records/\(collection)")))
+                let effects = try await transport.send(HTTPRequest(url: baseURL.appendingPathComponent("api/record-effects")))
+                return (try JSONDecoder().decode([Record].self, from: records.body),
+                        try JSONDecoder().decode(Effects.self, from: effects.body).effects)
+            }
+            let applied = Set(records.map(\.id))
+            let lost = (0..<count).filter { !applied.contains(String($0)) }.count
+            // A record written more than once, or a key that ran more than once, is a duplicate.
+            let duplicatedRecords = records.filter { $0.version > 1 }.count
+            let duplicatedKeys = effects.values.filter { $0 > 1 }.count
+            print("writes: \(count), applied: \(applied.count), keys: \(effects.count)")
+            print("lost: \(lost)")
+            print("duplicated: \(duplicatedRecords + duplicatedKeys)")
+            if lost != 0 || duplicatedRecords + duplicatedKeys != 0 { throw ExitCode(1) }
+        }
+    }
+}
+
+/// A connectivity source for the command line: it assumes the server is reachable and lets the
+/// drainer's own retries deal with failures.
+private struct AssumedReachable: ConnectivitySource {
+    var status: ConnectivityStatus { ConnectivityStatus(kind: .online, reason: .linkUp, since: Date(timeIntervalSince1970: 0)) }
+    func statusUpdates() -> AsyncStream<ConnectivityStatus> {
+        let status = status
+        return AsyncStream { continuation in continuation.yield(status) }
+    }
+    func report(_ outcome: RequestOutcome) {}
+}

@@ -1,0 +1,65 @@
+import Foundation
+@testable import OfflineDemo
+import OfflineCore
+import OfflineKit
+import OfflineKitTesting
+import OfflineServer
+
+/// The demo's client wired to a live backend through the network switch, with the fake
+/// monitor kept in step with the switch so tests decide connectivity deterministically.
+struct DemoHarness: Sendable {
+    let environment: DemoEnvironment
+    let network: NetworkSwitch
+    let monitor: FakeConnectivityMonitor
+    /// Counts every request the client built, whatever the feature.
+    let requests: CountingTransport
+    let directory: URL
+
+    /// Turns the switch and tells the monitor, as the real monitor would after its probes.
+    func set(_ condition: NetworkCondition) async {
+        await network.change(to: condition)
+        switch condition {
+        case .online: monitor.set(.online)
+        case .slow: monitor.set(.poor)
+        case .offline(.refuse): monitor.set(.offlineSoft)
+        case .offline(.blackHole): monitor.set(.offlineSoft)
+        }
+    }
+
+    /// Waits (on the demo's redraw signal, no polling) until `condition` holds.
+    func wait(until condition: @Sendable () -> Bool) async {
+        for await _ in environment.changes.updates() where condition() { return }
+    }
+
+    var requestCount: Int { requests.count(.offlineCapable) + requests.count(.networkRequired) }
+
+    func makeShop() -> ShopModel {
+        let cache = ResponseCache(database: environment.database, transport: environment.rawTransport, connectivity: monitor, defaultTimeout: .seconds(3))
+        return ShopModel(environment: environment, cache: cache)
+    }
+}
+
+/// Runs `body` with a fresh client folder (or `directory`), a live backend and the switch.
+func withDemo<T: Sendable>(
+    directory: URL? = nil,
+    condition: NetworkCondition = .online,
+    _ body: @Sendable (DemoHarness) async throws -> T
+) async throws -> T {
+    let folder = directory ?? FileManager.default.temporaryDirectory.appending(path: "offline-demo-test-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    defer { if directory == nil { try? FileManager.default.removeItem(at: folder) } }
+    return try await withSwitchedBackend(condition: condition) { network, url in
+        try await HTTPClientTransport.withTransport(defaultTimeout: .seconds(5)) { http in
+            let monitor = FakeConnectivityMonitor(condition == .online ? .online : .offlineSoft)
+            let requests = CountingTransport(http)
+            let database = try OfflineDatabase.open(at: folder.appending(path: "app.sqlite"))
+            let environment = DemoEnvironment(serverURL: url, rawTransport: requests, connectivity: monitor, database: database, directory: folder)
+            return try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await environment.tasks.run() }
+                defer { group.cancelAll() }
+                return try await body(DemoHarness(environment: environment, network: network, monitor: monitor, requests: requests, directory: folder))
+            }
+        }
+    }
+}
+

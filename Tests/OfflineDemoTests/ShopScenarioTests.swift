@@ -1,0 +1,105 @@
+import Foundation
+@testable import OfflineDemo
+import OfflineCore
+import OfflineKit
+import Testing
+
+/// The cart and order-history story, AC-001…AC-005, against a live backend through the switch.
+@Suite("Shop scenario (cached cart and orders)", .timeLimit(.minutes(1)))
+struct ShopScenarioTests {
+    /// Loads cart and orders online, then cuts the network and opens the shop again.
+    func loadThenGoOffline(_ demo: DemoHarness) async throws -> ShopModel {
+        let online = demo.makeShop()
+        await online.start()
+        await demo.wait { online.snapshot.cart != nil && online.snapshot.orders != nil }
+        await demo.set(.offline)
+        let shop = demo.makeShop()
+        await shop.start()
+        return shop
+    }
+
+    @Test("AC-001: offline, the cart shows the last known items with the banner and disabled network actions")
+    func cachedCartOffline() async throws {
+        try await withDemo { demo in
+            let shop = try await loadThenGoOffline(demo)
+            let state = shop.snapshot
+            let cart = try #require(state.cart)
+            #expect(cart.items.map(\.name) == ["Enamel mug", "Folding city map", "Steel water bottle"])
+            #expect(cart.items.allSatisfy { $0.quantity > 0 && $0.unitPriceCents > 0 && !$0.imageURL.isEmpty })
+
+            let screen = shop.resolved(state, connectivity: demo.monitor.status.kind)
+            #expect(screen.banner?.title == .offlineMode)
+            #expect(screen.actions.map(\.id) == ["checkout", "quantity"])
+            #expect(screen.actions.allSatisfy { !$0.isEnabled && $0.accessibilityDisabled })
+
+            let text = ShopScreen.render(state, screen, RenderContext(connectivity: .offlineSoft)).body.map(\.text).joined(separator: "\n")
+            #expect(text.contains("Enamel mug"))
+            #expect(text.contains("[Proceed to Checkout] (disabled)"))
+        }
+    }
+
+    @Test("AC-002: offline, order history shows the cached orders with Track and Rate disabled")
+    func cachedOrdersOffline() async throws {
+        try await withDemo { demo in
+            let shop = try await loadThenGoOffline(demo)
+            _ = shop.handle(.character("v"))
+            let state = shop.snapshot
+            #expect(state.tab == .orders)
+            #expect(try #require(state.orders).map(\.id) == ["A-1041", "A-1040", "A-1039"])
+            let screen = shop.resolved(state, connectivity: demo.monitor.status.kind)
+            #expect(screen.banner != nil)
+            #expect(screen.actions.map(\.id) == ["track", "rate"])
+            #expect(screen.actions.allSatisfy { !$0.isEnabled })
+        }
+    }
+
+    @Test("AC-003: tapping a disabled action answers with the message and builds no request")
+    func disabledActionExplains() async throws {
+        try await withDemo { demo in
+            let shop = try await loadThenGoOffline(demo)
+            let before = demo.requestCount
+            let result = await shop.tap("checkout")
+            #expect(result == .explain(.noInternetConnection))
+            #expect(OfflineMessage.noInternetConnection.text == "No internet connection. Please check your connection and try again.")
+            #expect(demo.environment.toasts.current.text == OfflineMessage.noInternetConnection.text)
+            #expect(demo.requestCount == before)
+        }
+    }
+
+    @Test("AC-004: back online, the banner goes, actions are enabled, a refresh is offered and works")
+    func reconnect() async throws {
+        try await withDemo { demo in
+            let shop = try await loadThenGoOffline(demo)
+            shop.connectivityChanged(demo.monitor.status)
+            await demo.set(.online)
+            shop.connectivityChanged(demo.monitor.status)
+            let screen = shop.resolved(shop.snapshot, connectivity: demo.monitor.status.kind)
+            #expect(screen.banner == nil)
+            #expect(screen.actions.allSatisfy { $0.isEnabled })
+            #expect(screen.refresh.isEnabled)
+            #expect(screen.refresh.isSuggested)
+
+            await shop.refresh()
+            #expect(shop.snapshot.reconnected == false)
+            let result = await shop.tap("quantity")
+            #expect(result == .perform)
+            await demo.wait { shop.snapshot.cart?.items.first?.quantity == 3 }
+        }
+    }
+
+    @Test("AC-005: never loaded and offline, each screen says an internet connection is needed the first time")
+    func emptyStateOffline() async throws {
+        try await withDemo(condition: .offline) { demo in
+            let shop = demo.makeShop()
+            await shop.start()
+            await demo.wait { shop.snapshot.cartContent == .neverLoaded && shop.snapshot.ordersContent == .neverLoaded }
+            for tab in [ShopModel.Tab.cart, .orders] {
+                var state = shop.snapshot
+                state.tab = tab
+                let screen = shop.resolved(state, connectivity: .offlineSoft)
+                #expect(screen.emptyState?.message == .internetRequiredFirstTime)
+            }
+            #expect(demo.requestCount == 0)
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import OfflineCore
+@testable import OfflineKit
+import OfflineKitTesting
+import OfflineServer
+
+/// Runs `body` against a real OfflineServer on a free loopback port, then stops it.
+func withShopServer<T: Sendable>(_ body: @escaping @Sendable (URL) async throws -> T) async throws -> T {
+    let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+    let app = try await buildApplication(ServerConfiguration(port: 0), onServerRunning: { continuation.yield($0) })
+    return try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await app.run(); return nil }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next(), let base = URL(string: "http://127.0.0.1:\(port)") else { throw CancellationError() }
+        group.addTask { try await body(base) }
+        while let result = try await group.next() {
+            if let result { group.cancelAll(); return result }
+        }
+        throw CancellationError()
+    }
+}
+
+/// A wall clock the test moves by hand.
+final class ManualWallClock: Sendable {
+    private let current = Locked(Date(timeIntervalSince1970: 1_750_000_000))
+    var now: Date { current.current }
+    func advance(by seconds: TimeInterval) { current.withLock { $0 = $0.addingTimeInterval(seconds) } }
+    var function: @Sendable () -> Date { { [self] in now } }
+}
+
+/// Forwards to a real transport and records each request with the status it got.
+final class WireLog: HTTPTransport, Sendable {
+    let base: any HTTPTransport
+    private let log = Locked<[(request: HTTPRequest, status: Int?)]>([])
+    /// Applied to responses before they reach the cache (to add headers a test needs).
+    let rewrite: @Sendable (HTTPResponse) -> HTTPResponse
+
+    init(_ base: any HTTPTransport, rewrite: @escaping @Sendable (HTTPResponse) -> HTTPResponse = { $0 }) {
+        self.base = base
+        self.rewrite = rewrite
+    }
+
+    var entries: [(request: HTTPRequest, status: Int?)] { log.current }
+    var statuses: [Int?] { entries.map(\.status) }
+
+    func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+        do {
+            let response = rewrite(try await base.send(request, maxBodyBytes: maxBodyBytes))
+            log.withLock { $0.append((request, response.status)) }
+            return response
+        } catch {
+            log.withLock { $0.append((request, nil)) }
+            throw error
+        }
+    }
+
+    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse { try await base.stream(request) }
+}
+
+/// A transport that never answers until cancelled: a black-holed server.
+struct HangingTransport: HTTPTransport {
+    func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+        try await Task.sleep(for: .seconds(3600))
+        throw TransportError.timeout
+    }
+    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse { throw TransportError.timeout }
+}
+
+func shopRequest(_ base: URL, _ path: String, user: String = "alice", method: String = "GET", body: Data? = nil) -> HTTPRequest {
+    var headers: HTTPHeaders = ["Authorization": "Bearer \(user)"]
+    if body != nil { headers["Content-Type"] = "application/json" }
+    return HTTPRequest(method: method, url: base.appendingPathComponent(path), headers: headers, body: body)
+}
+
+/// Waits for the next value of an observation, failing after `limit` instead of hanging.
+func nextSnapshot(_ iterator: inout AsyncStream<CacheSnapshot>.Iterator) async -> CacheSnapshot? {
+    await iterator.next()
+}

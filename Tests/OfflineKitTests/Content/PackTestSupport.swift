@@ -1,0 +1,168 @@
+import Foundation
+import Logging
+import OfflineCore
+import OfflineKit
+import OfflineKitTesting
+import OfflineServer
+
+/// A temporary folder removed when the value is released.
+final class TemporaryFolder: Sendable {
+    let url: URL
+    init() throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("offlinekit-packs-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+    deinit { try? FileManager.default.removeItem(at: url) }
+    func sub(_ name: String) -> URL { url.appendingPathComponent(name) }
+}
+
+/// Deterministic pseudo-random bytes, so a failing run can be replayed.
+func payload(_ count: Int, seed: UInt64) -> Data {
+    var state = seed &+ 0x9E37_79B9_7F4A_7C15
+    var bytes = [UInt8](repeating: 0, count: count)
+    for index in 0..<count {
+        state ^= state << 13; state ^= state >> 7; state ^= state << 17
+        bytes[index] = UInt8(truncatingIfNeeded: state)
+    }
+    return Data(bytes)
+}
+
+/// Publishes a pack version from `files` (path → content) into `packs`.
+@discardableResult
+func publish(_ id: String, _ version: String, _ files: [String: Data], into packs: URL, createdAt: Date) throws -> PackManifest {
+    let source = packs.deletingLastPathComponent().appendingPathComponent("src-\(id)-\(version)-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: source) }
+    for (path, data) in files {
+        let url = source.appendingPathComponent(path)
+        try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try data.write(to: url)
+    }
+    try FileManager.default.createDirectory(at: source, withIntermediateDirectories: true)
+    return try PackFolder.publish(id: id, version: version, from: source, into: packs, createdAt: createdAt)
+}
+
+/// Runs a real OfflineServer on a free loopback port serving `packs`, with faults enabled.
+func withPackServer<T: Sendable>(packs: URL, _ body: @escaping @Sendable (URL) async throws -> T) async throws -> T {
+    let (ports, continuation) = AsyncStream<Int>.makeStream()
+    var logger = Logger(label: "pack-tests")
+    logger.logLevel = .critical  // shutting the server down mid-connection logs errors that are expected here
+    let app = try await buildApplication(
+        ServerConfiguration(port: 0, packsDirectory: packs, faultsEnabled: true),
+        logger: logger,
+        onServerRunning: { continuation.yield($0) }
+    )
+    return try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await app.run(); return nil }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw CancellationError() }
+        let base = URL(string: "http://127.0.0.1:\(port)")!
+        group.addTask { try await body(base) }
+        while let result = try await group.next() {
+            if let result { group.cancelAll(); return result }
+        }
+        throw CancellationError()
+    }
+}
+
+/// Sets the server's fault plan.
+func setFaults(_ plan: PackFaultPlan?, base: URL, transport: HTTPClientTransport) async throws {
+    var request = HTTPRequest(method: plan == nil ? "DELETE" : "PUT", url: base.appendingPathComponent("_faults/packs"), requirement: .offlineCapable)
+    if let plan {
+        request.body = try JSONEncoder().encode(plan)
+        request.headers["Content-Type"] = "application/json"
+    }
+    let response = try await transport.send(request)
+    precondition(response.status == 204, "fault endpoint answered \(response.status)")
+}
+
+/// Counts what crosses the wire: file requests and body bytes.
+final class CountingTransport: HTTPTransport, Sendable {
+    let base: any HTTPTransport
+    private let counters = Locked2<(bodyBytes: Int64, requests: [HTTPRequest], statuses: [Int])>((0, [], []))
+    /// Applied to each streamed body: cut it short after this many bytes, ending it cleanly (a truncated body).
+    let truncateAfter = Locked2<Int64?>(nil)
+    /// Applied to the next streamed body: fail with a lost connection after this many bytes.
+    let failAfter = Locked2<Int64?>(nil)
+    /// Applied to the next response head: replace its Content-Range.
+    let rewriteContentRange = Locked2<String?>(nil)
+    /// Run once before the next body's first byte is delivered.
+    let beforeBody = Locked2<(@Sendable () -> Void)?>(nil)
+
+    init(_ base: any HTTPTransport) { self.base = base }
+
+    var bodyBytes: Int64 { counters.value.bodyBytes }
+    var requests: [HTTPRequest] { counters.value.requests }
+    var statuses: [Int] { counters.value.statuses }
+    func reset() { counters.set((0, [], [])) }
+
+    func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+        counters.update { $0.requests.append(request) }
+        return try await base.send(request, maxBodyBytes: maxBodyBytes)
+    }
+
+    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+        counters.update { $0.requests.append(request) }
+        let response = try await base.stream(request)
+        counters.update { $0.statuses.append(response.status) }
+        let limit = truncateAfter.value
+        truncateAfter.set(nil)
+        let failLimit = failAfter.value
+        failAfter.set(nil)
+        var headers = response.headers
+        if let rewrite = rewriteContentRange.value, headers["Content-Range"] != nil {
+            headers["Content-Range"] = rewrite
+            rewriteContentRange.set(nil)
+        }
+        let hook = beforeBody.value
+        beforeBody.set(nil)
+        let counters = counters
+        let source = response.body
+        let body = AsyncThrowingStream<[UInt8], any Error> { continuation in
+            let task = Task {
+                var sent: Int64 = 0
+                hook?()
+                do {
+                    for try await chunk in source {
+                        if let failLimit, sent + Int64(chunk.count) > failLimit {
+                            let head = Array(chunk.prefix(Int(failLimit - sent)))
+                            counters.update { $0.bodyBytes += Int64(head.count) }
+                            continuation.yield(head)
+                            throw TransportError.connectionLost
+                        }
+                        var chunk = chunk
+                        if let limit, sent + Int64(chunk.count) > limit { chunk = Array(chunk.prefix(Int(limit - sent))) }
+                        sent += Int64(chunk.count)
+                        counters.update { $0.bodyBytes += Int64(chunk.count) }
+                        continuation.yield(chunk)
+                        if let limit, sent >= limit { break }
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+        return HTTPStreamingResponse(status: response.status, headers: headers, body: body)
+    }
+}
+
+/// A small lock for test helpers (the library's own lock is package-internal).
+final class Locked2<Value: Sendable>: @unchecked Sendable {
+    // @unchecked: every access to `stored` happens under `lock`.
+    private let lock = NSLock()
+    private var stored: Value
+    init(_ value: Value) { stored = value }
+    var value: Value { lock.lock(); defer { lock.unlock() }; return stored }
+    func set(_ value: Value) { lock.lock(); stored = value; lock.unlock() }
+    func update(_ body: (inout Value) -> Void) { lock.lock(); body(&stored); lock.unlock() }
+}
+
+/// The files of a test pack.
+func samplePack(seed: UInt64, sizes: [Int] = [300_000, 200_000, 5_000, 0]) -> [String: Data] {
+    var files: [String: Data] = [:]
+    for (index, size) in sizes.enumerated() {
+        files[index == 0 ? "media/audio-\(index).m4a" : "data/file-\(index).json"] = payload(size, seed: seed &+ UInt64(index))
+    }
+    return files
+}

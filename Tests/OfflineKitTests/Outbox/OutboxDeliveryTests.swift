@@ -1,0 +1,307 @@
+import Clocks
+import Foundation
+import GRDB
+import OfflineCore
+@testable import OfflineKit
+import OfflineKitTesting
+import Testing
+
+/// Forwards requests to a real server, but loses the first `count` responses after the server
+/// sent them, as when the connection drops between the server's commit and the client's read.
+final class LosingTransport: HTTPTransport, Sendable {
+    let base: any HTTPTransport
+    let remaining: Locked<Int>
+
+    init(_ base: any HTTPTransport, losing count: Int) {
+        self.base = base
+        remaining = Locked(count)
+    }
+
+    func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+        let response = try await base.send(request, maxBodyBytes: maxBodyBytes)
+        let lose = remaining.withLock { remaining in
+            defer { remaining -= 1 }
+            return remaining > 0
+        }
+        if lose { throw TransportError.connectionLost }
+        return response
+    }
+
+    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse { try await base.stream(request) }
+}
+
+@Suite("Outbox delivery", .timeLimit(.minutes(1)))
+struct OutboxDeliveryTests {
+    @Test("the local change and the entry commit together: a failing change queues nothing")
+    func atomicWrite() async throws {
+        let database = try OfflineDatabase.inMemory()
+        try Items.create(database)
+        let outbox = Outbox(database: database, operations: OutboxOperation.testOperations)
+        struct Refused: Error {}
+        await #expect(throws: Refused.self) {
+            try await outbox.write(.addItem, path: "/api/records/x/1", json: ItemBody(value: "v"), record: RecordKey("x", "1")) { db in
+                try db.execute(sql: "INSERT INTO item (id, value) VALUES ('1', 'v')")
+                throw Refused()
+            }
+        }
+        #expect(try await outbox.entries().isEmpty)
+        #expect(try Items.value("1", in: database) == nil)
+        await #expect(throws: OutboxError.unknownOperation("nope")) {
+            try await outbox.write(OutboxOperation(name: "nope", method: "PUT", change: .update), path: "/x")
+        }
+    }
+
+    @Test("lost acknowledgement: the server applied the write, the response was lost, the retry does not apply it twice")
+    func lostAcknowledgement() async throws {
+        try await withOutboxServer { url in
+            try await HTTPClientTransport.withTransport { http in
+                let database = try OfflineDatabase.inMemory()
+                try Items.create(database)
+                let outbox = Outbox(database: database, operations: OutboxOperation.testOperations)
+                let monitor = FakeConnectivityMonitor(.online)
+                let drainer = makeDrainer(outbox, url, monitor, LosingTransport(http, losing: 2))
+                let entry = try #require(try await outbox.write(.setItem, path: "/api/records/lost/1", json: ItemBody(value: "once"),
+                                                                 record: RecordKey("lost", "1")))
+                try await drainer.drain()
+                #expect(try await outbox.entries().isEmpty)
+                let effects = try await serverEffects(url, http)
+                #expect(effects[entry.idempotencyKey] == 1, "applied exactly once despite three deliveries")
+                #expect(try await serverItems(url, "lost", http) == ["1": "once"])
+            }
+        }
+    }
+
+    @Test("an entry left in flight by a crash is resent with the same key after reopening")
+    func crashRecovery() async throws {
+        try await withOutboxServer { url in
+            try await HTTPClientTransport.withTransport { http in
+                let file = try temporaryDirectory().appendingPathComponent("app.sqlite")
+                let key: String
+                do {
+                    let database = try OfflineDatabase.open(at: file)
+                    try Items.create(database)
+                    let outbox = Outbox(database: database, operations: OutboxOperation.testOperations)
+                    let entry = try #require(try await outbox.write(.setItem, path: "/api/records/crash/1", json: ItemBody(value: "v"),
+                                                                     record: RecordKey("crash", "1")))
+                    key = entry.idempotencyKey
+                    let claimed = try await outbox.claimDueEntries(limit: 10).entries
+                    #expect(claimed.map(\.id) == [entry.id])
+                    // The request reaches the server, then the process dies before recording anything.
+                    _ = try await http.send(HTTPRequest(method: "PUT", url: url.appendingPathComponent("api/records/crash/1"),
+                                                        headers: ["Idempotency-Key": "\"\(key)\""], body: entry.payload))
+                    #expect(try await outbox.entry(entry.id)?.state == .inFlight)
+                }
+                let outbox = Outbox(database: try OfflineDatabase.open(at: file), operations: OutboxOperation.testOperations)
+                try await makeDrainer(outbox, url, FakeConnectivityMonitor(.online), http).drain()
+                #expect(try await outbox.entries().isEmpty)
+                #expect(try await serverEffects(url, http)[key] == 1)
+            }
+        }
+    }
+
+    @Test("attempts and the next attempt time survive a restart; the retry waits for the clock")
+    func backoffPersists() async throws {
+        let file = try temporaryDirectory().appendingPathComponent("app.sqlite")
+        let clock = TestClock()
+        let start = Date(timeIntervalSince1970: 2_000_000)
+        let origin = clock.now
+        let now: @Sendable () -> Date = { start.addingTimeInterval(Double(origin.duration(to: clock.now).components.seconds)) }
+        let transport = RecordingTransport()
+        let calls = Locked(0)
+        transport.allow("PUT", "/api/records/*") { _ in
+            calls.withLock { $0 += 1 }
+            return calls.current == 1 ? HTTPResponse(status: 503) : HTTPResponse(status: 200)
+        }
+        let policy = OutboxPolicy(backoff: OutboxBackoff(base: .seconds(10), cap: .seconds(60)))
+        let database = try OfflineDatabase.open(at: file)
+        let outbox = Outbox(database: database, operations: OutboxOperation.testOperations, policy: policy, now: now)
+        let entry = try #require(try await outbox.write(.setItem, path: "/api/records/b/1", json: ItemBody(value: "v")))
+        let drainer = OutboxDrainer(outbox: outbox, baseURL: URL(string: "http://127.0.0.1:9")!, transport: transport,
+                                    connectivity: FakeConnectivityMonitor(.online), clock: clock, random: { 0.5 })
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await drainer.run() }
+            for try await update in outbox.entryUpdates(entry.id) where update?.lastFailure != nil && update?.state == .pending { break }
+            let reopened = Outbox(database: try OfflineDatabase(database.writer), operations: OutboxOperation.testOperations)
+            let stored = try #require(try await reopened.entry(entry.id))
+            #expect(stored.attempts == 1)
+            #expect(stored.nextAttemptAt == start.addingTimeInterval(5), "half of the 10 s ceiling, from the injected jitter")
+            #expect(stored.lastFailure?.kind == .serverError)
+            #expect(calls.current == 1)
+            await clock.advance(by: .seconds(5))
+            try await waitForQueue(outbox) { $0.isEmpty }
+            group.cancelAll()
+        }
+        #expect(calls.current == 2)
+    }
+
+    @Test("401 pauses the queue until the app resumes it; 409 waits and retries; other 4xx reject")
+    func pauseAndConflict() async throws {
+        let transport = RecordingTransport()
+        let answers = Locked([401, 409, 200])
+        transport.allow("PUT", "/api/records/*") { _ in
+            HTTPResponse(status: answers.withLock { $0.isEmpty ? 200 : $0.removeFirst() }, headers: ["Retry-After": "0"])
+        }
+        let outbox = Outbox(database: try .inMemory(), operations: OutboxOperation.testOperations)
+        try await outbox.write(.setItem, path: "/api/records/p/1", json: ItemBody(value: "v"))
+        let drainer = makeDrainer(outbox, URL(string: "http://127.0.0.1:9")!, FakeConnectivityMonitor(.online), transport)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await drainer.run() }
+            try await waitForQueue(outbox) { $0.pausedFor != nil }
+            let paused = try await outbox.snapshot()
+            #expect(paused.pausedFor?.kind == .unauthorized)
+            #expect(paused.pausedFor?.message == .signInToSync)
+            #expect(paused.pendingCount == 1)
+            try await outbox.resume()
+            try await waitForQueue(outbox) { $0.isEmpty }
+            group.cancelAll()
+        }
+        #expect(transport.requests.count == 3)
+        #expect(Set(transport.requests.map { $0.headers["Idempotency-Key"] ?? "" }).count == 1, "every retry reuses the key")
+    }
+
+    @Test("lanes are independent and ordered; a dependant waits for its dependency")
+    func lanesAndDependencies() async throws {
+        let transport = RecordingTransport()
+        let order = Locked<[String]>([])
+        transport.allow("PUT", "/api/records/*") { request in
+            order.withLock { $0.append(request.url.lastPathComponent) }
+            return HTTPResponse(status: request.url.path.hasSuffix("blocked-1") ? 503 : 200)
+        }
+        let outbox = Outbox(database: try .inMemory(), operations: OutboxOperation.testOperations,
+                            policy: OutboxPolicy(backoff: OutboxBackoff(base: .seconds(3600), cap: .seconds(3600))))
+        try await outbox.write(.setItem, path: "/api/records/l/blocked-1", json: ItemBody(value: "1"), lane: "blocked")
+        try await outbox.write(.setItem, path: "/api/records/l/blocked-2", json: ItemBody(value: "2"), lane: "blocked")
+        let parent = try #require(try await outbox.write(.setItem, path: "/api/records/l/parent", json: ItemBody(value: "p"), lane: "p"))
+        try await outbox.write(.setItem, path: "/api/records/l/child", json: ItemBody(value: "c"), lane: "c", dependsOn: [parent.id])
+        let drainer = OutboxDrainer(outbox: outbox, baseURL: URL(string: "http://127.0.0.1:9")!, transport: transport,
+                                    connectivity: FakeConnectivityMonitor(.online), clock: TestClock(), random: { 1 })
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await drainer.run() }
+            try await waitForQueue(outbox) { $0.pendingCount == 2 && $0.inFlightCount == 0 }
+            group.cancelAll()
+        }
+        let sent = order.current
+        #expect(!sent.contains("blocked-2"), "strictly ordered within a lane")
+        #expect(sent.contains("child"), "one blocked entity does not hold back others")
+        let parentIndex = try #require(sent.firstIndex(of: "parent"))
+        let childIndex = try #require(sent.firstIndex(of: "child"))
+        #expect(parentIndex < childIndex)
+    }
+
+    @Test("a rejected dependency fails its dependants instead of sending them")
+    func failedDependency() async throws {
+        let transport = RecordingTransport()
+        transport.allow("PUT", "/api/records/*") { request in HTTPResponse(status: request.url.path.hasSuffix("parent") ? 422 : 200) }
+        let outbox = Outbox(database: try .inMemory(), operations: OutboxOperation.testOperations)
+        let parent = try #require(try await outbox.write(.setItem, path: "/api/records/d/parent", json: ItemBody(value: "p")))
+        let child = try #require(try await outbox.write(.setItem, path: "/api/records/d/child", json: ItemBody(value: "c"), dependsOn: [parent.id]))
+        try await makeDrainer(outbox, URL(string: "http://127.0.0.1:9")!, FakeConnectivityMonitor(.online), transport).drain()
+        #expect(try await outbox.entry(parent.id)?.state == .rejected)
+        #expect(try await outbox.entry(child.id)?.lastFailure?.kind == .dependencyFailed)
+        #expect(transport.requests.count == 1)
+    }
+
+    @Test("entries older than the retention become dead letters instead of being replayed")
+    func retention() async throws {
+        let clock = Locked(Date(timeIntervalSince1970: 3_000_000))
+        let outbox = Outbox(database: try .inMemory(), operations: OutboxOperation.testOperations,
+                            policy: OutboxPolicy(retention: .seconds(60)), now: { clock.current })
+        let entry = try #require(try await outbox.write(.setItem, path: "/api/records/r/1", json: ItemBody(value: "old")))
+        clock.withLock { $0 = $0.addingTimeInterval(61) }
+        try await makeDrainer(outbox, URL(string: "http://127.0.0.1:9")!, FakeConnectivityMonitor(.online), RecordingTransport()).drain()
+        let stored = try #require(try await outbox.entry(entry.id))
+        #expect(stored.state == .deadLetter)
+        #expect(stored.lastFailure?.kind == .expired)
+    }
+
+    @Test("truncated and malformed responses never lose the write")
+    func badResponses() async throws {
+        let transport = RecordingTransport()
+        let answers = Locked(0)
+        transport.allow("PUT", "/api/records/*") { _ in
+            let call = answers.withLock { $0 += 1; return $0 }
+            if call == 1 { throw TransportError.connectionLost }          // truncated body
+            if call == 2 { throw TransportError.other("invalid HTTP status line") }
+            return HTTPResponse(status: 200, body: Data("{not json".utf8))  // acknowledged, body unreadable
+        }
+        let decoding = OutboxOperation(name: "decoding", method: "PUT", change: .update, onAcknowledged: { _, _, response in
+            _ = try JSONDecoder().decode(ItemBody.self, from: response.body)
+        })
+        let outbox = Outbox(database: try .inMemory(), operations: [decoding])
+        let entry = try #require(try await outbox.write(decoding, path: "/api/records/m/1", json: ItemBody(value: "v")))
+        try await makeDrainer(outbox, URL(string: "http://127.0.0.1:9")!, FakeConnectivityMonitor(.online), transport).drain()
+        let stored = try #require(try await outbox.entry(entry.id), "kept, not dropped")
+        #expect(stored.state == .deadLetter)
+        #expect(stored.lastFailure?.kind == .unreadableResponse)
+        #expect(stored.attempts == 3)
+    }
+
+    @Test("only one drainer owns a queue file at a time")
+    func singleOwner() async throws {
+        let file = try temporaryDirectory().appendingPathComponent("app.sqlite")
+        let database = try OfflineDatabase.open(at: file)
+        let first = makeDrainer(Outbox(database: database, operations: []), URL(string: "http://127.0.0.1:9")!,
+                                FakeConnectivityMonitor(.offlineHard), RecordingTransport())
+        let second = makeDrainer(Outbox(database: try OfflineDatabase.open(at: file), operations: []), URL(string: "http://127.0.0.1:9")!,
+                                 FakeConnectivityMonitor(.offlineHard), RecordingTransport())
+        let ownership = try first.takeOwnershipForTesting()
+        await #expect(throws: OutboxError.queueOwnedElsewhere(path: file.path + "-outbox.lock")) { try await second.drain() }
+        withExtendedLifetime(ownership) {}
+    }
+
+    @Test("a full disk during enqueue is a clear error and leaves no partial entry")
+    func diskFull() async throws {
+        let file = try temporaryDirectory().appendingPathComponent("app.sqlite")
+        let database = try OfflineDatabase.open(at: file)
+        try Items.create(database)
+        let outbox = Outbox(database: database, operations: OutboxOperation.testOperations)
+        try await outbox.write(.setItem, path: "/api/records/f/0", json: ItemBody(value: "small"))
+        let pages = try await database.writer.read { db in try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0 }
+        try await database.writer.barrierWriteWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA max_page_count = \(pages + 1)")
+        }
+        let big = String(repeating: "x", count: 512 * 1024)
+        await #expect(throws: OfflineStoreError.diskFull) {
+            try await outbox.write(.setItem, path: "/api/records/f/1", json: ItemBody(value: big), record: RecordKey("f", "1")) { db in
+                try db.execute(sql: "INSERT INTO item (id, value) VALUES ('1', ?)", arguments: [big])
+            }
+        }
+        #expect(try await outbox.entries().count == 1, "no partial entry")
+        #expect(try Items.value("1", in: database) == nil, "no partial local change")
+    }
+
+    @Test("a corrupt database file is reported, kept and never overwritten")
+    func corruptFile() throws {
+        let file = try temporaryDirectory().appendingPathComponent("app.sqlite")
+        let garbage = Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        try garbage.write(to: file)
+        #expect {
+            _ = try OfflineDatabase.open(at: file)
+        } throws: { error in
+            guard case OfflineStoreError.corruptFile(let path, _) = error else { return false }
+            return path == file.path
+        }
+        #expect(try Data(contentsOf: file) == garbage)
+
+        // A real SQLite file damaged after its header.
+        let damaged = try temporaryDirectory().appendingPathComponent("app.sqlite")
+        do {
+            let database = try OfflineDatabase.open(at: damaged)
+            try Items.create(database)
+            try (database.writer as? DatabasePool)?.close()
+        }
+        try? FileManager.default.removeItem(atPath: damaged.path + "-wal")
+        try? FileManager.default.removeItem(atPath: damaged.path + "-shm")
+        var bytes = try Data(contentsOf: damaged)
+        for index in 100..<min(bytes.count, 4096) { bytes[index] = 0xA5 }
+        try bytes.write(to: damaged)
+        #expect(throws: OfflineStoreError.self) { _ = try OfflineDatabase.open(at: damaged) }
+        #expect(try Data(contentsOf: damaged) == bytes)
+    }
+}
+
+extension OutboxDrainer {
+    func takeOwnershipForTesting() throws -> AnyObject? {
+        try OutboxOwnership(lockFileAt: outbox.writer.path + "-outbox.lock")
+    }
+}

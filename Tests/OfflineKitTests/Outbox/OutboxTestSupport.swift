@@ -1,0 +1,143 @@
+import Foundation
+import GRDB
+import Hummingbird
+import OfflineCore
+@testable import OfflineKit
+import OfflineKitTesting
+import OfflineServer
+import Testing
+
+/// Runs `body` against a real OfflineServer on a free loopback port, then stops it.
+func withOutboxServer<T: Sendable>(
+    dataDirectory: URL? = nil,
+    _ body: @Sendable (URL) async throws -> T
+) async throws -> T {
+    let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+    let app = try await buildApplication(ServerConfiguration(port: 0, dataDirectory: dataDirectory)) { port in
+        portContinuation.yield(port)
+    }
+    return try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask {
+            try await app.runService(gracefulShutdownSignals: [])
+            return nil
+        }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw CancellationError() }
+        let url = URL(string: "http://127.0.0.1:\(port)")!
+        do {
+            let result = try await body(url)
+            group.cancelAll()
+            return result
+        } catch {
+            group.cancelAll()
+            throw error
+        }
+    }
+}
+
+/// The app's own table in tests: items with a value, and the value the server last confirmed.
+enum Items {
+    static func create(_ database: OfflineDatabase) throws {
+        try database.writer.write { db in
+            try db.execute(sql: "CREATE TABLE IF NOT EXISTS item (id TEXT PRIMARY KEY, value TEXT NOT NULL, failed INTEGER NOT NULL DEFAULT 0)")
+            try db.execute(sql: "CREATE TABLE IF NOT EXISTS item_confirmed (id TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        }
+    }
+
+    static func value(_ id: String, in database: OfflineDatabase) throws -> String? {
+        try database.writer.read { db in try String.fetchOne(db, sql: "SELECT value FROM item WHERE id = ?", arguments: [id]) }
+    }
+
+    static func all(in database: OfflineDatabase) throws -> [String: String] {
+        try database.writer.read { db in
+            Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT id, value FROM item").map { ($0["id"] as String, $0["value"] as String) })
+        }
+    }
+}
+
+struct ItemBody: Codable, Sendable, Equatable {
+    var value: String
+}
+
+extension OutboxOperation {
+    /// Adds an item. Refused: the item stays, flagged failed, until the user dismisses it; then it goes.
+    static let addItem = OutboxOperation(
+        name: "addItem", method: "PUT", change: .add, coalescing: .all,
+        onAcknowledged: { db, entry, _ in try Items.confirm(entry, db) },
+        onRejected: { db, entry in
+            try db.execute(sql: "UPDATE item SET failed = 1 WHERE id = ?", arguments: [entry.record?.id])
+        },
+        onDismissed: { db, entry in
+            try db.execute(sql: "DELETE FROM item WHERE id = ?", arguments: [entry.record?.id])
+        })
+    /// Sets an item's value. Refused: the local value goes back to what is still pending, else the server's.
+    static let setItem = OutboxOperation(
+        name: "setItem", method: "PUT", change: .update,
+        onAcknowledged: { db, entry, _ in try Items.confirm(entry, db) },
+        onRejected: { db, entry in try Items.rollBack(entry, db) })
+    static let updateItem = OutboxOperation(name: "updateItem", method: "PATCH", change: .update, coalescing: .all)
+    static let deleteItem = OutboxOperation(
+        name: "deleteItem", method: "DELETE", change: .delete, coalescing: .all,
+        onAcknowledged: { db, entry, _ in
+            try db.execute(sql: "DELETE FROM item_confirmed WHERE id = ?", arguments: [entry.record?.id])
+        })
+    static let placeOrder = OutboxOperation(name: "placeOrder", method: "PUT", change: .action, isOptimistic: false)
+
+    static let testOperations: [OutboxOperation] = [.addItem, .setItem, .updateItem, .deleteItem]
+}
+
+extension Items {
+    static func confirm(_ entry: OutboxEntry, _ db: Database) throws {
+        guard let id = entry.record?.id, let body = try? entry.decodePayload(ItemBody.self) else { return }
+        try db.execute(sql: "INSERT OR REPLACE INTO item_confirmed (id, value) VALUES (?, ?)", arguments: [id, body.value])
+    }
+
+    /// The app's failure change: the value the user sees becomes the server's confirmed value with
+    /// the still-pending writes on top.
+    static func rollBack(_ entry: OutboxEntry, _ db: Database) throws {
+        guard let id = entry.record?.id else { return }
+        let pending = try OutboxEntry
+            .filter(Column("recordID") == id && Column("id") != entry.id)
+            .filter(["pending", "in-flight"].contains(Column("state")))
+            .order(Column("sequence").desc)
+            .fetchOne(db)
+        if let pending, let body = try? pending.decodePayload(ItemBody.self) {
+            try db.execute(sql: "UPDATE item SET value = ? WHERE id = ?", arguments: [body.value, id])
+        } else if let confirmed = try String.fetchOne(db, sql: "SELECT value FROM item_confirmed WHERE id = ?", arguments: [id]) {
+            try db.execute(sql: "UPDATE item SET value = ? WHERE id = ?", arguments: [confirmed, id])
+        } else {
+            try db.execute(sql: "DELETE FROM item WHERE id = ?", arguments: [id])
+        }
+    }
+}
+
+/// A drainer over a gated transport and a fake monitor, with a fast backoff.
+func makeDrainer(
+    _ outbox: Outbox, _ url: URL, _ monitor: FakeConnectivityMonitor, _ transport: any HTTPTransport
+) -> OutboxDrainer {
+    OutboxDrainer(outbox: outbox, baseURL: url, transport: transport, connectivity: monitor, random: { 0 })
+}
+
+/// Reads the server's record list of a collection: id → value.
+func serverItems(_ url: URL, _ collection: String, _ transport: HTTPClientTransport) async throws -> [String: String] {
+    struct Record: Decodable { var id: String; var body: ItemBody }
+    let response = try await transport.send(OfflineKit.HTTPRequest(url: url.appendingPathComponent("api/records/\(collection)")))
+    return Dictionary(uniqueKeysWithValues: try JSONDecoder().decode([Record].self, from: response.body).map { ($0.id, $0.body.value) })
+}
+
+func serverEffects(_ url: URL, _ transport: HTTPClientTransport) async throws -> [String: Int] {
+    struct Effects: Decodable { var effects: [String: Int] }
+    let response = try await transport.send(OfflineKit.HTTPRequest(url: url.appendingPathComponent("api/record-effects")))
+    return try JSONDecoder().decode(Effects.self, from: response.body).effects
+}
+
+/// Waits until the outbox's snapshot satisfies `condition`.
+func waitForQueue(_ outbox: Outbox, _ condition: @Sendable (OutboxSnapshot) -> Bool) async throws {
+    for try await snapshot in outbox.snapshots() where condition(snapshot) { return }
+}
+
+func temporaryDirectory() throws -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("outbox-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}

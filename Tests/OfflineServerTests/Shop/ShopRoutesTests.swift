@@ -1,0 +1,107 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import OfflineServer
+import Testing
+
+@Suite("Shop routes")
+struct ShopRoutesTests {
+    static let alice: HTTPFields = [.authorization: "Bearer alice"]
+
+    static func decode<T: Decodable>(_ type: T.Type, _ response: TestResponse) throws -> T {
+        try ShopCoding.decoder().decode(type, from: Data(response.body.readableBytesView))
+    }
+
+    @Test("the cart is cacheable: ETag, Cache-Control, and 304 for a matching If-None-Match")
+    func cartCaching() async throws {
+        let app = try await buildApplication(ServerConfiguration(port: 0))
+        try await app.test(.router) { client in
+            let etag = try await client.execute(uri: "/shop/cart", method: .get, headers: Self.alice) { response throws in
+                #expect(response.status == .ok)
+                #expect(response.headers[.cacheControl] == "private, max-age=30, stale-while-revalidate=60, stale-if-error=86400")
+                let cart = try Self.decode(ShopCart.self, response)
+                #expect(cart.items.count == 3)
+                #expect(cart.totalCents == 2 * 1_450 + 990 + 2_400)
+                return try #require(response.headers[.eTag])
+            }
+            var conditional = Self.alice
+            conditional[.ifNoneMatch] = etag
+            try await client.execute(uri: "/shop/cart", method: .get, headers: conditional) { response throws in
+                #expect(response.status == .notModified)
+                #expect(response.body.readableBytes == 0)
+                #expect(response.headers[.eTag] == etag)
+            }
+            // A change gives a new validator.
+            try await client.execute(uri: "/shop/cart/items/mug", method: .patch, headers: Self.alice, body: ByteBuffer(string: #"{"quantity":3}"#)) { response throws in
+                #expect(response.status == .ok)
+                #expect(response.headers[.cacheControl] == "no-store")
+            }
+            try await client.execute(uri: "/shop/cart", method: .get, headers: conditional) { response throws in
+                #expect(response.status == .ok)
+                #expect(response.headers[.eTag] != etag)
+            }
+        }
+    }
+
+    @Test("checkout moves the cart into the order history; tracking and rating work on it")
+    func checkoutFlow() async throws {
+        let app = try await buildApplication(ServerConfiguration(port: 0))
+        try await app.test(.router) { client in
+            let order = try await client.execute(uri: "/shop/checkout", method: .post, headers: Self.alice) { response throws in
+                #expect(response.status == .created)
+                return try Self.decode(ShopOrder.self, response)
+            }
+            #expect(order.status == .placed)
+            #expect(order.totalCents == 2 * 1_450 + 990 + 2_400)
+            try await client.execute(uri: "/shop/orders", method: .get, headers: Self.alice) { response throws in
+                #expect(try Self.decode(ShopOrderHistory.self, response).orders.first?.id == order.id)
+            }
+            try await client.execute(uri: "/shop/cart", method: .get, headers: Self.alice) { response throws in
+                #expect(try Self.decode(ShopCart.self, response).items.isEmpty)
+            }
+            try await client.execute(uri: "/shop/checkout", method: .post, headers: Self.alice) { response throws in
+                #expect(response.status == .conflict)
+            }
+            try await client.execute(uri: "/shop/orders/\(order.id)/tracking", method: .get, headers: Self.alice) { response throws in
+                #expect(try Self.decode(ShopTracking.self, response).steps == ["Order placed"])
+            }
+            try await client.execute(uri: "/shop/orders/\(order.id)/rating", method: .post, headers: Self.alice, body: ByteBuffer(string: #"{"stars":4}"#)) { response throws in
+                #expect(try Self.decode(ShopOrder.self, response).rating == 4)
+            }
+        }
+    }
+
+    @Test("customers are kept apart, and bad input is refused clearly")
+    func isolationAndValidation() async throws {
+        let app = try await buildApplication(ServerConfiguration(port: 0))
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/shop/cart/items/map", method: .patch, headers: Self.alice, body: ByteBuffer(string: #"{"quantity":0}"#)) { response throws in
+                #expect(try Self.decode(ShopCart.self, response).items.count == 2)
+            }
+            try await client.execute(uri: "/shop/cart", method: .get, headers: [.authorization: "Bearer bob"]) { response throws in
+                #expect(try Self.decode(ShopCart.self, response).items.count == 3)
+            }
+            try await client.execute(uri: "/shop/cart", method: .get) { response throws in
+                #expect(response.status == .unauthorized)
+            }
+            for body in [#"{"quantity":-1}"#, #"{"quantity":100}"#, "not json"] {
+                try await client.execute(uri: "/shop/cart/items/mug", method: .patch, headers: Self.alice, body: ByteBuffer(string: body)) { response throws in
+                    #expect(response.status == .badRequest)
+                }
+            }
+            try await client.execute(uri: "/shop/cart/items/nope", method: .patch, headers: Self.alice, body: ByteBuffer(string: #"{"quantity":1}"#)) { response throws in
+                #expect(response.status == .notFound)
+            }
+            try await client.execute(uri: "/shop/orders/A-1039/rating", method: .post, headers: Self.alice, body: ByteBuffer(string: #"{"stars":9}"#)) { response throws in
+                #expect(response.status == .badRequest)
+            }
+            try await client.execute(uri: "/shop/orders/missing/tracking", method: .get, headers: Self.alice) { response throws in
+                #expect(response.status == .notFound)
+            }
+            // Nothing was lost by the refused requests.
+            try await client.execute(uri: "/shop/cart", method: .get, headers: Self.alice) { response throws in
+                #expect(try Self.decode(ShopCart.self, response).items.map(\.quantity) == [2, 1])
+            }
+        }
+    }
+}
