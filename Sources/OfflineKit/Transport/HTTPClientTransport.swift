@@ -65,19 +65,16 @@ public final class HTTPClientTransport: HTTPTransport {
         } catch {
             throw Self.classify(error)
         }
-        let source = response.body
-        let body = AsyncThrowingStream<[UInt8], any Error> { continuation in
-            let task = Task {
-                do {
-                    for try await buffer in source {
-                        continuation.yield(Array(buffer.readableBytesView))
-                    }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: Self.classify(error))
-                }
+        // One chunk is read from the client each time the consumer asks for one, so the
+        // client's flow control holds the network back and memory stays flat however large
+        // the body is.
+        let chunks = BodyChunks(response.body.makeAsyncIterator())
+        let body = AsyncThrowingStream<[UInt8], any Error> {
+            do {
+                return try await chunks.next()
+            } catch {
+                throw Self.classify(error)
             }
-            continuation.onTermination = { _ in task.cancel() }
         }
         return HTTPStreamingResponse(status: Int(response.status.code), headers: HTTPHeaders(response.headers), body: body)
     }
@@ -138,6 +135,21 @@ public final class HTTPClientTransport: HTTPTransport {
             if "\(error)".contains("connectTimeout") { return .timeout }
         }
         return .other(errors.map { "\($0)" }.joined(separator: "; "))
+    }
+}
+
+/// The client's body iterator, read one chunk per request of the consumer.
+private final class BodyChunks: @unchecked Sendable {
+    // @unchecked: `AsyncThrowingStream(unfolding:)` calls `next` once at a time, never
+    // concurrently, so the iterator is never touched by two tasks at once.
+    private var iterator: HTTPClientResponse.Body.AsyncIterator
+
+    init(_ iterator: HTTPClientResponse.Body.AsyncIterator) {
+        self.iterator = iterator
+    }
+
+    func next() async throws -> [UInt8]? {
+        try await iterator.next().map { Array($0.readableBytesView) }
     }
 }
 
