@@ -1,0 +1,83 @@
+import Foundation
+import Testing
+
+/// `offline demo` in a real terminal: tmux runs it at 80×24, the test types keys and reads the
+/// pane. Needs tmux and the built binary (`scripts/test.sh` sets `OFFLINEKIT_BIN`).
+@Suite(
+    "Demo in a terminal (tmux)",
+    .enabled(if: ProcessInfo.processInfo.environment["OFFLINEKIT_INTEGRATION"] != nil),
+    .timeLimit(.minutes(2))
+)
+struct DemoTerminalTests {
+    struct Tmux {
+        let socket = "offlinekit-demo-\(UUID().uuidString.prefix(8))"
+
+        /// Runs `tmux -L socket ARGUMENTS` through the shell and returns what it printed.
+        ///
+        /// Spawned with `posix_spawn` and reaped with `waitpid`: the tmux server that
+        /// new-session starts outlives its client, and must not hold anything we wait on.
+        @discardableResult
+        func run(_ arguments: [String]) throws -> String {
+            let output = FileManager.default.temporaryDirectory.appending(path: "tmux-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: output) }
+            let quoted = (["tmux", "-L", socket] + arguments).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+            let command = quoted.joined(separator: " ") + " </dev/null >'\(output.path)' 2>/dev/null"
+            var pid: pid_t = 0
+            let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sh"), strdup("-c"), strdup(command), nil]
+            defer { argv.forEach { free($0) } }
+            guard posix_spawn(&pid, "/bin/sh", nil, nil, argv, environ) == 0 else { throw CocoaError(.executableLoad) }
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            return (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+        }
+
+        func send(_ keys: String...) throws { try run(["send-keys", "-t", "demo"] + keys) }
+        func pane() throws -> String { try run(["capture-pane", "-p", "-t", "demo"]) }
+
+        /// Reads the pane until it shows every one of `texts` (the demo redraws on its own
+        /// schedule, so there is no event to await from outside the process).
+        func waitFor(_ texts: String..., timeout: Duration = .seconds(30)) async throws -> String {
+            let deadline = ContinuousClock.now.advanced(by: timeout)
+            var screen = ""
+            while ContinuousClock.now < deadline {
+                screen = try pane()
+                if texts.allSatisfy(screen.contains) { return screen }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            Issue.record("the screen never showed \(texts):\n\(screen)")
+            return screen
+        }
+    }
+
+    @Test("going offline shows the cached cart with the banner and the toast; going online clears them")
+    func offlineAndBack() async throws {
+        let binary = try #require(ProcessInfo.processInfo.environment["OFFLINEKIT_BIN"])
+        let data = FileManager.default.temporaryDirectory.appending(path: "offline-demo-tmux-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: data) }
+        let tmux = Tmux()
+        try tmux.run(["new-session", "-d", "-s", "demo", "-x", "80", "-y", "24",
+                      "TERM=xterm-256color \(binary) demo --data \(data.path)"])
+        defer { _ = try? tmux.run(["kill-server"]) }
+
+        _ = try await tmux.waitFor("Monitor: online", "Planner")
+        // Tab through the screens to the shop.
+        for _ in 0..<5 where !(try tmux.pane().contains("Shop ]")) { try tmux.send("Tab") }
+        _ = try await tmux.waitFor("Enamel mug", "Proceed to Checkout")
+
+        try tmux.send("n")                       // slow
+        try tmux.send("n")                       // offline
+        let offline = try await tmux.waitFor("Offline mode", "Using your saved copy", "Network switch: offline")
+        #expect(offline.contains("Enamel mug"))
+        #expect(offline.contains("[Proceed to Checkout] (disabled)"))
+
+        try tmux.send("c")
+        _ = try await tmux.waitFor("No internet connection. Please check your connection and try again.")
+
+        try tmux.send("n")                       // online again
+        let online = try await tmux.waitFor("Monitor: online", "Back online.")
+        #expect(!online.contains("Offline mode"))
+        #expect(online.contains("[Proceed to Checkout]  "))
+
+        try tmux.send("q")
+    }
+}
