@@ -15,6 +15,13 @@ extension Offline {
         @Option(help: "Folder of packs to host: PACK/VERSION/… .") var packs: String?
         @Option(help: "Store everything in PostgreSQL at this URL instead of SQLite.") var postgres: String?
         @Flag(help: "Expose the fault-injection control endpoint on loopback.") var faults = false
+        @Option(name: .customLong("idempotency-retention"), help: "Hours to keep idempotency keys and their stored responses.")
+        var idempotencyRetention: Double = 24
+
+        func validate() throws {
+            guard (0...65_535).contains(port) else { throw ValidationError("--port must be between 0 and 65535.") }
+            guard idempotencyRetention > 0 else { throw ValidationError("--idempotency-retention must be positive.") }
+        }
 
         func run() async throws {
             let configuration = ServerConfiguration(
@@ -23,10 +30,12 @@ extension Offline {
                 dataDirectory: data.map { URL(fileURLWithPath: $0, isDirectory: true) },
                 packsDirectory: packs.map { URL(fileURLWithPath: $0, isDirectory: true) },
                 postgresURL: postgres,
-                faultsEnabled: faults
+                faultsEnabled: faults,
+                idempotencyRetention: .seconds(idempotencyRetention * 3600)
             )
             let app = try await buildApplication(configuration) { port in
                 print("offline serve: listening on http://\(configuration.host):\(port)")
+                fflush(nil)
             }
             try await app.runService()
         }
