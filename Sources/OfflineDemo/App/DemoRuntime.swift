@@ -29,7 +29,11 @@ public enum DemoRuntime {
                 guard let port = await ports.first(where: { _ in true }),
                       let serverURL = URL(string: "http://127.0.0.1:\(port)") else { throw CancellationError() }
 
-                let monitor = HealthProbeConnectivity(probeURL: serverURL.appending(path: "health"), transport: http)
+                // The library's own monitor, probing the backend's health endpoint through the
+                // switch, exactly as an app would; no OS link events (the switch is not a link).
+                let monitor = ConnectivityMonitor(
+                    probe: ConnectivityProbe(url: serverURL.appending(path: "health")),
+                    linkMonitor: nil)
                 group.addTask { try await monitor.run() }
                 group.addTask {
                     // Turning the switch is the demo's link change: the monitor checks at once.
