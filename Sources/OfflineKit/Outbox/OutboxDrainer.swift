@@ -62,6 +62,17 @@ public final class OutboxDrainer: Sendable {
     /// - Throws: ``OutboxError/queueOwnedElsewhere(path:)`` if another process drains this
     ///   queue; database errors. Cancellation ends it without an error.
     public func run() async throws {
+        try await deliver(untilEmpty: false)
+    }
+
+    /// Delivers until nothing is left to send, then returns. Waits for backoffs and for
+    /// connectivity like ``run()``; returns as soon as every entry is acknowledged, rejected or a
+    /// dead letter.
+    public func drain() async throws {
+        try await deliver(untilEmpty: true)
+    }
+
+    private func deliver(untilEmpty: Bool) async throws {
         let ownership = try takeOwnership()
         defer { withExtendedLifetime(ownership) {} }
         try await outbox.recoverInterruptedDeliveries()
@@ -72,26 +83,7 @@ public final class OutboxDrainer: Sendable {
                     outbox.wakeups.signal()
                 }
             }
-            group.addTask { try await self.deliverLoop(untilEmpty: false) }
-            defer { group.cancelAll() }
-            try await group.next()
-        }
-    }
-
-    /// Delivers until nothing is left to send, then returns. Waits for backoffs and for
-    /// connectivity like ``run()``; returns as soon as every entry is acknowledged, rejected or a
-    /// dead letter.
-    public func drain() async throws {
-        let ownership = try takeOwnership()
-        defer { withExtendedLifetime(ownership) {} }
-        try await outbox.recoverInterruptedDeliveries()
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { [connectivity, outbox] in
-                for await _ in connectivity.statusUpdates() {
-                    outbox.wakeups.signal()
-                }
-            }
-            group.addTask { try await self.deliverLoop(untilEmpty: true) }
+            group.addTask { try await self.deliverLoop(untilEmpty: untilEmpty) }
             defer { group.cancelAll() }
             try await group.next()
         }
