@@ -12,7 +12,10 @@ swift build --product offline
 # Integration tests find their tools through these; plain `swift test` skips them.
 export OFFLINEKIT_INTEGRATION=1
 export OFFLINEKIT_BIN="$PWD/.build/debug/offline"
-swift test 2>&1 | tee /tmp/offlinekit-swift-test.log
+# One test at a time: many tests run real servers, nginx, child processes and a network switch,
+# and on a small machine parallel runs starve each other (Swift's cooperative pool and NIO's
+# event loops have one thread per core) and can reuse each other's ephemeral ports.
+swift test --no-parallel 2>&1 | tee /tmp/offlinekit-swift-test.log
 test "${PIPESTATUS[0]}" -eq 0
 
 passed=0

@@ -54,7 +54,24 @@ public enum PackFolder {
     /// Rewrites `PACK/latest.json` to the newest version found on disk.
     public static func updateLatest(id: String, in packsDirectory: URL) throws {
         guard let latest = try PackCatalog(directory: packsDirectory).latestManifestData(id: id) else { return }
-        try latest.data.write(to: packsDirectory.appendingPathComponent(id).appendingPathComponent("latest.json"), options: .atomic)
+        let url = packsDirectory.appendingPathComponent(id).appendingPathComponent("latest.json")
+        let previous = try? Data(contentsOf: url)
+        let previousModification = modificationDate(of: url)
+        guard previous != latest.data else { return }
+        try latest.data.write(to: url, options: .atomic)
+        // Web servers such as nginx derive a file's ETag from its size and its modification time
+        // in whole seconds. A new manifest of the same size written within the same second as the
+        // last would keep the old ETag, and clients asking with If-None-Match would be told
+        // nothing changed: move the new one's time past the old one's.
+        if let previousModification, let written = modificationDate(of: url),
+           written.timeIntervalSince1970.rounded(.down) <= previousModification.timeIntervalSince1970.rounded(.down) {
+            try FileManager.default.setAttributes(
+                [.modificationDate: previousModification.addingTimeInterval(1)], ofItemAtPath: url.path)
+        }
+    }
+
+    private static func modificationDate(of url: URL) -> Date? {
+        (try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date
     }
 
     /// The manifest entry for the file at `url`, hashing it in 1 MiB reads.
