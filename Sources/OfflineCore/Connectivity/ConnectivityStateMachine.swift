@@ -286,7 +286,8 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
             return (verdict.kind, verdict.reason)
         }
         if let poorReason { return (.poor, poorReason) }
-        return (.online, wasPoor ? reason : (measuredQuality ? verdict.reason : reason))
+        // Already online: keep the reason it became online for; otherwise the new evidence's.
+        return (.online, verdict.kind == .online ? verdict.reason : reason)
     }
 
     private mutating func settle(now: Instant) -> Output {

@@ -17,31 +17,31 @@ public struct GatedTransport: HTTPTransport {
     }
 
     public func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
-        try ConnectivityGate.check(request.requirement, status: connectivity.status.kind)
-        let start = clock.now
-        do {
-            let response = try await base.send(request, maxBodyBytes: maxBodyBytes)
-            let elapsed = start.duration(to: clock.now)
-            connectivity.report(Self.outcome(status: response.status, latency: elapsed, bytes: response.body.count, duration: elapsed))
-            return response
-        } catch let error as TransportError {
-            if let outcome = Self.outcome(error) { connectivity.report(outcome) }
-            throw error
+        try await reporting(request, status: \.status, bytes: \.body.count) {
+            try await base.send(request, maxBodyBytes: maxBodyBytes)
         }
     }
 
     public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+        // Throughput of a stream is the downloader's to judge; the head proves reachability.
+        try await reporting(request, status: \.status, bytes: { _ in 0 }) {
+            try await base.stream(request)
+        }
+    }
+
+    /// Checks the gate, sends, and reports the outcome (or the transport failure) as evidence.
+    private func reporting<Response>(
+        _ request: HTTPRequest,
+        status: (Response) -> Int,
+        bytes: (Response) -> Int,
+        _ send: () async throws -> Response
+    ) async throws -> Response {
         try ConnectivityGate.check(request.requirement, status: connectivity.status.kind)
         let start = clock.now
         do {
-            let response = try await base.stream(request)
-            let latency = start.duration(to: clock.now)
-            if response.status >= 500 {
-                connectivity.report(.serverError(status: response.status))
-            } else {
-                // Throughput of a stream is the downloader's to judge; the head proves reachability.
-                connectivity.report(.success(latency: latency, bytes: 0, duration: latency))
-            }
+            let response = try await send()
+            let elapsed = start.duration(to: clock.now)
+            connectivity.report(Self.outcome(status: status(response), latency: elapsed, bytes: bytes(response), duration: elapsed))
             return response
         } catch let error as TransportError {
             if let outcome = Self.outcome(error) { connectivity.report(outcome) }
