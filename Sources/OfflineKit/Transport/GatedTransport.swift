@@ -1,5 +1,5 @@
 import Foundation
-public import OfflineCore
+import OfflineCore
 
 /// Wraps a transport so that every request obeys the connectivity gate and feeds the monitor.
 ///
