@@ -110,6 +110,7 @@ let package = Package(
                 "OfflineKit",
                 "OfflineKitTesting",
                 "OfflineServer",
+                "OfflineDemo",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
