@@ -72,12 +72,10 @@ enum PlannerStore {
     }
 }
 
-/// The demo app's own tables, beside OfflineKit's in the same database, under the app's own
-/// migrator.
-enum DemoMigrations {
-    static var migrator: DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("demo.planner.v1") { db in
+extension DatabaseMigrator {
+    /// The planner's tasks and notes.
+    mutating func registerPlannerMigrations() {
+        registerMigration("demo.planner.v1") { db in
             try db.create(table: "demo_planner_task") { table in
                 table.primaryKey("id", .text)
                 table.column("title", .text).notNull()
@@ -91,36 +89,6 @@ enum DemoMigrations {
                 table.column("title", .text).notNull()
                 table.column("body", .text).notNull()
                 table.column("updatedAt", .datetime).notNull()
-            }
-        }
-        migrator.registerMigration("demo.prefs.v1") { db in
-            try db.create(table: "demo_pref") { table in
-                table.primaryKey("key", .text)
-                table.column("value", .text).notNull()
-            }
-        }
-        return migrator
-    }
-
-    static func migrate(_ writer: any DatabaseWriter) throws {
-        try migrator.migrate(writer)
-    }
-}
-
-/// Small demo preferences (the last screen, permission grants, drafts of the demo's own).
-public struct DemoPreferences: Sendable {
-    let writer: any DatabaseWriter
-
-    public func string(_ key: String) -> String? {
-        try? writer.read { db in try String.fetchOne(db, sql: "SELECT value FROM demo_pref WHERE key = ?", arguments: [key]) }
-    }
-
-    public func set(_ key: String, _ value: String?) {
-        try? writer.write { db in
-            if let value {
-                try db.execute(sql: "INSERT INTO demo_pref(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [key, value])
-            } else {
-                try db.execute(sql: "DELETE FROM demo_pref WHERE key = ?", arguments: [key])
             }
         }
     }

@@ -1,0 +1,41 @@
+import GRDB
+
+/// The demo app's own tables, beside OfflineKit's in the same database, under the app's own
+/// migrator. Each screen registers its tables with one line here; its migrations live in its
+/// own folder as a `DatabaseMigrator` extension.
+enum DemoMigrations {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerPlannerMigrations()
+        migrator.registerMigration("demo.prefs.v1") { db in
+            try db.create(table: "demo_pref") { table in
+                table.primaryKey("key", .text)
+                table.column("value", .text).notNull()
+            }
+        }
+        return migrator
+    }
+
+    static func migrate(_ writer: any DatabaseWriter) throws {
+        try migrator.migrate(writer)
+    }
+}
+
+/// Small demo preferences (the last screen, permission grants, drafts of the demo's own).
+public struct DemoPreferences: Sendable {
+    let writer: any DatabaseWriter
+
+    public func string(_ key: String) -> String? {
+        try? writer.read { db in try String.fetchOne(db, sql: "SELECT value FROM demo_pref WHERE key = ?", arguments: [key]) }
+    }
+
+    public func set(_ key: String, _ value: String?) {
+        try? writer.write { db in
+            if let value {
+                try db.execute(sql: "INSERT INTO demo_pref(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [key, value])
+            } else {
+                try db.execute(sql: "DELETE FROM demo_pref WHERE key = ?", arguments: [key])
+            }
+        }
+    }
+}
