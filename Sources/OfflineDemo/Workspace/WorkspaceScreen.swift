@@ -1,0 +1,264 @@
+public import Foundation
+public import OfflineCore
+public import OfflineKit
+
+/// The chat and workspace screen, drawn from a state snapshot.
+///
+/// Without colour every state still reads: pending items start with `~`, pending deletes also
+/// say "deleting", refused ones start with `!` and carry their error on the next line.
+public enum WorkspaceScreen {
+    public static func render(_ state: WorkspaceModel.State, _ context: RenderContext, now: Date) -> ScreenContent {
+        let reachable = context.connectivity.isReachable
+        var body: [Line] = [paneTabs(state), queueLine(state, reachable: reachable, now: now), .blank]
+        let room = max(1, context.bodyHeight - body.count)
+        let keys: [KeyHint]
+        switch state.pane {
+        case .chat:
+            body += chatLines(state, rows: room, width: context.width)
+            keys = chatKeys(state)
+        case .invite:
+            body += inviteLines(state, reachable: reachable)
+            keys = inviteKeys(state, reachable: reachable)
+        case .bank:
+            body += bankLines(state)
+            keys = [KeyHint("c i b a", "panes"), KeyHint("f", OfflineMessage.refresh.text, enabled: reachable)]
+        case .about:
+            body += aboutLines()
+            keys = [KeyHint("c i b a", "panes")]
+        }
+        return ScreenContent(body: body.map { $0.truncated(to: context.width) }, keys: keys)
+    }
+
+    // MARK: Frame
+
+    static func paneTabs(_ state: WorkspaceModel.State) -> Line {
+        var spans = [Span(" ")]
+        for pane in WorkspaceModel.Pane.allCases {
+            let label = " " + pane.title + " "
+            spans.append(Span(label, pane == state.pane ? .inverse : .dim))
+            spans.append(Span(" "))
+        }
+        let patterns = state.pane.patterns.map { $0 == .none ? "None" : $0.rawValue }.joined(separator: "+")
+        spans.append(Span(" pattern " + patterns, .dim))
+        return Line(spans)
+    }
+
+    /// The queue of writes: waiting, sending, when the next try is, and what needs attention.
+    static func queueLine(_ state: WorkspaceModel.State, reachable: Bool, now: Date) -> Line {
+        guard let queue = state.queue else { return Line(" Sync queue: reading…", .dim) }
+        if let problem = state.deliveryProblem {
+            return Line(" Sync stopped: " + problem, .color(.red))
+        }
+        var spans = [Span(" Sync queue: ", .bold)]
+        if queue.isEmpty {
+            spans.append(Span("everything sent", .color(.green)))
+        } else {
+            spans.append(Span("\(queue.pendingCount) waiting", .color(.yellow)))
+            if queue.inFlightCount > 0 { spans.append(Span(", \(queue.inFlightCount) sending")) }
+            if queue.pendingCount > 0 {
+                let next: String
+                if !reachable {
+                    next = "when back online"
+                } else if let at = queue.nextRetryAt, at > now {
+                    next = "at " + clock(at)
+                } else {
+                    next = "now"
+                }
+                spans.append(Span(" · next try " + next, .dim))
+            }
+        }
+        if queue.pausedFor != nil { spans.append(Span(" · " + OfflineMessage.signInToSync.text, .color(.red))) }
+        if !queue.failures.isEmpty {
+            spans.append(Span(" · \(queue.failures.count) need\(queue.failures.count == 1 ? "s" : "") attention", .color(.red, bold: true)))
+        }
+        return Line(spans)
+    }
+
+    // MARK: Chat (patterns A and B)
+
+    static let listWidth = 22
+
+    static func chatLines(_ state: WorkspaceModel.State, rows: Int, width: Int) -> [Line] {
+        let attention = state.chatsNeedingAttention
+        var left: [Line] = [Line(" Chats".padding(toLength: listWidth, withPad: " ", startingAt: 0), .bold)]
+        for chat in state.chats {
+            let selected = chat.id == state.selectedChat
+            let mark = attention.contains(chat.id) ? Span("!", .color(.red, bold: true)) : Span(" ")
+            let title = String(chat.title.prefix(12)).padding(toLength: 13, withPad: " ", startingAt: 0)
+            left.append(Line([
+                Span(selected ? ">" : " "), mark,
+                Span(title, selected ? .inverse : .plain),
+                Span(chat.pinned ? "pinned " : "       ", .color(.cyan)),
+            ]))
+        }
+
+        let threadWidth = max(20, width - listWidth - 2)
+        var right: [Line] = []
+        for message in state.thread {
+            right += messageLines(message, state.status(of: message), selected: message.id == state.selectedMessage, width: threadWidth)
+        }
+        let composer: Line = if case .message(let field) = state.editing {
+            field.line(label: "Message:", focused: true, width: threadWidth - 10)
+        } else {
+            Line("m: write a message   (card numbers are refused by the server)", .dim)
+        }
+        let threadRows = max(1, rows - 2)
+        right = Array(right.suffix(threadRows))
+        var lines: [Line] = []
+        for row in 0..<max(left.count, right.count) {
+            let leftLine = row < left.count ? left[row].padded(to: listWidth) : Line(String(repeating: " ", count: listWidth))
+            lines.append(leftLine + Line("│ ", .dim) + (row < right.count ? right[row] : Line()))
+        }
+        lines.append(.blank)
+        lines.append(Line(String(repeating: " ", count: listWidth)) + Line("  ") + composer)
+        return lines
+    }
+
+    /// A message as drawn: pending adds dimmed and marked `~`, pending deletes also struck
+    /// through, refused ones marked `!` with the error and how to dismiss it.
+    static func messageLines(_ message: WorkspaceMessage, _ status: RecordSyncStatus, selected: Bool, width: Int) -> [Line] {
+        let cursor = Span(selected ? ">" : " ", .bold)
+        let text = message.author + ": " + message.text
+        if let failure = status.failure {
+            return [
+                Line([cursor, Span("! ", .color(.red, bold: true)), Span(text, .color(.red))]).truncated(to: width),
+                Line([Span("  "), Span(failure.message.text, .color(.red)), Span("  x: dismiss", .dim)]).truncated(to: width),
+            ]
+        }
+        switch status.pendingAction {
+        case .delete?:
+            return [Line([cursor, Span("~ ", .dim), Span(text, TextStyle(dim: true, strikethrough: true)), Span(" (deleting)", .dim)])
+                .truncated(to: width)]
+        case .add?, .update?:
+            return [Line([cursor, Span("~ ", .dim), Span(text, .dim)]).truncated(to: width)]
+        case nil:
+            return [Line([cursor, Span("  "), Span(message.author + ": ", .bold), Span(message.text)]).truncated(to: width)]
+        }
+    }
+
+    static func chatKeys(_ state: WorkspaceModel.State) -> [KeyHint] {
+        if case .message = state.editing { return [KeyHint("enter", "send"), KeyHint("esc", "cancel")] }
+        let selected = state.selectedMessage.flatMap { id in state.messages.first { $0.id == id } }
+        let chat = state.chats.first { $0.id == state.selectedChat }
+        return [
+            KeyHint("c i b a", "panes"), KeyHint("↑↓", "chat"), KeyHint("p", chat?.pinned == true ? "unpin" : "pin"),
+            KeyHint("m", "message"), KeyHint("jk", "select"),
+            KeyHint("d", "delete", enabled: selected?.isMine ?? false),
+            KeyHint("x", "dismiss", enabled: !state.chatsNeedingAttention.isEmpty),
+        ]
+    }
+
+    // MARK: Invite members (pattern C)
+
+    static func inviteLines(_ state: WorkspaceModel.State, reachable: Bool) -> [Line] {
+        var lines = [Line([Span(" Invite members", .bold), Span("  · the server checks every invitation", .dim)]), .blank]
+        for field in InviteDraft.Field.allCases {
+            let focused = state.editing == .invite(field)
+            let selected = state.inviteField == field
+            let label = (selected ? " > " : "   ") + field.label.padding(toLength: 7, withPad: " ", startingAt: 0)
+            var line = TextField(state.invite[field], maxLength: 80).line(label: label, focused: focused, width: 40)
+            if case .refused(_, let badField) = state.invitation, badField == field {
+                line = line + Line("  !", .color(.red, bold: true))
+            }
+            lines.append(line)
+        }
+        lines.append(.blank)
+        if state.savedDraft == state.invite, state.invite != InviteDraft() {
+            lines.append(Line("   Draft saved on this device.", .dim))
+        } else if state.invite != InviteDraft() {
+            lines.append(Line("   Saving draft…", .dim))
+        } else {
+            lines.append(.blank)
+        }
+        let submitting = state.invitation == .submitting
+        let enabled = reachable && !submitting
+        lines.append(Line([
+            Span("   "),
+            Span("[Send invitation]", enabled ? .color(.cyan, bold: true) : TextStyle(color: .gray, dim: true)),
+            Span(enabled ? "" : " (disabled)", .dim),
+            Span(submitting ? "  sending…" : "", .dim),
+        ]))
+        if !reachable {
+            lines.append(Line("   " + OfflineMessage.noInternetConnection.text, .color(.yellow)))
+        }
+        switch state.invitation {
+        case .refused(let message, _): lines.append(Line("   " + message, .color(.red, bold: true)))
+        case .failed(let message) where reachable: lines.append(Line("   " + message.text, .color(.yellow)))
+        case .invited(let member): lines.append(Line("   Invited \(member.name) <\(member.email)> as \(member.role).", .color(.green)))
+        case .idle, .submitting, .failed: break
+        }
+        return lines
+    }
+
+    static func inviteKeys(_ state: WorkspaceModel.State, reachable: Bool) -> [KeyHint] {
+        if case .invite = state.editing { return [KeyHint("type", "edit (saved as you type)"), KeyHint("enter", "done")] }
+        return [KeyHint("c i b a", "panes"), KeyHint("↑↓", "field"), KeyHint("e", "edit"),
+                KeyHint("s", "send invitation", enabled: reachable && state.invitation != .submitting)]
+    }
+
+    // MARK: Bank accounts (pattern D)
+
+    static func bankLines(_ state: WorkspaceModel.State) -> [Line] {
+        var lines = [Line([Span(" Bank accounts", .bold), Span("  · from the bank, never shown out of date", .dim)]), .blank]
+        switch state.bank {
+        case .notLoaded, .loading:
+            lines.append(Line("   Loading accounts…", .dim))
+        case .blocked(let message):
+            lines += [.blank, Line("   " + message.text, .color(.yellow, bold: true)),
+                      Line("   The accounts load as soon as you are back online.", .dim)]
+        case .failed(let message):
+            lines += [.blank, Line("   " + message.text, .color(.yellow, bold: true)), Line("   f: " + OfflineMessage.retry.text, .color(.cyan))]
+        case .loaded(let accounts):
+            lines.append(Line("   Institution             Account               Number      Balance", .dim))
+            for account in accounts {
+                lines.append(Line("   " + account.institution.padding(toLength: 24, withPad: " ", startingAt: 0)
+                    + account.name.padding(toLength: 22, withPad: " ", startingAt: 0)
+                    + ("•••• " + account.mask).padding(toLength: 12, withPad: " ", startingAt: 0)
+                    + account.balance.leftPadded(to: 10)))
+            }
+        }
+        return lines
+    }
+
+    // MARK: About (no offline behaviour)
+
+    static func aboutLines() -> [Line] {
+        var lines = [
+            Line(" About this workspace", .bold),
+            Line(" Everything on this page is part of the app: it looks and works the same offline.", .dim),
+            .blank,
+            Line("   Feature           Pattern                        Offline", .dim),
+        ]
+        for feature in WorkspaceFeature.allCases {
+            lines.append(Line("   " + feature.title.padding(toLength: 18, withPad: " ", startingAt: 0)
+                + patternName(feature.pattern).padding(toLength: 31, withPad: " ", startingAt: 0)
+                + offlineBehaviour(feature.pattern)))
+        }
+        return lines
+    }
+
+    static func patternName(_ pattern: OfflinePattern) -> String {
+        switch pattern {
+        case .none: "None"
+        case .optimisticWithoutFeedback: "A optimistic, no feedback"
+        case .optimisticWithFeedback: "B optimistic with feedback"
+        case .blockingForm: "C blocking form"
+        case .fullPageBlocking: "D full-page blocking"
+        }
+    }
+
+    static func offlineBehaviour(_ pattern: OfflinePattern) -> String {
+        switch pattern {
+        case .none: "works as usual"
+        case .optimisticWithoutFeedback: "done at once, synced later"
+        case .optimisticWithFeedback: "shown pending until synced"
+        case .blockingForm: "draft kept, submit disabled"
+        case .fullPageBlocking: "page blocked"
+        }
+    }
+
+    static func clock(_ date: Date) -> String {
+        let components = Calendar.current.dateComponents([.hour, .minute, .second], from: date)
+        return String(format: "%02d:%02d:%02d", components.hour ?? 0, components.minute ?? 0, components.second ?? 0)
+    }
+}
