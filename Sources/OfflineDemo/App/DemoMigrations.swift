@@ -7,6 +7,8 @@ enum DemoMigrations {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerPlannerMigrations()
+        migrator.registerAudioMigrations()
+        migrator.registerWorkspaceMigrations()
         migrator.registerMigration("demo.prefs.v1") { db in
             try db.create(table: "demo_pref") { table in
                 table.primaryKey("key", .text)
