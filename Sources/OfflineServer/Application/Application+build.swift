@@ -12,16 +12,19 @@ public func buildApplication(
     logger: Logger = Logger(label: "offline.server"),
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
+    let storage = try await openServerStorage(
+        configuration, schemas: [DomainStore.schema, ShopStore.schema, RecordStore.schema], logger: logger)
     let router = Router(context: OfflineRequestContext.self)
     router.addFaultSwitch(configuration)
     router.addHealthRoutes()
-    router.addShopRoutes()
-    try router.addDomainRoutes(configuration)
+    router.addShopRoutes(storage: storage)
+    try router.addDomainRoutes(configuration, storage: storage)
     router.addPackRoutes(configuration)
-    try await router.addRecordsRoutes(configuration)
+    let recordServices = try await router.addRecordsRoutes(configuration, storage: storage)
     return Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OfflineServer"),
+        services: storage.services + recordServices,
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger
     )

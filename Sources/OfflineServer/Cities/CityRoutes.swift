@@ -12,7 +12,7 @@ extension Router where Context == OfflineRequestContext {
             guard query.count <= 64 else {
                 return try DomainHTTP.problem("Type a shorter city name.", field: "q", status: .badRequest)
             }
-            return try DomainHTTP.json(CityList(cities: try store.cities(matching: query)))
+            return try DomainHTTP.json(CityList(cities: try await store.cities(matching: query)))
         }
         if faultsEnabled, let packsDirectory {
             post("/_demo/packs/:pack/publish") { _, context in

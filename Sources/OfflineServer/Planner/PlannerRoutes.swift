@@ -9,7 +9,7 @@ extension Router where Context == OfflineRequestContext {
     ///   network-required feature.
     func addPlannerRoutes(store: DomainStore, now: @escaping @Sendable () -> Date) {
         get("/api/planner") { request, _ in
-            let data = try store.plannerDocument(user: DomainHTTP.user(request)) ?? Data(#"{"tasks":[],"notes":[]}"#.utf8)
+            let data = try await store.plannerDocument(user: DomainHTTP.user(request)) ?? Data(#"{"tasks":[],"notes":[]}"#.utf8)
             return Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
                             body: .init(byteBuffer: ByteBuffer(bytes: data)))
         }
@@ -19,7 +19,7 @@ extension Router where Context == OfflineRequestContext {
             guard (try? JSONSerialization.jsonObject(with: data)) is [String: Any] else {
                 return try DomainHTTP.problem("The planner could not be read.", status: .badRequest)
             }
-            try store.savePlannerDocument(data, user: DomainHTTP.user(request), at: now())
+            try await store.savePlannerDocument(data, user: DomainHTTP.user(request), at: now())
             return Response(status: .noContent)
         }
         post("/api/planner/suggestions") { request, context in

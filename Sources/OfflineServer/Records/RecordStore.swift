@@ -1,10 +1,10 @@
 import Foundation
-import GRDB
 
 /// A small generic document store: JSON objects by collection and id, and how many times a write
-/// with each idempotency key actually ran (the "effects" that the crash test counts).
+/// with each idempotency key actually ran (the "effects" that the crash test counts), in the
+/// server's storage (SQLite or PostgreSQL).
 struct RecordStore: Sendable {
-    let writer: any DatabaseWriter
+    let storage: any ServerStorage
 
     struct Record: Codable, Sendable, Equatable {
         var id: String
@@ -12,24 +12,16 @@ struct RecordStore: Sendable {
         var body: [String: JSONValue]
     }
 
-    init(_ writer: any DatabaseWriter) throws {
-        self.writer = writer
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("records.v1") { db in
-            try db.create(table: "records") { t in
-                t.column("collection", .text).notNull()
-                t.column("id", .text).notNull()
-                t.column("body", .blob).notNull()
-                t.column("version", .integer).notNull()
-                t.primaryKey(["collection", "id"])
-            }
-            try db.create(table: "record_effects") { t in
-                t.primaryKey("idempotencyKey", .text)
-                t.column("count", .integer).notNull()
-            }
-        }
-        try migrator.migrate(writer)
-    }
+    static let schema = StorageSchema(migrations: [
+        ("records.v1", [
+            """
+            CREATE TABLE IF NOT EXISTS records (
+                collection \(.text) NOT NULL, id \(.text) NOT NULL, body \(.blob) NOT NULL, version \(.integer) NOT NULL,
+                PRIMARY KEY (collection, id))
+            """,
+            "CREATE TABLE IF NOT EXISTS record_effects (idempotencyKey \(.text) PRIMARY KEY, count \(.integer) NOT NULL)",
+        ]),
+    ])
 
     enum Write {
         case put([String: JSONValue])
@@ -40,50 +32,55 @@ struct RecordStore: Sendable {
     /// Applies a write and counts its effect under `key`, in one transaction.
     /// - Returns: the record after the write (nil after a delete, or a patch of a missing record).
     func apply(_ write: Write, collection: String, id: String, key: String?) async throws -> Record? {
-        try await writer.write { db in
-            let existing = try Row.fetchOne(db, sql: "SELECT body, version FROM records WHERE collection = ? AND id = ?",
-                                            arguments: [collection, id])
-            let current = try existing.map { row -> Record in
-                Record(id: id, version: row["version"], body: try JSONDecoder().decode([String: JSONValue].self, from: row["body"]))
-            }
+        try await storage.transaction { transaction in
             var result: Record?
             switch write {
             case .put(let body):
-                result = Record(id: id, version: (current?.version ?? 0) + 1, body: body)
+                // One statement, so concurrent writers on other instances each get their own version.
+                let version = try await transaction.row("""
+                    INSERT INTO records (collection, id, body, version) VALUES (\(collection), \(id), \(try JSONEncoder().encode(body)), 1)
+                    ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body, version = records.version + 1
+                    RETURNING version
+                    """)?.int("version") ?? 1
+                result = Record(id: id, version: version, body: body)
             case .patch(let body):
-                guard let current else { return nil }
-                result = Record(id: id, version: current.version + 1, body: current.body.merging(body) { _, new in new })
+                // The merge happens here, so the row stays locked from read to write.
+                guard let row = try await transaction.row("""
+                    SELECT body, version FROM records WHERE collection = \(collection) AND id = \(id) \(.forUpdate)
+                    """) else { return nil }
+                let current = try JSONDecoder().decode([String: JSONValue].self, from: try row.data("body"))
+                let merged = Record(id: id, version: try row.int("version") + 1, body: current.merging(body) { _, new in new })
+                try await transaction.execute("""
+                    UPDATE records SET body = \(try JSONEncoder().encode(merged.body)), version = \(merged.version)
+                    WHERE collection = \(collection) AND id = \(id)
+                    """)
+                result = merged
             case .delete:
-                try db.execute(sql: "DELETE FROM records WHERE collection = ? AND id = ?", arguments: [collection, id])
-            }
-            if let result {
-                try db.execute(sql: """
-                    INSERT INTO records (collection, id, body, version) VALUES (?, ?, ?, ?)
-                    ON CONFLICT(collection, id) DO UPDATE SET body = excluded.body, version = excluded.version
-                    """, arguments: [collection, id, try JSONEncoder().encode(result.body), result.version])
+                try await transaction.execute("DELETE FROM records WHERE collection = \(collection) AND id = \(id)")
             }
             if let key {
-                try db.execute(sql: """
-                    INSERT INTO record_effects (idempotencyKey, count) VALUES (?, 1)
-                    ON CONFLICT(idempotencyKey) DO UPDATE SET count = count + 1
-                    """, arguments: [key])
+                try await transaction.execute("""
+                    INSERT INTO record_effects (idempotencyKey, count) VALUES (\(key), 1)
+                    ON CONFLICT (idempotencyKey) DO UPDATE SET count = record_effects.count + 1
+                    """)
             }
             return result
         }
     }
 
     func list(_ collection: String) async throws -> [Record] {
-        try await writer.read { db in
-            try Row.fetchAll(db, sql: "SELECT id, body, version FROM records WHERE collection = ? ORDER BY id", arguments: [collection]).map {
-                Record(id: $0["id"], version: $0["version"], body: try JSONDecoder().decode([String: JSONValue].self, from: $0["body"]))
+        try await storage.transaction { transaction in
+            try await transaction.rows("SELECT id, body, version FROM records WHERE collection = \(collection) ORDER BY id").map {
+                Record(id: try $0.string("id"), version: try $0.int("version"),
+                       body: try JSONDecoder().decode([String: JSONValue].self, from: try $0.data("body")))
             }
         }
     }
 
     func effects() async throws -> [String: Int] {
-        try await writer.read { db in
-            Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT idempotencyKey, count FROM record_effects").map {
-                ($0["idempotencyKey"] as String, $0["count"] as Int)
+        try await storage.transaction { transaction in
+            Dictionary(uniqueKeysWithValues: try await transaction.rows("SELECT idempotencyKey, count FROM record_effects").map {
+                (try $0.string("idempotencyKey"), try $0.int("count"))
             })
         }
     }

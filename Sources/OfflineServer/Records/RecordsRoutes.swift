@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import ServiceLifecycle
 
 extension Router where Context == OfflineRequestContext {
     /// A small writable resource behind the idempotency middleware:
@@ -12,17 +13,25 @@ extension Router where Context == OfflineRequestContext {
     /// - `GET /api/records/COLLECTION` and `GET /api/records/COLLECTION/ID`: reads.
     /// - `GET /api/record-effects`: how many times a write with each idempotency key ran.
     ///
-    /// Writes need an `Idempotency-Key`. Keys live in PostgreSQL when `postgresURL` is set (for
-    /// several instances), else in the embedded SQLite database.
-    func addRecordsRoutes(_ configuration: ServerConfiguration) async throws {
-        let database = try ServerDatabase.open(in: configuration.dataDirectory)
-        let records = try RecordStore(database)
-        let keys: any IdempotencyKeyStore = if let url = configuration.postgresURL {
-            try await PostgresIdempotencyKeyStore(url: url, logger: Logger(label: "offline.server.idempotency"))
+    /// Writes need an `Idempotency-Key`. Records and keys live in PostgreSQL when `postgresURL` is
+    /// set (for several instances), else in SQLite in the data folder (keys in a database of their
+    /// own, `idempotency.sqlite`).
+    ///
+    /// - Returns: the services to run beside the server (closing the PostgreSQL key store's
+    ///   connection at shutdown).
+    func addRecordsRoutes(_ configuration: ServerConfiguration, storage: any ServerStorage) async throws -> [any Service] {
+        let records = RecordStore(storage: storage)
+        let keys: any IdempotencyKeyStore
+        var services: [any Service] = []
+        if let url = configuration.postgresURL {
+            let postgresKeys = try await PostgresIdempotencyKeyStore(url: url, logger: Logger(label: "offline.server.idempotency"))
+            keys = postgresKeys
+            services.append(ShutdownHook { await postgresKeys.close() })
         } else {
-            try SQLiteIdempotencyKeyStore(database)
+            keys = try SQLiteIdempotencyKeyStore(ServerDatabase.open(in: configuration.dataDirectory, name: "idempotency.sqlite"))
         }
         addRecordsRoutes(records: records, keys: keys, retention: configuration.idempotencyRetention)
+        return services
     }
 
     func addRecordsRoutes(records: RecordStore, keys: any IdempotencyKeyStore, retention: Duration) {
@@ -65,6 +74,7 @@ private func write(
     guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(body.readableBytesView)) else {
         return problem(.badRequest, "The body must be a JSON object.")
     }
+    if let refusal = RecordRules.refusal(request.method, object, collection: try context.parameters.require("collection")) { return refusal }
     let key = request.headers[IdempotencyMiddleware<OfflineRequestContext>.keyField].flatMap(IdempotencyMiddleware<OfflineRequestContext>.parseKey)
     guard let record = try await records.apply(make(object), collection: context.parameters.require("collection"),
                                                id: context.parameters.require("id"), key: key) else {

@@ -7,8 +7,10 @@ extension Router where Context == OfflineRequestContext {
     /// sample data (and sample packs, when a packs folder is configured) on first start.
     ///
     /// Register before the pack routes, so the seeded packs are there when hosting starts.
-    func addDomainRoutes(_ configuration: ServerConfiguration, now: @escaping @Sendable () -> Date = { Date() }) throws {
-        let store = try DomainStore(directory: configuration.dataDirectory)
+    func addDomainRoutes(
+        _ configuration: ServerConfiguration, storage: any ServerStorage, now: @escaping @Sendable () -> Date = { Date() }
+    ) throws {
+        let store = DomainStore(storage: storage)
         if let packs = configuration.packsDirectory {
             try PackSeed.seedIfNeeded(into: packs, now: now())
         }

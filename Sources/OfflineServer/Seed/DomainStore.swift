@@ -1,128 +1,106 @@
 import Foundation
-import GRDB
 
 /// The domain data of the reference backend (cities, sessions, planner documents, workspace),
-/// in the embedded SQLite database.
+/// in the server's storage (SQLite or PostgreSQL).
 struct DomainStore: Sendable {
-    let writer: any DatabaseWriter
+    let storage: any ServerStorage
 
-    init(directory: URL?) throws {
-        if let directory {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            writer = try DatabasePool(path: directory.appendingPathComponent("domain.sqlite").path)
-        } else {
-            writer = try DatabaseQueue()
-        }
-        try Self.migrator.migrate(writer)
-        try seedIfEmpty()
-    }
-
-    static var migrator: DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("domain.v1") { db in
-            try db.create(table: "city") { table in
-                table.primaryKey("id", .text)
-                table.column("name", .text).notNull()
-                table.column("country", .text).notNull()
-                table.column("packId", .text).notNull()
-            }
-            try db.create(table: "audio_session") { table in
-                table.primaryKey("id", .text)
-                table.column("title", .text).notNull()
-                table.column("minutes", .integer).notNull()
-                table.column("packId", .text).notNull()
-                table.column("summary", .text).notNull()
-            }
-            try db.create(table: "planner_document") { table in
-                table.primaryKey("user", .text)
-                table.column("json", .blob).notNull()
-                table.column("updatedAt", .datetime).notNull()
-            }
-            try db.create(table: "workspace_member") { table in
-                table.primaryKey("email", .text)
-                table.column("name", .text).notNull()
-                table.column("role", .text).notNull()
-            }
-            try db.create(table: "generation") { table in
-                table.autoIncrementedPrimaryKey("id")
-                table.column("sessionId", .text).notNull()
-                table.column("createdAt", .datetime).notNull()
-            }
-        }
-        return migrator
-    }
-
-    private func seedIfEmpty() throws {
-        try writer.write { db in
-            guard try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM city") == 0 else { return }
+    static let schema = StorageSchema(
+        migrations: [
+            ("domain.v1", [
+                "CREATE TABLE IF NOT EXISTS city (id \(.text) PRIMARY KEY, name \(.text) NOT NULL, country \(.text) NOT NULL, pack_id \(.text) NOT NULL)",
+                """
+                CREATE TABLE IF NOT EXISTS audio_session (id \(.text) PRIMARY KEY, title \(.text) NOT NULL, minutes \(.integer) NOT NULL,
+                    pack_id \(.text) NOT NULL, summary \(.text) NOT NULL)
+                """,
+                "CREATE TABLE IF NOT EXISTS planner_document (owner \(.text) PRIMARY KEY, json \(.blob) NOT NULL, updated_at \(.double) NOT NULL)",
+                "CREATE TABLE IF NOT EXISTS workspace_member (email \(.text) PRIMARY KEY, name \(.text) NOT NULL, role \(.text) NOT NULL)",
+                "CREATE TABLE IF NOT EXISTS generation (id \(.serialPrimaryKey), session_id \(.text) NOT NULL, created_at \(.double) NOT NULL)",
+            ]),
+        ],
+        seed: { transaction in
             for city in DomainCatalog.cities {
-                try db.execute(sql: "INSERT INTO city(id, name, country, packId) VALUES (?, ?, ?, ?)",
-                               arguments: [city.id, city.name, city.country, city.packId])
+                try await transaction.execute("""
+                    INSERT INTO city (id, name, country, pack_id) VALUES (\(city.id), \(city.name), \(city.country), \(city.packId))
+                    ON CONFLICT (id) DO NOTHING
+                    """)
             }
             for session in DomainCatalog.sessions {
-                try db.execute(sql: "INSERT INTO audio_session(id, title, minutes, packId, summary) VALUES (?, ?, ?, ?, ?)",
-                               arguments: [session.id, session.title, session.minutes, session.packId, session.summary])
+                try await transaction.execute("""
+                    INSERT INTO audio_session (id, title, minutes, pack_id, summary)
+                    VALUES (\(session.id), \(session.title), \(session.minutes), \(session.packId), \(session.summary))
+                    ON CONFLICT (id) DO NOTHING
+                    """)
             }
+            let members = try await transaction.row("SELECT COUNT(*) AS count FROM workspace_member")
+            guard try members?.int("count") == 0 else { return }
             for (email, name, role) in [("ana@example.com", "Ana Silva", "admin"), ("ben@example.com", "Ben Okafor", "member")] {
-                try db.execute(sql: "INSERT INTO workspace_member(email, name, role) VALUES (?, ?, ?)", arguments: [email, name, role])
+                try await transaction.execute("INSERT INTO workspace_member (email, name, role) VALUES (\(email), \(name), \(role))")
+            }
+        })
+
+    func cities(matching query: String, limit: Int = 8) async throws -> [City] {
+        let cities = try await storage.transaction { transaction in
+            try await transaction.rows("SELECT id, name, country, pack_id FROM city ORDER BY name").map {
+                City(id: try $0.string("id"), name: try $0.string("name"), country: try $0.string("country"), packId: try $0.string("pack_id"))
+            }
+        }
+        let needle = query.trimmingCharacters(in: .whitespaces).lowercased()
+        guard !needle.isEmpty else { return Array(cities.prefix(limit)) }
+        let prefix = cities.filter { $0.name.lowercased().hasPrefix(needle) }
+        let contains = cities.filter { !$0.name.lowercased().hasPrefix(needle) && $0.name.lowercased().contains(needle) }
+        return Array((prefix + contains).prefix(limit))
+    }
+
+    func sessions() async throws -> [AudioSession] {
+        try await storage.transaction { transaction in
+            try await transaction.rows("SELECT id, title, minutes, pack_id, summary FROM audio_session ORDER BY minutes, id").map {
+                AudioSession(id: try $0.string("id"), title: try $0.string("title"), minutes: try $0.int("minutes"),
+                             packId: try $0.string("pack_id"), summary: try $0.string("summary"))
             }
         }
     }
 
-    func cities(matching query: String, limit: Int = 8) throws -> [City] {
-        try writer.read { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT * FROM city ORDER BY name")
-            let cities = rows.map { City(id: $0["id"], name: $0["name"], country: $0["country"], packId: $0["packId"]) }
-            let needle = query.trimmingCharacters(in: .whitespaces).lowercased()
-            guard !needle.isEmpty else { return Array(cities.prefix(limit)) }
-            let prefix = cities.filter { $0.name.lowercased().hasPrefix(needle) }
-            let contains = cities.filter { !$0.name.lowercased().hasPrefix(needle) && $0.name.lowercased().contains(needle) }
-            return Array((prefix + contains).prefix(limit))
+    /// Records one generation of a session and returns its number (1 for the first).
+    func recordGeneration(sessionId: String, at date: Date) async throws -> Int {
+        try await storage.transaction { transaction in
+            // Generations of one session are numbered one at a time, across instances too.
+            _ = try await transaction.rows("SELECT id FROM audio_session WHERE id = \(sessionId) \(.forUpdate)")
+            try await transaction.execute("INSERT INTO generation (session_id, created_at) VALUES (\(sessionId), \(date))")
+            return try await transaction.row("SELECT COUNT(*) AS count FROM generation WHERE session_id = \(sessionId)")?.int("count") ?? 1
         }
     }
 
-    func sessions() throws -> [AudioSession] {
-        try writer.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM audio_session ORDER BY minutes").map {
-                AudioSession(id: $0["id"], title: $0["title"], minutes: $0["minutes"], packId: $0["packId"], summary: $0["summary"])
-            }
+    func plannerDocument(user: String) async throws -> Data? {
+        try await storage.transaction { transaction in
+            try await transaction.row("SELECT json FROM planner_document WHERE owner = \(user)")?.data("json")
         }
     }
 
-    func recordGeneration(sessionId: String, at date: Date) throws -> Int {
-        try writer.write { db in
-            try db.execute(sql: "INSERT INTO generation(sessionId, createdAt) VALUES (?, ?)", arguments: [sessionId, date])
-            return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM generation WHERE sessionId = ?", arguments: [sessionId]) ?? 1
+    func savePlannerDocument(_ json: Data, user: String, at date: Date) async throws {
+        try await storage.transaction { transaction in
+            try await transaction.execute("""
+                INSERT INTO planner_document (owner, json, updated_at) VALUES (\(user), \(json), \(date))
+                ON CONFLICT (owner) DO UPDATE SET json = excluded.json, updated_at = excluded.updated_at
+                """)
         }
     }
 
-    func plannerDocument(user: String) throws -> Data? {
-        try writer.read { db in try Data.fetchOne(db, sql: "SELECT json FROM planner_document WHERE user = ?", arguments: [user]) }
-    }
-
-    func savePlannerDocument(_ json: Data, user: String, at date: Date) throws {
-        try writer.write { db in
-            try db.execute(sql: """
-                INSERT INTO planner_document(user, json, updatedAt) VALUES (?, ?, ?)
-                ON CONFLICT(user) DO UPDATE SET json = excluded.json, updatedAt = excluded.updatedAt
-                """, arguments: [user, json, date])
-        }
-    }
-
-    func members() throws -> [WorkspaceMember] {
-        try writer.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM workspace_member ORDER BY name").map {
-                WorkspaceMember(email: $0["email"], name: $0["name"], role: $0["role"])
+    func members() async throws -> [WorkspaceMember] {
+        try await storage.transaction { transaction in
+            try await transaction.rows("SELECT email, name, role FROM workspace_member ORDER BY name").map {
+                WorkspaceMember(email: try $0.string("email"), name: try $0.string("name"), role: try $0.string("role"))
             }
         }
     }
 
     /// Adds a member unless the email is already one; false when it was.
-    func addMember(_ member: WorkspaceMember) throws -> Bool {
-        try writer.write { db in
-            guard try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM workspace_member WHERE email = ?", arguments: [member.email]) == 0 else { return false }
-            try db.execute(sql: "INSERT INTO workspace_member(email, name, role) VALUES (?, ?, ?)", arguments: [member.email, member.name, member.role])
-            return true
+    func addMember(_ member: WorkspaceMember) async throws -> Bool {
+        try await storage.transaction { transaction in
+            try await !transaction.rows("""
+                INSERT INTO workspace_member (email, name, role) VALUES (\(member.email), \(member.name), \(member.role))
+                ON CONFLICT (email) DO NOTHING RETURNING email
+                """).isEmpty
         }
     }
 }

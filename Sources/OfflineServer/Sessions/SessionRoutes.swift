@@ -8,21 +8,21 @@ extension Router where Context == OfflineRequestContext {
     ///   network-required feature.
     func addSessionRoutes(store: DomainStore, now: @escaping @Sendable () -> Date) {
         get("/api/sessions") { _, _ in
-            try DomainHTTP.json(SessionList(sessions: try store.sessions()))
+            try DomainHTTP.json(SessionList(sessions: try await store.sessions()))
         }
         get("/api/sessions/:id") { _, context in
             let id = try context.parameters.require("id")
-            guard let session = try store.sessions().first(where: { $0.id == id }) else {
+            guard let session = try await store.sessions().first(where: { $0.id == id }) else {
                 return try DomainHTTP.problem("This session is no longer available.", status: .notFound)
             }
             return try DomainHTTP.json(session)
         }
         post("/api/sessions/:id/generate") { _, context in
             let id = try context.parameters.require("id")
-            guard let session = try store.sessions().first(where: { $0.id == id }) else {
+            guard let session = try await store.sessions().first(where: { $0.id == id }) else {
                 return try DomainHTTP.problem("This session is no longer available.", status: .notFound)
             }
-            let variation = try store.recordGeneration(sessionId: id, at: now())
+            let variation = try await store.recordGeneration(sessionId: id, at: now())
             return try DomainHTTP.json(GeneratedSession(sessionId: id, variation: variation,
                                                         title: "\(session.title) · variation \(variation)"), status: .created)
         }

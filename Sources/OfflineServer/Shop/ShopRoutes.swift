@@ -15,8 +15,8 @@ extension Router where Context == OfflineRequestContext {
     ///
     /// Every request names its customer with `Authorization: Bearer <customer>` (demo
     /// authentication: the token is the customer's id); without it the answer is `401`.
-    func addShopRoutes(now: @escaping @Sendable () -> Date = { Date() }) {
-        let store = ShopStore(now: now)
+    func addShopRoutes(storage: any ServerStorage, now: @escaping @Sendable () -> Date = { Date() }) {
+        let store = ShopStore(storage: storage, now: now)
         let shop = group("shop")
 
         shop.get("cart") { request, _ in

@@ -1,8 +1,8 @@
 import Foundation
 
-/// The shop's data, per customer, seeded on first use. In memory: the demo's shop is reset
-/// when the server restarts.
-actor ShopStore {
+/// The shop's data, per customer, in the server's storage (SQLite or PostgreSQL). A customer's
+/// cart and order history are seeded on their first request.
+struct ShopStore: Sendable {
     struct Account {
         var cart: [ShopCartItem]
         var orders: [ShopOrder]
@@ -16,13 +16,36 @@ actor ShopStore {
         case emptyCart
     }
 
-    private var accounts: [String: Account] = [:]
-    private var nextOrderNumber = 1_042
-    private let now: @Sendable () -> Date
+    let storage: any ServerStorage
+    let now: @Sendable () -> Date
 
-    init(now: @escaping @Sendable () -> Date) {
-        self.now = now
-    }
+    /// The first order number the shop hands out.
+    static let firstOrderNumber = 1_042
+
+    static let schema = StorageSchema(
+        migrations: [
+            ("shop.v1", [
+                "CREATE TABLE IF NOT EXISTS shop_customer (id \(.text) PRIMARY KEY)",
+                """
+                CREATE TABLE IF NOT EXISTS shop_cart_item (
+                    customer \(.text) NOT NULL, id \(.text) NOT NULL, name \(.text) NOT NULL, image_url \(.text) NOT NULL,
+                    quantity \(.integer) NOT NULL, unit_price_cents \(.integer) NOT NULL, sort_order \(.integer) NOT NULL,
+                    PRIMARY KEY (customer, id))
+                """,
+                """
+                CREATE TABLE IF NOT EXISTS shop_order (
+                    seq \(.serialPrimaryKey), customer \(.text) NOT NULL, id \(.text) NOT NULL, placed_at \(.double) NOT NULL,
+                    status \(.text) NOT NULL, total_cents \(.integer) NOT NULL, currency \(.text) NOT NULL, rating \(.integer),
+                    UNIQUE (customer, id))
+                """,
+                "CREATE TABLE IF NOT EXISTS shop_counter (name \(.text) PRIMARY KEY, next_value \(.integer) NOT NULL)",
+            ]),
+        ],
+        seed: { transaction in
+            try await transaction.execute("""
+                INSERT INTO shop_counter (name, next_value) VALUES ('order', \(firstOrderNumber)) ON CONFLICT (name) DO NOTHING
+                """)
+        })
 
     static func seed() -> Account {
         Account(
@@ -38,44 +61,51 @@ actor ShopStore {
             ])
     }
 
-    private func account(_ user: String) -> Account {
-        if let account = accounts[user] { return account }
-        let seeded = Self.seed()
-        accounts[user] = seeded
-        return seeded
+    func cart(for user: String) async throws -> ShopCart {
+        try await account(user) { ShopCart(items: try await Self.cartItems(of: user, in: $0)) }
     }
 
-    func cart(for user: String) -> ShopCart { ShopCart(items: account(user).cart) }
+    func orders(for user: String) async throws -> ShopOrderHistory {
+        try await account(user) { ShopOrderHistory(orders: try await Self.orders(of: user, in: $0)) }
+    }
 
-    func orders(for user: String) -> ShopOrderHistory { ShopOrderHistory(orders: account(user).orders) }
-
-    func setQuantity(_ quantity: Int, item: String, for user: String) throws(Failure) -> ShopCart {
-        guard (0...99).contains(quantity) else { throw .invalidQuantity }
-        var account = account(user)
-        guard let index = account.cart.firstIndex(where: { $0.id == item }) else { throw .unknownItem }
-        if quantity == 0 {
-            account.cart.remove(at: index)
-        } else {
-            account.cart[index].quantity = quantity
+    func setQuantity(_ quantity: Int, item: String, for user: String) async throws -> ShopCart {
+        guard (0...99).contains(quantity) else { throw Failure.invalidQuantity }
+        return try await account(user) { transaction in
+            let changed = if quantity == 0 {
+                try await transaction.rows("DELETE FROM shop_cart_item WHERE customer = \(user) AND id = \(item) RETURNING id")
+            } else {
+                try await transaction.rows("""
+                    UPDATE shop_cart_item SET quantity = \(quantity) WHERE customer = \(user) AND id = \(item) RETURNING id
+                    """)
+            }
+            guard !changed.isEmpty else { throw Failure.unknownItem }
+            return ShopCart(items: try await Self.cartItems(of: user, in: transaction))
         }
-        accounts[user] = account
-        return ShopCart(items: account.cart)
     }
 
-    func checkout(for user: String) throws(Failure) -> ShopOrder {
-        var account = account(user)
-        guard !account.cart.isEmpty else { throw .emptyCart }
-        let order = ShopOrder(
-            id: "A-\(nextOrderNumber)", placedAt: now(), status: .placed, totalCents: ShopCart(items: account.cart).totalCents)
-        nextOrderNumber += 1
-        account.orders.insert(order, at: 0)
-        account.cart = []
-        accounts[user] = account
-        return order
+    func checkout(for user: String) async throws -> ShopOrder {
+        try await account(user) { transaction in
+            // The customer's row is locked first: two checkouts of one cart (on two instances) take
+            // turns, and the second finds the cart empty.
+            _ = try await transaction.rows("SELECT id FROM shop_customer WHERE id = \(user) \(.forUpdate)")
+            let items = try await Self.cartItems(of: user, in: transaction)
+            guard !items.isEmpty else { throw Failure.emptyCart }
+            let number = try await transaction.row("""
+                UPDATE shop_counter SET next_value = next_value + 1 WHERE name = 'order' RETURNING next_value - 1 AS number
+                """)?.int("number") ?? Self.firstOrderNumber
+            let order = ShopOrder(id: "A-\(number)", placedAt: now(), status: .placed, totalCents: ShopCart(items: items).totalCents)
+            try await Self.insert(order, of: user, in: transaction)
+            try await transaction.execute("DELETE FROM shop_cart_item WHERE customer = \(user)")
+            return order
+        }
     }
 
-    func tracking(order id: String, for user: String) throws(Failure) -> ShopTracking {
-        guard let order = account(user).orders.first(where: { $0.id == id }) else { throw .unknownOrder }
+    func tracking(order id: String, for user: String) async throws -> ShopTracking {
+        let order = try await account(user) { transaction in
+            try await Self.orders(of: user, in: transaction, id: id).first
+        }
+        guard let order else { throw Failure.unknownOrder }
         let steps: [String] = switch order.status {
         case .placed: ["Order placed"]
         case .shipped: ["Order placed", "Shipped"]
@@ -84,12 +114,67 @@ actor ShopStore {
         return ShopTracking(orderID: id, status: order.status, steps: steps)
     }
 
-    func rate(order id: String, stars: Int, for user: String) throws(Failure) -> ShopOrder {
-        guard (1...5).contains(stars) else { throw .invalidRating }
-        var account = account(user)
-        guard let index = account.orders.firstIndex(where: { $0.id == id }) else { throw .unknownOrder }
-        account.orders[index].rating = stars
-        accounts[user] = account
-        return account.orders[index]
+    func rate(order id: String, stars: Int, for user: String) async throws -> ShopOrder {
+        guard (1...5).contains(stars) else { throw Failure.invalidRating }
+        return try await account(user) { transaction in
+            try await transaction.execute("UPDATE shop_order SET rating = \(stars) WHERE customer = \(user) AND id = \(id)")
+            guard let order = try await Self.orders(of: user, in: transaction, id: id).first else { throw Failure.unknownOrder }
+            return order
+        }
+    }
+
+    /// Runs `body` in a transaction, after seeding the customer's cart and orders if this is
+    /// their first request.
+    private func account<T: Sendable>(_ user: String, _ body: (any SQLTransaction) async throws -> T) async throws -> T {
+        try await storage.transaction { transaction in
+            let created = try await transaction.rows("INSERT INTO shop_customer (id) VALUES (\(user)) ON CONFLICT (id) DO NOTHING RETURNING id")
+            if !created.isEmpty {
+                let seed = Self.seed()
+                for (position, item) in seed.cart.enumerated() {
+                    try await transaction.execute("""
+                        INSERT INTO shop_cart_item (customer, id, name, image_url, quantity, unit_price_cents, sort_order)
+                        VALUES (\(user), \(item.id), \(item.name), \(item.imageURL), \(item.quantity), \(item.unitPriceCents), \(position))
+                        """)
+                }
+                for order in seed.orders.reversed() {
+                    try await Self.insert(order, of: user, in: transaction)
+                }
+            }
+            return try await body(transaction)
+        }
+    }
+
+    private static func insert(_ order: ShopOrder, of user: String, in transaction: any SQLTransaction) async throws {
+        try await transaction.execute("""
+            INSERT INTO shop_order (customer, id, placed_at, status, total_cents, currency, rating)
+            VALUES (\(user), \(order.id), \(order.placedAt), \(order.status.rawValue), \(order.totalCents), \(order.currency), \(nullable: order.rating))
+            """)
+    }
+
+    private static func cartItems(of user: String, in transaction: any SQLTransaction) async throws -> [ShopCartItem] {
+        try await transaction.rows("""
+            SELECT id, name, image_url, quantity, unit_price_cents FROM shop_cart_item WHERE customer = \(user) ORDER BY sort_order
+            """).map {
+            ShopCartItem(id: try $0.string("id"), name: try $0.string("name"), imageURL: try $0.string("image_url"),
+                         quantity: try $0.int("quantity"), unitPriceCents: try $0.int("unit_price_cents"))
+        }
+    }
+
+    /// The customer's orders, newest first (or only the one with `id`).
+    private static func orders(of user: String, in transaction: any SQLTransaction, id: String? = nil) async throws -> [ShopOrder] {
+        let rows = if let id {
+            try await transaction.rows("""
+                SELECT id, placed_at, status, total_cents, currency, rating FROM shop_order WHERE customer = \(user) AND id = \(id)
+                """)
+        } else {
+            try await transaction.rows("""
+                SELECT id, placed_at, status, total_cents, currency, rating FROM shop_order WHERE customer = \(user) ORDER BY seq DESC
+                """)
+        }
+        return try rows.map {
+            guard let status = ShopOrder.Status(rawValue: try $0.string("status")) else { throw StorageError.unexpectedValue(column: "status") }
+            return ShopOrder(id: try $0.string("id"), placedAt: try $0.date("placed_at"), status: status,
+                             totalCents: try $0.int("total_cents"), currency: try $0.string("currency"), rating: try $0.optionalInt("rating"))
+        }
     }
 }

@@ -33,7 +33,7 @@ extension Router where Context == OfflineRequestContext {
     ///   to be shown stale (pattern D, full-page blocking read).
     func addWorkspaceRoutes(store: DomainStore) {
         get("/api/workspace/members") { _, _ in
-            try DomainHTTP.json(["members": try store.members()])
+            try DomainHTTP.json(["members": try await store.members()])
         }
         post("/api/workspace/invitations") { request, context in
             let input = try await request.decode(as: InvitationInput.self, context: context)
@@ -41,7 +41,7 @@ extension Router where Context == OfflineRequestContext {
             case .failure(let problem):
                 return try DomainHTTP.json(problem, status: .unprocessableContent)
             case .success(let member):
-                guard try store.addMember(member) else {
+                guard try await store.addMember(member) else {
                     return try DomainHTTP.problem("\(member.email) is already a member of this workspace.", field: "email", status: .unprocessableContent)
                 }
                 return try DomainHTTP.json(member, status: .created)

@@ -5,7 +5,7 @@ import NIOCore
 import OfflineServer
 import Testing
 
-@Suite("Domain routes (cities, planner, sessions, workspace, faults)")
+@Suite("Domain routes (cities, planner, sessions, workspace, faults)", .timeLimit(.minutes(1)))
 struct DomainRoutesTests {
     static let json: HTTPFields = [.contentType: "application/json"]
 
@@ -13,9 +13,9 @@ struct DomainRoutesTests {
         try #require(try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any])
     }
 
-    @Test("city search answers prefix matches first, for the autocomplete")
-    func citySearch() async throws {
-        let app = try await buildApplication(ServerConfiguration(port: 0))
+    @Test("city search answers prefix matches first, for the autocomplete", arguments: StorageBackend.available)
+    func citySearch(backend: StorageBackend) async throws {
+        let app = try await buildApplication(try await backend.configuration())
         try await app.test(.router) { client in
             try await client.execute(uri: "/api/cities?q=po", method: .get) { response throws in
                 #expect(response.status == .ok)
@@ -30,9 +30,9 @@ struct DomainRoutesTests {
         }
     }
 
-    @Test("planner: suggestions for the open tasks; backup stored and read back; bad documents refused")
-    func planner() async throws {
-        let app = try await buildApplication(ServerConfiguration(port: 0))
+    @Test("planner: suggestions for the open tasks; backup stored and read back; bad documents refused", arguments: StorageBackend.available)
+    func planner(backend: StorageBackend) async throws {
+        let app = try await buildApplication(try await backend.configuration())
         try await app.test(.router) { client in
             try await client.execute(uri: "/api/planner/suggestions", method: .post, headers: Self.json,
                                      body: ByteBuffer(string: #"{"tasks":["Essay","Lab"]}"#)) { response throws in
@@ -53,9 +53,9 @@ struct DomainRoutesTests {
         }
     }
 
-    @Test("sessions list their packs; generate makes a new variation; unknown sessions are explained")
-    func sessions() async throws {
-        let app = try await buildApplication(ServerConfiguration(port: 0))
+    @Test("sessions list their packs; generate makes a new variation; unknown sessions are explained", arguments: StorageBackend.available)
+    func sessions(backend: StorageBackend) async throws {
+        let app = try await buildApplication(try await backend.configuration())
         try await app.test(.router) { client in
             try await client.execute(uri: "/api/sessions", method: .get) { response throws in
                 let sessions = try #require(try Self.object(response)["sessions"] as? [[String: Any]])
@@ -73,9 +73,9 @@ struct DomainRoutesTests {
         }
     }
 
-    @Test("invitations are validated by the server: bad address, blocked domain, existing member, then created")
-    func invitations() async throws {
-        let app = try await buildApplication(ServerConfiguration(port: 0))
+    @Test("invitations are validated by the server: bad address, blocked domain, existing member, then created", arguments: StorageBackend.available)
+    func invitations(backend: StorageBackend) async throws {
+        let app = try await buildApplication(try await backend.configuration())
         try await app.test(.router) { client in
             for (body, message) in [
                 (#"{"email":"not-an-address"}"#, "Enter a valid email address."),
@@ -146,7 +146,7 @@ struct DomainRoutesTests {
                 #expect(response.status == .created)
             }
         }
-        #expect(FileManager.default.fileExists(atPath: folder.appending(path: "domain.sqlite").path))
+        #expect(FileManager.default.fileExists(atPath: folder.appending(path: "server.sqlite").path))
         let sessionAudio = packs.appending(path: "session-flight-ease/1/audio.wav")
         let size = try #require(try FileManager.default.attributesOfItem(atPath: sessionAudio.path)[.size] as? Int)
         #expect(size > 2_000_000)

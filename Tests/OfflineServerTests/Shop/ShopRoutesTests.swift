@@ -1,10 +1,11 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import NIOCore
 import OfflineServer
 import Testing
 
-@Suite("Shop routes")
+@Suite("Shop routes", .timeLimit(.minutes(1)))
 struct ShopRoutesTests {
     static let alice: HTTPFields = [.authorization: "Bearer alice"]
 
@@ -12,9 +13,9 @@ struct ShopRoutesTests {
         try ShopCoding.decoder().decode(type, from: Data(response.body.readableBytesView))
     }
 
-    @Test("the cart is cacheable: ETag, Cache-Control, and 304 for a matching If-None-Match")
-    func cartCaching() async throws {
-        let app = try await buildApplication(ServerConfiguration(port: 0))
+    @Test("the cart is cacheable: ETag, Cache-Control, and 304 for a matching If-None-Match", arguments: StorageBackend.available)
+    func cartCaching(backend: StorageBackend) async throws {
+        let app = try await buildApplication(try await backend.configuration())
         try await app.test(.router) { client in
             let etag = try await client.execute(uri: "/shop/cart", method: .get, headers: Self.alice) { response throws in
                 #expect(response.status == .ok)
@@ -43,9 +44,9 @@ struct ShopRoutesTests {
         }
     }
 
-    @Test("checkout moves the cart into the order history; tracking and rating work on it")
-    func checkoutFlow() async throws {
-        let app = try await buildApplication(ServerConfiguration(port: 0))
+    @Test("checkout moves the cart into the order history; tracking and rating work on it", arguments: StorageBackend.available)
+    func checkoutFlow(backend: StorageBackend) async throws {
+        let app = try await buildApplication(try await backend.configuration())
         try await app.test(.router) { client in
             let order = try await client.execute(uri: "/shop/checkout", method: .post, headers: Self.alice) { response throws in
                 #expect(response.status == .created)
@@ -71,9 +72,9 @@ struct ShopRoutesTests {
         }
     }
 
-    @Test("customers are kept apart, and bad input is refused clearly")
-    func isolationAndValidation() async throws {
-        let app = try await buildApplication(ServerConfiguration(port: 0))
+    @Test("customers are kept apart, and bad input is refused clearly", arguments: StorageBackend.available)
+    func isolationAndValidation(backend: StorageBackend) async throws {
+        let app = try await buildApplication(try await backend.configuration())
         try await app.test(.router) { client in
             try await client.execute(uri: "/shop/cart/items/map", method: .patch, headers: Self.alice, body: ByteBuffer(string: #"{"quantity":0}"#)) { response throws in
                 #expect(try Self.decode(ShopCart.self, response).items.count == 2)
@@ -102,6 +103,43 @@ struct ShopRoutesTests {
             try await client.execute(uri: "/shop/cart", method: .get, headers: Self.alice) { response throws in
                 #expect(try Self.decode(ShopCart.self, response).items.map(\.quantity) == [2, 1])
             }
+        }
+    }
+
+    @Test("with a data folder, the shop is kept in SQLite: cart and orders survive a restart")
+    func survivesRestart() async throws {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "offline-shop-test-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let configuration = ServerConfiguration(port: 0, dataDirectory: folder)
+        let order = try await buildApplication(configuration).test(.router) { client in
+            try await client.execute(uri: "/shop/cart/items/mug", method: .patch, headers: Self.alice, body: ByteBuffer(string: #"{"quantity":5}"#)) { _ in }
+            let order = try await client.execute(uri: "/shop/checkout", method: .post, headers: Self.alice) { response throws in
+                try Self.decode(ShopOrder.self, response)
+            }
+            try await client.execute(uri: "/shop/cart/items/map", method: .patch, headers: [.authorization: "Bearer bob"],
+                                     body: ByteBuffer(string: #"{"quantity":0}"#)) { _ in }
+            return order
+        }
+        #expect(order.totalCents == 5 * 1_450 + 990 + 2_400)
+        #expect(FileManager.default.fileExists(atPath: folder.appending(path: "server.sqlite").path))
+
+        try await buildApplication(configuration).test(.router) { client in
+            try await client.execute(uri: "/shop/orders", method: .get, headers: Self.alice) { response throws in
+                let orders = try Self.decode(ShopOrderHistory.self, response).orders
+                #expect(orders.map(\.id) == [order.id, "A-1041", "A-1040", "A-1039"])
+                #expect(orders.first == order)
+            }
+            try await client.execute(uri: "/shop/cart", method: .get, headers: Self.alice) { response throws in
+                #expect(try Self.decode(ShopCart.self, response).items.isEmpty)
+            }
+            try await client.execute(uri: "/shop/cart", method: .get, headers: [.authorization: "Bearer bob"]) { response throws in
+                #expect(try Self.decode(ShopCart.self, response).items.map(\.id) == ["mug", "bottle"])
+            }
+            // Order numbers carry on from where they were.
+            let next = try await client.execute(uri: "/shop/checkout", method: .post, headers: [.authorization: "Bearer bob"]) { response throws in
+                try Self.decode(ShopOrder.self, response)
+            }
+            #expect(next.id != order.id)
         }
     }
 }

@@ -1,0 +1,115 @@
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+import ServiceLifecycle
+
+/// Everything in PostgreSQL, for several server instances sharing one database.
+///
+/// Requests lease connections from a `PostgresClient` pool, which runs as one of the
+/// application's services. Setup (migrations and sample data) runs before the server starts, on a
+/// connection of its own, under an advisory lock so that instances starting together take turns.
+struct PostgresStorage: ServerStorage {
+    let client: PostgresClient
+    let logger: Logger
+
+    var dialect: SQLDialect { .postgres }
+    var services: [any Service] { [client] }
+
+    /// An arbitrary constant naming the setup lock among the database's advisory locks.
+    static let setupLockKey = 0x0FF1_12E5
+
+    static func open(url: String, schemas: [StorageSchema], logger: Logger) async throws -> PostgresStorage {
+        let connectionConfiguration = try PostgresIdempotencyKeyStore.configuration(from: url)
+        let connection = try await PostgresConnection.connect(configuration: connectionConfiguration, id: 0, logger: logger)
+        do {
+            try await run(on: connection, logger: logger) { transaction in
+                try await transaction.execute("SELECT pg_advisory_xact_lock(\(setupLockKey))")
+                try await StorageSchema.apply(schemas, in: transaction)
+            }
+            try await connection.close()
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        let clientConfiguration = PostgresClient.Configuration(
+            host: connectionConfiguration.host ?? "127.0.0.1",
+            port: connectionConfiguration.port ?? 5432,
+            username: connectionConfiguration.username,
+            password: connectionConfiguration.password,
+            database: connectionConfiguration.database,
+            tls: .disable)
+        return PostgresStorage(client: PostgresClient(configuration: clientConfiguration, backgroundLogger: logger), logger: logger)
+    }
+
+    func transaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in
+            try await Self.run(on: connection, logger: logger, body)
+        }
+    }
+
+    /// `BEGIN` … `COMMIT`, or `ROLLBACK` when `body` throws; the error `body` threw is rethrown as is,
+    /// so stores' own failures reach the routes unchanged.
+    private nonisolated(nonsending) static func run<T: Sendable>(
+        on connection: PostgresConnection, logger: Logger, _ body: (any SQLTransaction) async throws -> T
+    ) async throws -> T {
+        try await connection.query("BEGIN", logger: logger)
+        do {
+            let result = try await body(Transaction(connection: connection, logger: logger))
+            try await connection.query("COMMIT", logger: logger)
+            return result
+        } catch {
+            _ = try? await connection.query("ROLLBACK", logger: logger)
+            throw error
+        }
+    }
+
+    struct Transaction: SQLTransaction {
+        let connection: PostgresConnection
+        let logger: Logger
+        var dialect: SQLDialect { .postgres }
+
+        func execute(_ statement: SQL) async throws {
+            for try await _ in try await connection.query(query(statement), logger: logger) {}
+        }
+
+        func rows(_ statement: SQL) async throws -> [SQLRow] {
+            var rows: [SQLRow] = []
+            for try await row in try await connection.query(query(statement), logger: logger) {
+                rows.append(SQLRow(try row.map { cell in (cell.columnName, try SQLValue(cell)) }))
+            }
+            return rows
+        }
+
+        private func query(_ statement: SQL) -> PostgresQuery {
+            let (sql, arguments) = statement.rendered(in: .postgres)
+            var bindings = PostgresBindings(capacity: arguments.count)
+            for argument in arguments {
+                switch argument {
+                case .null: bindings.appendNull()
+                case .integer(let value): bindings.append(value)
+                case .double(let value): bindings.append(value)
+                case .text(let value): bindings.append(value)
+                case .blob(let value): bindings.append(ByteBuffer(bytes: value))
+                }
+            }
+            return PostgresQuery(unsafeSQL: sql, binds: bindings)
+        }
+    }
+}
+
+extension SQLValue {
+    init(_ cell: PostgresCell) throws {
+        guard cell.bytes != nil else {
+            self = .null
+            return
+        }
+        switch cell.dataType {
+        case .int2, .int4, .int8: self = .integer(try cell.decode(Int64.self))
+        case .float4, .float8: self = .double(try cell.decode(Double.self))
+        case .bytea: self = .blob(Data(try cell.decode(ByteBuffer.self).readableBytesView))
+        case .bool: self = .integer(try cell.decode(Bool.self) ? 1 : 0)
+        default: self = .text(try cell.decode(String.self))
+        }
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+
+/// A value bound to a statement, in the few types both SQLite and PostgreSQL store the same way.
+enum SQLValue: Sendable, Hashable {
+    case null
+    case integer(Int64)
+    case double(Double)
+    case text(String)
+    case blob(Data)
+}
+
+/// A Swift value that binds to a statement parameter.
+protocol SQLBindable {
+    var sqlValue: SQLValue { get }
+}
+
+extension Int: SQLBindable { var sqlValue: SQLValue { .integer(Int64(self)) } }
+extension Double: SQLBindable { var sqlValue: SQLValue { .double(self) } }
+extension String: SQLBindable { var sqlValue: SQLValue { .text(self) } }
+extension Data: SQLBindable { var sqlValue: SQLValue { .blob(self) } }
+/// Instants are stored as seconds since 1970, which both databases compare and order alike.
+extension Date: SQLBindable { var sqlValue: SQLValue { .double(timeIntervalSince1970) } }
+
+/// The SQL flavour of a backend: how parameters are written and which words name types.
+enum SQLDialect: Sendable, Hashable {
+    case sqlite
+    case postgres
+}
+
+/// The words that differ between the dialects, written into a statement by name.
+enum SQLToken: Sendable, Hashable {
+    /// A 64-bit integer column.
+    case integer
+    /// A double-precision column.
+    case double
+    /// A bytes column.
+    case blob
+    /// A text column.
+    case text
+    /// An integer primary key the database numbers itself, in insertion order.
+    case serialPrimaryKey
+    /// Locks the selected rows until the transaction ends (PostgreSQL); SQLite's write
+    /// transactions are exclusive already.
+    case forUpdate
+
+    func rendered(in dialect: SQLDialect) -> String {
+        switch (self, dialect) {
+        case (.integer, .sqlite): "INTEGER"
+        case (.integer, .postgres): "BIGINT"
+        case (.double, .sqlite): "REAL"
+        case (.double, .postgres): "DOUBLE PRECISION"
+        case (.blob, .sqlite): "BLOB"
+        case (.blob, .postgres): "BYTEA"
+        case (.text, _): "TEXT"
+        case (.serialPrimaryKey, .sqlite): "INTEGER PRIMARY KEY AUTOINCREMENT"
+        case (.serialPrimaryKey, .postgres): "BIGSERIAL PRIMARY KEY"
+        case (.forUpdate, .sqlite): ""
+        case (.forUpdate, .postgres): "FOR UPDATE"
+        }
+    }
+}
+
+/// A statement written once for both backends: interpolated values become bound parameters,
+/// interpolated tokens become the dialect's words.
+///
+/// ```swift
+/// try await transaction.execute("INSERT INTO city (id, name) VALUES (\(city.id), \(city.name))")
+/// try await transaction.execute("CREATE TABLE t (id \(.text) PRIMARY KEY, body \(.blob) NOT NULL)")
+/// ```
+struct SQL: Sendable, ExpressibleByStringInterpolation {
+    enum Fragment: Sendable {
+        case text(String)
+        case value(SQLValue)
+        case token(SQLToken)
+    }
+
+    var fragments: [Fragment]
+
+    init(stringLiteral value: String) {
+        fragments = [.text(value)]
+    }
+
+    init(stringInterpolation: StringInterpolation) {
+        fragments = stringInterpolation.fragments
+    }
+
+    struct StringInterpolation: StringInterpolationProtocol {
+        var fragments: [Fragment] = []
+
+        init(literalCapacity: Int, interpolationCount: Int) {}
+
+        mutating func appendLiteral(_ literal: String) { fragments.append(.text(literal)) }
+        mutating func appendInterpolation(_ value: some SQLBindable) { fragments.append(.value(value.sqlValue)) }
+        /// A value that may be NULL, labelled so an optional is never bound by accident.
+        mutating func appendInterpolation(nullable value: (some SQLBindable)?) { fragments.append(.value(value?.sqlValue ?? .null)) }
+        mutating func appendInterpolation(_ token: SQLToken) { fragments.append(.token(token)) }
+    }
+
+    /// The statement's text in `dialect` (`?` or `$1, $2…` placeholders) and its arguments in order.
+    func rendered(in dialect: SQLDialect) -> (sql: String, arguments: [SQLValue]) {
+        var sql = ""
+        var arguments: [SQLValue] = []
+        for fragment in fragments {
+            switch fragment {
+            case .text(let text):
+                sql += text
+            case .token(let token):
+                sql += token.rendered(in: dialect)
+            case .value(let value):
+                arguments.append(value)
+                sql += dialect == .sqlite ? "?" : "$\(arguments.count)"
+            }
+        }
+        return (sql, arguments)
+    }
+}
+
+/// One result row, by column name (case-insensitive: PostgreSQL folds unquoted names to lower case).
+struct SQLRow: Sendable {
+    private var values: [String: SQLValue] = [:]
+
+    init(_ columns: some Sequence<(String, SQLValue)>) {
+        for (name, value) in columns {
+            values[name.lowercased()] = value
+        }
+    }
+
+    subscript(column: String) -> SQLValue? { values[column.lowercased()] }
+
+    func int(_ column: String) throws -> Int {
+        guard let value = try optionalInt(column) else { throw StorageError.unexpectedValue(column: column) }
+        return value
+    }
+
+    func optionalInt(_ column: String) throws -> Int? {
+        switch self[column] {
+        case .integer(let value)?: return Int(value)
+        case .null?: return nil
+        default: throw StorageError.unexpectedValue(column: column)
+        }
+    }
+
+    func double(_ column: String) throws -> Double {
+        switch self[column] {
+        case .double(let value)?: return value
+        case .integer(let value)?: return Double(value)
+        default: throw StorageError.unexpectedValue(column: column)
+        }
+    }
+
+    func date(_ column: String) throws -> Date { Date(timeIntervalSince1970: try double(column)) }
+
+    func string(_ column: String) throws -> String {
+        guard case .text(let value)? = self[column] else { throw StorageError.unexpectedValue(column: column) }
+        return value
+    }
+
+    func data(_ column: String) throws -> Data {
+        switch self[column] {
+        case .blob(let value)?: return value
+        case .text(let value)?: return Data(value.utf8)
+        default: throw StorageError.unexpectedValue(column: column)
+        }
+    }
+}
+
+/// What went wrong in the storage layer itself (database errors pass through unchanged).
+enum StorageError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// A column was missing or held a value of another type than the store expects.
+    case unexpectedValue(column: String)
+
+    var description: String {
+        switch self {
+        case .unexpectedValue(let column): "The database holds an unexpected value in column \(column)."
+        }
+    }
+}

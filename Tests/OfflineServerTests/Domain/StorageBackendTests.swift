@@ -1,0 +1,136 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import OfflineServer
+import Testing
+
+/// The records resource on both backends, and two server instances sharing one PostgreSQL
+/// database without losing or doubling a write.
+@Suite("Server storage backends", .timeLimit(.minutes(1)))
+struct StorageBackendTests {
+    static func key(_ key: String) -> HTTPFields { [HTTPField.Name("Idempotency-Key")!: "\"\(key)\"", .contentType: "application/json"] }
+
+    static func object(_ response: TestResponse) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any])
+    }
+
+    @Test("records: put, patch, delete and list, with each key's effect counted once", arguments: StorageBackend.available)
+    func records(backend: StorageBackend) async throws {
+        let app = try await buildApplication(try await backend.configuration())
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/api/records/notes/a", method: .put, headers: Self.key("k1"),
+                                     body: ByteBuffer(string: #"{"title":"Tea","done":false}"#)) { response throws in
+                #expect(response.status == .ok)
+                #expect(try Self.object(response)["version"] as? Int == 1)
+            }
+            try await client.execute(uri: "/api/records/notes/a", method: .patch, headers: Self.key("k2"),
+                                     body: ByteBuffer(string: #"{"done":true}"#)) { response throws in
+                let record = try Self.object(response)
+                #expect(record["version"] as? Int == 2)
+                #expect(record["body"] as? [String: Bool] == nil, "the merged body keeps the title")
+                #expect((record["body"] as? [String: Any])?["title"] as? String == "Tea")
+                #expect((record["body"] as? [String: Any])?["done"] as? Bool == true)
+            }
+            // A retry of the same write is answered from the stored response, not applied again.
+            try await client.execute(uri: "/api/records/notes/a", method: .patch, headers: Self.key("k2"),
+                                     body: ByteBuffer(string: #"{"done":true}"#)) { response throws in
+                #expect(try Self.object(response)["version"] as? Int == 2)
+            }
+            try await client.execute(uri: "/api/records/notes/missing", method: .patch, headers: Self.key("k3"),
+                                     body: ByteBuffer(string: #"{"done":true}"#)) { response in
+                #expect(response.status == .notFound)
+            }
+            try await client.execute(uri: "/api/records/notes/b", method: .put, headers: Self.key("k4"),
+                                     body: ByteBuffer(string: #"{"title":"Bread"}"#)) { _ in }
+            try await client.execute(uri: "/api/records/notes/a", method: .delete, headers: Self.key("k5")) { response in
+                #expect(response.status == .noContent)
+            }
+            try await client.execute(uri: "/api/records/notes", method: .get) { response throws in
+                let list = try #require(try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [[String: Any]])
+                #expect(list.compactMap { $0["id"] as? String } == ["b"])
+            }
+            try await client.execute(uri: "/api/record-effects", method: .get) { response throws in
+                let effects = try #require(try Self.object(response)["effects"] as? [String: Int])
+                #expect(effects == ["k1": 1, "k2": 1, "k3": 1, "k4": 1, "k5": 1])
+            }
+        }
+    }
+
+    @Test("two instances on one PostgreSQL database: one checkout per cart, one invitation per address, every write versioned",
+          .enabled(if: TemporaryPostgres.isEnabled))
+    func twoInstances() async throws {
+        let configuration = try await StorageBackend.postgres.configuration()
+        let first = try await buildApplication(configuration)
+        let second = try await buildApplication(configuration)
+        let customers = (0..<6).map { "customer-\($0)" }
+        try await first.test(.router) { clientA in
+            try await second.test(.router) { clientB in
+                let clients: [any TestClientProtocol] = [clientA, clientB]
+                // Each customer's cart is seeded once, whichever instance sees them first.
+                try await withThrowingTaskGroup(of: Int.self) { group in
+                    for customer in customers {
+                        for client in clients {
+                            group.addTask {
+                                try await client.execute(uri: "/shop/cart", method: .get, headers: [.authorization: "Bearer \(customer)"]) {
+                                    try ShopCoding.decoder().decode(ShopCart.self, from: Data($0.body.readableBytesView)).items.count
+                                }
+                            }
+                        }
+                    }
+                    for try await count in group { #expect(count == 3) }
+                }
+                // Concurrent checkouts of one cart on both instances: exactly one order each.
+                let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                    for customer in customers {
+                        for client in clients + clients {
+                            group.addTask {
+                                try await client.execute(uri: "/shop/checkout", method: .post, headers: [.authorization: "Bearer \(customer)"]) { $0.status }
+                            }
+                        }
+                    }
+                    return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
+                }
+                #expect(statuses.filter { $0 == .created }.count == customers.count)
+                #expect(statuses.filter { $0 == .conflict }.count == customers.count * 3)
+                var orderIDs: Set<String> = []
+                for customer in customers {
+                    let history = try await clientB.execute(uri: "/shop/orders", method: .get, headers: [.authorization: "Bearer \(customer)"]) {
+                        try ShopCoding.decoder().decode(ShopOrderHistory.self, from: Data($0.body.readableBytesView))
+                    }
+                    #expect(history.orders.count == 4)
+                    orderIDs.insert(try #require(history.orders.first?.id))
+                }
+                #expect(orderIDs.count == customers.count, "order numbers are never handed out twice")
+
+                // The same invitation on both instances at once: one member, one refusal.
+                let invitations = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                    for client in clients {
+                        group.addTask {
+                            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: [.contentType: "application/json"],
+                                                     body: ByteBuffer(string: #"{"email":"race@example.com"}"#)) { $0.status }
+                        }
+                    }
+                    return try await group.reduce(into: [HTTPResponse.Status]()) { $0.append($1) }
+                }
+                #expect(invitations.sorted { $0.code < $1.code } == [.created, .unprocessableContent])
+
+                // Twenty replacements of one record, split over both instances, give twenty versions.
+                let versions = try await withThrowingTaskGroup(of: Int.self) { group in
+                    for index in 0..<20 {
+                        let client = clients[index % 2]
+                        group.addTask {
+                            try await client.execute(uri: "/api/records/race/one", method: .put, headers: Self.key("put-\(index)"),
+                                                     body: ByteBuffer(string: #"{"n":\#(index)}"#)) { response throws in
+                                try #require(try Self.object(response)["version"] as? Int)
+                            }
+                        }
+                    }
+                    return try await group.reduce(into: [Int]()) { $0.append($1) }
+                }
+                #expect(versions.sorted() == Array(1...20))
+            }
+        }
+    }
+}
