@@ -80,6 +80,7 @@ public enum DemoRuntime {
                                   now: environment.now, defaultTimeout: .seconds(5))
         let scenarios: [any Scenario] = [
             PlannerModel(environment: environment),
+            try AudioModel(environment: environment),
             ShopModel(environment: environment, cache: cache),
         ]
         for scenario in scenarios { await scenario.start() }
