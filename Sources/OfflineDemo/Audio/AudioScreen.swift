@@ -43,7 +43,7 @@ public enum AudioScreen {
             }
         }
         body.append(.blank)
-        body.append(storageLine(state))
+        body += storageLines(state)
         if let session = state.selectedSession, case .failed(let failure) = state.packs[session.packId] ?? .none,
            !(failure == .interrupted && state.wanted.contains(session.packId)) {
             body.append(Line("   " + failure.message.text, .color(.red)))
@@ -52,12 +52,12 @@ public enum AudioScreen {
         let networkKeys = !offline
         let canRemove = state.selectedSession.map { state.packs[$0.packId] != nil } ?? false
         let keys = [
-            KeyHint("↑↓", "select"), KeyHint("⏎", "review"),
+            KeyHint("↑↓", "select"), KeyHint("⏎", "open"),
             KeyHint("d", OfflineMessage.download.text.lowercased(), enabled: networkKeys),
-            KeyHint("a", "download all", enabled: networkKeys),
+            KeyHint("a", "all", enabled: networkKeys),
             KeyHint("x", "remove", enabled: canRemove),
             KeyHint("f", OfflineMessage.refresh.text.lowercased(), enabled: networkKeys),
-            KeyHint("s", state.permission == .granted ? "revoke storage" : "allow storage"),
+            KeyHint("s", "storage"),
         ]
         return (body, keys)
     }
@@ -82,26 +82,26 @@ public enum AudioScreen {
         }
     }
 
-    static func storageLine(_ state: AudioModel.State) -> Line {
+    static func storageLines(_ state: AudioModel.State) -> [Line] {
         var text = " Storage: " + bytes(state.bytesOnDisk) + " used"
         if let quota = state.quotaBytes { text += " of " + bytes(quota) }
         var spans = [Span(text)]
         if state.isEncrypted { spans.append(Span(" · encrypted on this device", .dim)) }
         let permission = switch state.permission {
         case .granted: "allowed"
-        case .denied: "not allowed"
-        case nil: "asked on first download"
+        case .denied: "not allowed (s to allow)"
+        case nil: "asked on the first download"
         }
-        spans.append(Span(" · storage permission: " + permission, .dim))
-        return Line(spans)
+        return [Line(spans), Line(" Storage permission: " + permission, .dim)]
     }
 
     static let prompt: [Line] = [
         .blank,
         Line(" ┌ Save sessions for offline listening", .color(.cyan, bold: true)),
         Line(" │ Downloads are kept on this device, so sessions play without a connection.", .color(.cyan)),
-        Line(" │ They use storage space; remove them at any time. Allow storage for downloads?", .color(.cyan)),
-        Line([Span(" └ "), Span("y", .color(.cyan, bold: true)), Span(" Allow   "), Span("n", .color(.cyan, bold: true)), Span(" Not now")]),
+        Line(" │ They use storage space and can be removed at any time.", .color(.cyan)),
+        Line([Span(" └ Allow storage for downloads?   ", .color(.cyan)), Span("y", .color(.cyan, bold: true)), Span(" Allow   "),
+              Span("n", .color(.cyan, bold: true)), Span(" Not now")]),
     ]
 
     // MARK: The review screen
@@ -152,7 +152,7 @@ public enum AudioScreen {
         return Line([
             Span("   "),
             Span(title, feature.isAvailable ? .color(.cyan, bold: true) : TextStyle(color: .gray, dim: true)),
-            Span(marker + String(repeating: " ", count: max(1, 24 - title.count - marker.count)), .dim),
+            Span(marker + String(repeating: " ", count: max(1, 21 - title.count - marker.count)), .dim),
             Span(detail),
         ])
     }
@@ -164,9 +164,9 @@ public enum AudioScreen {
     static func playbackText(_ session: AudioSession, _ state: AudioModel.State) -> String {
         guard let playback = state.playback, playback.sessionID == session.id else { return "" }
         let symbol = playback.isFinished ? "■" : playback.isPlaying ? "▶" : "❚❚"
-        let source = playback.source == .device ? "from this device" : "streaming"
+        let source = playback.source == .device ? "(device)" : "(stream)"
         return "\(symbol) \(time(playback.position)) / \(time(playback.duration))  "
-            + grouped(playback.bytesRead) + " of " + grouped(playback.length) + " bytes read · " + source
+            + grouped(playback.bytesRead) + " / " + grouped(playback.length) + " bytes read " + source
     }
 
     // MARK: Formatting
