@@ -43,12 +43,13 @@ struct DemoHarness: Sendable {
 func withDemo<T: Sendable>(
     directory: URL? = nil,
     condition: NetworkCondition = .online,
+    configuration: ServerConfiguration = ServerConfiguration(port: 0),
     _ body: @Sendable (DemoHarness) async throws -> T
 ) async throws -> T {
     let folder = directory ?? FileManager.default.temporaryDirectory.appending(path: "offline-demo-test-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
     defer { if directory == nil { try? FileManager.default.removeItem(at: folder) } }
-    return try await withSwitchedBackend(condition: condition) { network, url in
+    return try await withSwitchedBackend(configuration: configuration, condition: condition) { network, url in
         try await HTTPClientTransport.withTransport(defaultTimeout: .seconds(5)) { http in
             let monitor = FakeConnectivityMonitor(condition == .online ? .online : .offlineSoft)
             let requests = CountingTransport(http)

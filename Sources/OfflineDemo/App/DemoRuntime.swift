@@ -79,6 +79,7 @@ public enum DemoRuntime {
         let cache = ResponseCache(database: environment.database, transport: environment.rawTransport, connectivity: environment.connectivity,
                                   now: environment.now, defaultTimeout: .seconds(5))
         let scenarios: [any Scenario] = [
+            try CityGuideModel(environment: environment),
             PlannerModel(environment: environment),
             try AudioModel(environment: environment),
             ShopModel(environment: environment, cache: cache),
