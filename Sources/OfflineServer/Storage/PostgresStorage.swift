@@ -21,16 +21,20 @@ struct PostgresStorage: ServerStorage {
 
     static func open(url: String, schemas: [StorageSchema], logger: Logger) async throws -> PostgresStorage {
         let connectionConfiguration = try PostgresIdempotencyKeyStore.configuration(from: url)
-        let connection = try await PostgresConnection.connect(configuration: connectionConfiguration, id: 0, logger: logger)
         do {
-            try await run(on: connection, logger: logger) { transaction in
-                try await transaction.execute("SELECT pg_advisory_xact_lock(\(setupLockKey))")
-                try await StorageSchema.apply(schemas, in: transaction)
+            let connection = try await PostgresConnection.connect(configuration: connectionConfiguration, id: 0, logger: logger)
+            do {
+                try await run(on: connection, logger: logger) { transaction in
+                    try await transaction.execute("SELECT pg_advisory_xact_lock(\(setupLockKey))")
+                    try await StorageSchema.apply(schemas, in: transaction)
+                }
+                try await connection.close()
+            } catch {
+                try? await connection.close()
+                throw error
             }
-            try await connection.close()
-        } catch {
-            try? await connection.close()
-            throw error
+        } catch let error as PSQLError {
+            throw PostgresUnavailableError(configuration: connectionConfiguration, error: error)
         }
         let clientConfiguration = PostgresClient.Configuration(
             host: connectionConfiguration.host ?? "127.0.0.1",
@@ -112,4 +116,24 @@ extension SQLValue {
         default: self = .text(try cell.decode(String.self))
         }
     }
+}
+
+/// PostgreSQL could not be reached or set up at start, said in words (PostgresNIO's own errors
+/// keep their details out of their descriptions).
+struct PostgresUnavailableError: Error, CustomStringConvertible {
+    var location: String
+    var reason: String
+
+    init(configuration: PostgresConnection.Configuration, error: PSQLError) {
+        location = "\(configuration.host ?? "?"):\(configuration.port ?? 5432)/\(configuration.database ?? configuration.username)"
+        reason = if let message = error.serverInfo?[.message] {
+            message
+        } else if let underlying = error.underlying {
+            String(describing: underlying)
+        } else {
+            "\(error.code)"
+        }
+    }
+
+    var description: String { "Cannot use PostgreSQL at \(location): \(reason)" }
 }
