@@ -168,10 +168,19 @@ public final class AudioModel: Scenario {
         environment.spawn { [self] in
             for await packs in updates {
                 let bytes = store.bytesOnDisk
-                state.withLock { state in
+                let evicted = state.withLock { state -> [String] in
+                    // Installed a moment ago and gone without the user removing it: the quota
+                    // made room for a newer download. It is no longer kept offline.
+                    let evicted = state.packs.filter { $0.value.installed != nil && packs[$0.key] == nil && state.wanted.contains($0.key) }.map(\.key)
                     state.packs = packs
                     state.bytesOnDisk = bytes
+                    state.wanted.subtract(evicted)
                     for id in state.progress.keys where packs[id] == nil { state.progress[id] = nil }
+                    return evicted
+                }
+                if !evicted.isEmpty {
+                    try? await environment.database.writer.write { db in try AudioStore.setWanted(evicted, false, db) }
+                    environment.toast("Older downloads were removed to stay within the storage limit.")
                 }
                 environment.changed()
             }
@@ -279,16 +288,16 @@ public final class AudioModel: Scenario {
     /// Removes a session's audio from the device and frees its space.
     public func remove(_ sessionID: String) async {
         guard let session = snapshot.sessions.first(where: { $0.id == sessionID }) else { return }
+        try? await environment.database.writer.write { db in try AudioStore.setWanted([session.packId], false, db) }
+        state.withLock { _ = $0.wanted.remove(session.packId) }
         do {
             try await store.remove(session.packId)
         } catch {
             environment.toast("Couldn’t remove this download. Try again.")
             return
         }
-        try? await environment.database.writer.write { db in try AudioStore.setWanted([session.packId], false, db) }
         let bytes = store.bytesOnDisk
         state.withLock { state in
-            state.wanted.remove(session.packId)
             state.progress[session.packId] = nil
             state.bytesOnDisk = bytes
             if state.playback?.sessionID == sessionID, state.playback?.source == .device { state.playback = nil }
