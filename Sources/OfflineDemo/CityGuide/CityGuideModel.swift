@@ -389,6 +389,28 @@ public final class CityGuideModel: Scenario {
         refresh()
     }
 
+    /// A demo control, not app behaviour: asks the embedded backend to publish a newer version of
+    /// the selected city's pack, then checks for it, so “Update available” can be seen.
+    public func publishNewVersion() async {
+        guard let city = snapshot.city else { return }
+        let request = HTTPRequest(method: "POST", url: environment.url("_demo/packs/\(city.packId)/publish"), requirement: .networkRequired)
+        do {
+            let response = try await environment.transport.send(request, maxBodyBytes: 64 << 10)
+            guard response.status == 201 else {
+                environment.toast("The server did not publish a new version.")
+                return
+            }
+        } catch let error as NetworkRequiredError {
+            environment.toast(error.message)
+            return
+        } catch {
+            environment.toast(.noInternetConnection)
+            return
+        }
+        state.withLock { $0.updateDismissed = false }
+        await checkForUpdate()
+    }
+
     /// Removes the selected city's pack from the device.
     public func remove() async {
         guard let city = snapshot.city, packs.state(of: city.packId) != .none else { return }
@@ -523,6 +545,8 @@ public final class CityGuideModel: Scenario {
             dismiss()
         case .character("r"):
             environment.spawn { [self] in await remove() }
+        case .character("P"):
+            environment.spawn { [self] in await publishNewVersion() }
         case .character("h"):
             home()
         case .up:

@@ -281,6 +281,7 @@ public enum CityGuideScreen {
             if screen.problemCardsVisible { keys += [KeyHint("↑↓⏎", "open"), KeyHint("←", "back")] }
             if case .full(_, let strip?) = screen.packCard, strip.action != nil { keys.append(KeyHint("u", "update")) }
             if state.pack != .none { keys.append(KeyHint("r", "remove")) }
+            if state.pack.installed != nil, context.width >= 80 { keys.append(KeyHint("P", "publish v+1 (demo)", enabled: context.connectivity.isReachable)) }
         }
         if screen.banner?.isDismissible == true { keys.append(KeyHint("x", "dismiss")) }
         return keys
