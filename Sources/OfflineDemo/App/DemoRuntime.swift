@@ -82,6 +82,7 @@ public enum DemoRuntime {
             try CityGuideModel(environment: environment),
             PlannerModel(environment: environment),
             try AudioModel(environment: environment),
+            WorkspaceModel(environment: environment),
             ShopModel(environment: environment, cache: cache),
         ]
         for scenario in scenarios { await scenario.start() }
