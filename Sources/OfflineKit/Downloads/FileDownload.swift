@@ -47,7 +47,9 @@ struct FileDownload {
     let onProgress: @Sendable (Int64) -> Void
 
     /// Checkpoints between syncs of the partial file and its journal.
-    static let durableEvery = 16
+    static let durableEvery = 1_000_000
+    /// The most bytes hashed and written at once.
+    static let blockBytes: Int64 = 1 << 20
 
     /// Brings the partial file to completion and verifies it.
     ///
@@ -140,8 +142,12 @@ struct FileDownload {
     }
 
     /// Streams the body to disk, checkpointing about every `checkpointInterval` bytes.
+    ///
+    /// The body is read in blocks of up to a checkpoint (at most ``blockBytes``) with the network
+    /// reading ahead while the previous block is hashed and, at the same time, written with one
+    /// vectored write.
     private func receive(
-        _ body: AsyncThrowingStream<[UInt8], any Error>,
+        _ body: HTTPBody,
         into staged: StagedFile,
         journal: inout FileJournal,
         hasher: inout SHA256
@@ -149,18 +155,20 @@ struct FileDownload {
         var sinceCheckpoint: Int64 = 0
         var checkpoints = 0
         do {
-            for try await chunk in body {
-                guard staged.length + Int64(chunk.count) <= file.size else {
+            try await body.readBlocks(blockBytes: Int(min(checkpointInterval, Self.blockBytes))) { block in
+                guard staged.length + Int64(block.count) <= file.size else {
                     discard(staged: staged)
                     throw PackDownloadError(.verificationFailed, path: file.path, detail: "body longer than the manifest's \(file.size) bytes")
                 }
+                // The block is hashed on another thread while it is written: both only read it.
+                async let hashed = Self.hash(block, continuing: hasher)
                 do {
-                    try staged.append(chunk)
+                    try staged.append(block)
                 } catch {
                     throw Self.storageError(error, path: file.path)
                 }
-                hasher.update(data: chunk)
-                sinceCheckpoint += Int64(chunk.count)
+                hasher = await hashed
+                sinceCheckpoint += Int64(block.count)
                 onProgress(staged.length)
                 if FileResume.isCheckpointDue(bytesSinceCheckpoint: sinceCheckpoint, interval: checkpointInterval) {
                     checkpoints += 1
@@ -181,6 +189,12 @@ struct FileDownload {
             try Task.checkCancellation()
             throw PackDownloadError(.interrupted, path: file.path, detail: "body ended at \(staged.length) of \(file.size) bytes")
         }
+    }
+
+    private static func hash(_ block: BodyBlock, continuing hasher: SHA256) -> SHA256 {
+        var hasher = hasher
+        block.forEachRegion { hasher.update(bufferPointer: $0) }
+        return hasher
     }
 
     private func checkpoint(staged: StagedFile, journal: inout FileJournal, durable: Bool) throws {

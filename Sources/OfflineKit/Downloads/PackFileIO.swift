@@ -61,6 +61,31 @@ final class RawFile {
         }
     }
 
+    /// Writes `regions` one after another from `offset`: one vectored call, then whatever a short
+    /// write left, region by region.
+    func write(_ regions: [UnsafeRawBufferPointer], at offset: Int64) throws {
+        let regions = regions.filter { $0.count > 0 }
+        var written = 0
+        if regions.count <= 64 { // IOV_MAX is at least 1,024 wherever this runs.
+            let vectors = regions.map { iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count) }
+            repeat {
+                written = vectors.withUnsafeBufferPointer { pwritev(descriptor, $0.baseAddress, Int32($0.count), off_t(offset)) }
+            } while written < 0 && errno == EINTR
+            guard written >= 0 else { throw FileSystemError(operation: "write", path: path, code: errno) }
+        }
+        var skip = written
+        var position = offset
+        for region in regions {
+            defer { position += Int64(region.count) }
+            if skip >= region.count {
+                skip -= region.count
+                continue
+            }
+            try write(UnsafeRawBufferPointer(rebasing: region[skip...]), at: position + Int64(skip))
+            skip = 0
+        }
+    }
+
     /// Reads up to `count` bytes at `offset`; fewer only at the end of the file.
     func read(count: Int, at offset: Int64) throws -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: count)

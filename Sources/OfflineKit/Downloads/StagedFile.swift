@@ -68,14 +68,15 @@ final class StagedFile {
         }
     }
 
-    func append(_ bytes: [UInt8]) throws {
+    /// Appends a block of the body: one vectored write when the store does not encrypt.
+    func append(_ block: BodyBlock) throws {
         guard let key else {
-            try bytes.withUnsafeBytes { try file.write($0, at: length) }
-            length += Int64(bytes.count)
+            try block.withRegions { try file.write($0, at: length) }
+            length += Int64(block.count)
             return
         }
-        pending.append(contentsOf: bytes)
-        length += Int64(bytes.count)
+        block.forEachRegion { pending.append(contentsOf: $0) }
+        length += Int64(block.count)
         let chunk = ChunkedCipher.plainChunk
         var consumed = 0
         while pending.count - consumed >= chunk {

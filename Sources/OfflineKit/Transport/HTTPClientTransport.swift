@@ -59,24 +59,29 @@ public final class HTTPClientTransport: HTTPTransport {
 
     public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
         let timeout = request.timeout ?? defaultTimeout
-        let response: HTTPClientResponse
+        let outgoing: HTTPClient.Request
         do {
-            response = try await client.execute(makeRequest(request), timeout: .init(timeout))
+            outgoing = try HTTPClient.Request(
+                url: request.url.absoluteString,
+                method: HTTPMethod(rawValue: request.method),
+                headers: NIOHTTP1.HTTPHeaders(request.headers.map { ($0.name, $0.value) }),
+                body: request.body.map { .bytes($0) }
+            )
         } catch {
             throw Self.classify(error)
         }
-        // One chunk is read from the client each time the consumer asks for one, so the
-        // client's flow control holds the network back and memory stays flat however large
-        // the body is.
-        let chunks = BodyChunks(response.body.makeAsyncIterator())
-        let body = AsyncThrowingStream<[UInt8], any Error> {
-            do {
-                return try await chunks.next()
-            } catch {
-                throw Self.classify(error)
-            }
+        // The delegate form of the client: body chunks are grouped into blocks on the event loop
+        // instead of crossing to the reader one by one (see `StreamingDelegate`).
+        let task = Locked<HTTPClient.Task<Void>?>(nil)
+        let stream = BlockStream { task.current?.cancel() }
+        let delegate = StreamingDelegate(handoff: stream.handoff)
+        task.withLock { $0 = client.execute(request: outgoing, delegate: delegate, deadline: .now() + TimeAmount(timeout)) }
+        let head = try await withTaskCancellationHandler {
+            try await delegate.responseHead()
+        } onCancel: {
+            stream.cancel()
         }
-        return HTTPStreamingResponse(status: Int(response.status.code), headers: HTTPHeaders(response.headers), body: body)
+        return HTTPStreamingResponse(status: Int(head.status.code), headers: HTTPHeaders(head.headers), body: HTTPBody(blocks: stream))
     }
 
     private func makeRequest(_ request: HTTPRequest) -> HTTPClientRequest {
@@ -135,21 +140,6 @@ public final class HTTPClientTransport: HTTPTransport {
             if "\(error)".contains("connectTimeout") { return .timeout }
         }
         return .other(errors.map { "\($0)" }.joined(separator: "; "))
-    }
-}
-
-/// The client's body iterator, read one chunk per request of the consumer.
-private final class BodyChunks: @unchecked Sendable {
-    // @unchecked: `AsyncThrowingStream(unfolding:)` calls `next` once at a time, never
-    // concurrently, so the iterator is never touched by two tasks at once.
-    private var iterator: HTTPClientResponse.Body.AsyncIterator
-
-    init(_ iterator: HTTPClientResponse.Body.AsyncIterator) {
-        self.iterator = iterator
-    }
-
-    func next() async throws -> [UInt8]? {
-        try await iterator.next().map { Array($0.readableBytesView) }
     }
 }
 

@@ -78,12 +78,17 @@ public struct HTTPStreamingResponse: Sendable {
     public var status: Int
     public var headers: HTTPHeaders
     /// The body in chunks, as they arrive. Iterate once.
-    public var body: AsyncThrowingStream<[UInt8], any Error>
+    public var body: HTTPBody
 
-    public init(status: Int, headers: HTTPHeaders, body: AsyncThrowingStream<[UInt8], any Error>) {
+    public init(status: Int, headers: HTTPHeaders, body: HTTPBody) {
         self.status = status
         self.headers = headers
         self.body = body
+    }
+
+    /// A response whose body is the chunks `body` yields.
+    public init(status: Int, headers: HTTPHeaders, body: AsyncThrowingStream<[UInt8], any Error>) {
+        self.init(status: status, headers: headers, body: HTTPBody(body))
     }
 }
 

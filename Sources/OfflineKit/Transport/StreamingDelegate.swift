@@ -1,0 +1,92 @@
+import AsyncHTTPClient
+import NIOCore
+import NIOHTTP1
+
+/// Receives one streamed response on the client's event loop: the head for the caller, then
+/// the body grouped into blocks of about ``blockBytes`` in the buffers the network filled.
+///
+/// Grouping happens on the event loop, so the network reads on without a thread hop per chunk;
+/// the reader is woken once per block. While the reader's queue is full the client is held back
+/// (its flow control stops reading the connection), so memory stays bounded.
+final class StreamingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
+    // @unchecked: `block` is only touched from the request's event loop (AsyncHTTPClient calls
+    // every delegate method there, one at a time); everything else is `Sendable` or locked.
+    typealias Response = Void
+
+    /// Bytes gathered before a block is handed to the reader.
+    static let blockBytes = 1 << 20
+
+    // Only the hand-off, never the `BlockStream`: a body nobody holds any more must be able to
+    // go away and cancel the transfer while the client still holds this delegate.
+    private let handoff: BlockHandoff
+    private let head = Locked<HeadState>(.waiting(nil))
+    private var block = BodyBlock()
+
+    private enum HeadState {
+        case waiting(CheckedContinuation<HTTPResponseHead, any Error>?)
+        case arrived(HTTPResponseHead)
+        case failed(any Error)
+    }
+
+    init(handoff: BlockHandoff) {
+        self.handoff = handoff
+    }
+
+    /// The final response head (after redirects).
+    ///
+    /// - Throws: the error that ended the request before a head arrived.
+    func responseHead() async throws -> HTTPResponseHead {
+        try await withCheckedThrowingContinuation { continuation in
+            let ready = head.withLock { state -> Result<HTTPResponseHead, any Error>? in
+                switch state {
+                case .waiting: state = .waiting(continuation); return nil
+                case .arrived(let head): return .success(head)
+                case .failed(let error): return .failure(error)
+                }
+            }
+            if let ready { continuation.resume(with: ready) }
+        }
+    }
+
+    private func settleHead(_ result: Result<HTTPResponseHead, any Error>) {
+        let waiting = head.withLock { state -> CheckedContinuation<HTTPResponseHead, any Error>? in
+            guard case .waiting(let continuation) = state else { return nil }
+            switch result {
+            case .success(let head): state = .arrived(head)
+            case .failure(let error): state = .failed(error)
+            }
+            return continuation
+        }
+        waiting?.resume(with: result)
+    }
+
+    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        settleHead(.success(head))
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        block.append(.buffer(buffer))
+        guard block.isFull(blockBytes: Self.blockBytes, maxSegments: BlockHandoff.maxSegments) else {
+            return task.eventLoop.makeSucceededVoidFuture()
+        }
+        let full = block
+        block = BodyBlock()
+        let promise = task.eventLoop.makePromise(of: Void.self)
+        handoff.offer(full) { promise.completeWith($0) }
+        return promise.futureResult
+    }
+
+    func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
+        let failure = HTTPClientTransport.classify(error)
+        settleHead(.failure(failure))
+        // Bytes that arrived before the failure still reach the reader, then the failure.
+        handoff.finish(after: block, throwing: failure)
+        block = BodyBlock()
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<Void>) throws {
+        handoff.finish(after: block, throwing: nil)
+        block = BodyBlock()
+    }
+}
