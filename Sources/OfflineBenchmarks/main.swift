@@ -6,6 +6,7 @@ let benchmarks: [(name: String, run: () async throws -> Void)] = [
     ("download", runDownloadBenchmark),
     ("cache", runCacheBenchmark),
     ("outbox", runOutboxBenchmark),
+    ("demo", runDemoBenchmark),
 ]
 
 let requested = Set(CommandLine.arguments.dropFirst())

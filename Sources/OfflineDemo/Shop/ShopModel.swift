@@ -70,14 +70,16 @@ public final class ShopModel: Scenario {
 
     var authorization: HTTPHeaders { ["Authorization": "Bearer \(customer)"] }
 
+    // Named by path, not URL: the network switch listens on a new port at each launch, and the
+    // copies saved last time must still open offline.
     public var cartQuery: CacheQuery {
         CacheQuery(HTTPRequest(url: environment.url("shop/cart"), headers: authorization, requirement: .offlineCapable),
-                   policy: .staleWhileRevalidate(maxStaleness: .seconds(86_400)), user: customer)
+                   policy: .staleWhileRevalidate(maxStaleness: .seconds(86_400)), user: customer, cacheKey: "shop/cart")
     }
 
     public var ordersQuery: CacheQuery {
         CacheQuery(HTTPRequest(url: environment.url("shop/orders"), headers: authorization, requirement: .offlineCapable),
-                   policy: .staleWhileRevalidate(maxStaleness: .seconds(86_400)), user: customer)
+                   policy: .staleWhileRevalidate(maxStaleness: .seconds(86_400)), user: customer, cacheKey: "shop/orders")
     }
 
     public var snapshot: State { state.current }

@@ -29,5 +29,15 @@ extension DatabaseMigrator {
                 t.column("isEncrypted", .boolean).notNull().defaults(to: false)
             }
         }
+        registerMigration("offlinekit.cache.v2-collections") { db in
+            try db.alter(table: "offlinekit_cache_entry") { t in
+                // Set for a cached collection kept as rows: the app's table holding them
+                // (`body` is then empty). Nil for whole responses and private collections.
+                t.add(column: "recordTable", .text)
+                // The request's values of the headers the response's `Vary` names (see `Vary`);
+                // nil when it varies on nothing that needs comparing.
+                t.add(column: "varySelection", .text)
+            }
+        }
     }
 }

@@ -19,6 +19,10 @@ struct CacheEntry: Codable, Sendable, Hashable, FetchableRecord, PersistableReco
     var staleWhileRevalidate: Double?
     var staleIfError: Double?
     var isEncrypted: Bool
+    /// The table holding the records of a ``CachedCollection``; nil for a whole response.
+    var recordTable: String? = nil
+    /// The request header values a `Vary` response was selected by; nil when none.
+    var varySelection: String? = nil
 
     var freshness: CacheFreshness {
         CacheFreshness(

@@ -88,16 +88,36 @@ public struct CacheQuery: Sendable, Hashable {
     public var user: String?
     /// Encrypt the stored body at rest with the cache's ``RecordCipher``.
     public var isPrivate: Bool
+    /// Names the stored copy instead of the request's URL, for a URL that changes while its
+    /// data does not: a signed URL, or a local proxy listening on a new port at each launch.
+    /// Nil: the URL names it. The user scope applies either way.
+    public var cacheKey: String?
 
-    public init(_ request: HTTPRequest, policy: CachePolicy = .cacheFirst, user: String? = nil, isPrivate: Bool = false) {
+    public init(
+        _ request: HTTPRequest, policy: CachePolicy = .cacheFirst, user: String? = nil, isPrivate: Bool = false,
+        cacheKey: String? = nil
+    ) {
         self.request = request
         self.policy = policy
         self.user = user
         self.isPrivate = isPrivate
+        self.cacheKey = cacheKey
     }
 
-    /// The row key: the user scope, the method and the URL. Credentials are never part of it.
-    var key: String { "\(user ?? "")\n\(request.method.uppercased()) \(request.url.absoluteString)" }
+    /// The table of the records when the response is kept as a ``CachedCollection``: a
+    /// collection and the whole response of the same request are separate entries.
+    var recordTable: String?
+
+    /// The row key: the user scope, the method, the URL (or ``cacheKey``), the `Accept` and
+    /// `Accept-Language` the request sends, and the record table of a collection.
+    /// Credentials are never part of it.
+    var key: String {
+        var key = "\(user ?? "")\n\(request.method.uppercased()) \(cacheKey ?? request.url.absoluteString)"
+        for name in Vary.keyedHeaders {
+            if let value = request.headers[name] { key += "\n\(name): \(value.trimmingCharacters(in: .whitespaces))" }
+        }
+        return recordTable.map { key + "\n" + $0 } ?? key
+    }
     var scope: String { user ?? "" }
 }
 

@@ -35,17 +35,27 @@ public final class ResponseCache: Sendable {
     let clock: any Clock<Duration>
     let now: @Sendable () -> Date
     let cipher: RecordCipher?
+    /// Collections already read, kept decoded; see ``CollectionQuery``.
+    let memory: CollectionMemory
     /// Digests of bodies this process stored from the network, by row key: observers report
     /// those as `.network`, anything else found in the database as `.cache`.
     private let networkHashes = Locked<[String: String]>([:])
-    private let revalidations: AsyncStream<CacheQuery>
-    private let revalidationQueue: AsyncStream<CacheQuery>.Continuation
+    private let revalidations: AsyncStream<Revalidation>
+    private let revalidationQueue: AsyncStream<Revalidation>.Continuation
+
+    /// A stale copy to refresh behind the screen, with how its records are kept.
+    struct Revalidation: Sendable {
+        var query: CacheQuery
+        var records: RecordWriter?
+    }
 
     /// - Parameters:
     ///   - transport: the raw transport; the cache wraps it in a ``GatedTransport`` itself.
     ///   - clock: measures fetch deadlines (a `TestClock` or `ImmediateClock` in tests).
     ///   - now: the wall clock, for fetch times and ages.
     ///   - cipher: encrypts queries marked ``CacheQuery/isPrivate``; without one they are refused.
+    ///   - memoryCapacity: how many records of ``CachedCollection``s stay decoded in memory for
+    ///     the next open (checked against the database at every open); 0 keeps none.
     public init(
         database: OfflineDatabase,
         transport: any HTTPTransport,
@@ -54,7 +64,8 @@ public final class ResponseCache: Sendable {
         now: @escaping @Sendable () -> Date = { Date() },
         cipher: RecordCipher? = nil,
         defaultTimeout: Duration = .seconds(10),
-        maxBodyBytes: Int = 16 << 20
+        maxBodyBytes: Int = 16 << 20,
+        memoryCapacity: Int = 50_000
     ) {
         self.database = database
         self.connectivity = connectivity
@@ -64,7 +75,8 @@ public final class ResponseCache: Sendable {
         self.cipher = cipher
         self.defaultTimeout = defaultTimeout
         self.maxBodyBytes = maxBodyBytes
-        (revalidations, revalidationQueue) = AsyncStream.makeStream(of: CacheQuery.self, bufferingPolicy: .bufferingNewest(64))
+        self.memory = CollectionMemory(capacity: memoryCapacity)
+        (revalidations, revalidationQueue) = AsyncStream.makeStream(of: Revalidation.self, bufferingPolicy: .bufferingNewest(64))
     }
 
     // MARK: - Reading
@@ -84,7 +96,7 @@ public final class ResponseCache: Sendable {
         case .serveCache:
             return try response(from: requireEntry(entry), source: .cache)
         case .serveCacheThenRevalidate:
-            revalidationQueue.yield(query)
+            revalidate(query)
             return try response(from: requireEntry(entry), source: .cache)
         case .fetch(let fallBackToCache, let timeout):
             return try await fetch(query, entry: entry, timeout: timeout, fallBackToCache: fallBackToCache)
@@ -112,8 +124,7 @@ public final class ResponseCache: Sendable {
 
     /// The stored copy of `query`, without touching the network; nil when there is none.
     public func cachedResponse(for query: CacheQuery) throws -> CachedResponse? {
-        let key = query.key
-        guard let entry = try database.writer.read({ db in try CacheEntry.fetchOne(db, key: key) }) else { return nil }
+        guard let entry = try database.writer.read({ db in try CacheEntry.fetchOne(db, for: query) }) else { return nil }
         return try response(from: entry, source: .cache)
     }
 
@@ -173,7 +184,7 @@ public final class ResponseCache: Sendable {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { [self] in
                 let observation = ValueObservation
-                    .tracking { db in try CacheEntry.fetchOne(db, key: key) }
+                    .tracking { db in try CacheEntry.fetchOne(db, for: query) }
                     .removeDuplicates { $0?.bodyHash == $1?.bodyHash }
                 do {
                     for try await entry in observation.values(in: database.writer) {
@@ -243,13 +254,18 @@ public final class ResponseCache: Sendable {
     /// Revalidates, behind the screen, the stale copies that reads answered with. Runs until
     /// cancelled; run it once per cache.
     public func run() async throws {
-        for await query in revalidations {
+        for await revalidation in revalidations {
             try Task.checkCancellation()
             guard connectivity.status.isReachable else { continue }
-            let entry = try? await storedEntry(for: query)
+            let entry = try? await storedEntry(for: revalidation.query)
             if let entry, entry.freshness.isFresh(at: now()) { continue }
-            _ = try? await fetch(query, entry: entry, timeout: nil, fallBackToCache: false)
+            _ = try? await fetch(revalidation.query, entry: entry, timeout: nil, fallBackToCache: false, records: revalidation.records)
         }
+    }
+
+    /// Queues `query` for ``run()``.
+    func revalidate(_ query: CacheQuery, records: RecordWriter? = nil) {
+        revalidationQueue.yield(Revalidation(query: query, records: records))
     }
 
     // MARK: - State-changing requests
@@ -287,30 +303,47 @@ public final class ResponseCache: Sendable {
     /// Removes every record of `user`: call it on sign-out.
     public func clear(user: String) async throws {
         try await database.writer.write { db in
+            let tables = try String.fetchAll(db, sql: """
+                SELECT DISTINCT recordTable FROM offlinekit_cache_entry WHERE scope = ? AND recordTable IS NOT NULL
+                """, arguments: [user])
+            for table in tables {
+                try db.execute(sql: """
+                    DELETE FROM \(table.quotedDatabaseIdentifier)
+                    WHERE \(RecordWriter.collectionColumn) IN (SELECT key FROM offlinekit_cache_entry WHERE scope = ?)
+                    """, arguments: [user])
+            }
             _ = try CacheEntry.filter(Column("scope") == user).deleteAll(db)
         }
         networkHashes.withLock { hashes in hashes = hashes.filter { !$0.key.hasPrefix(user + "\n") } }
+        memory.forget(prefix: user + "\n")
     }
 
     /// Removes every cached response.
     public func clearAll() async throws {
-        try await database.writer.write { db in _ = try CacheEntry.deleteAll(db) }
+        try await database.writer.write { db in
+            let tables = try String.fetchAll(db, sql: "SELECT DISTINCT recordTable FROM offlinekit_cache_entry WHERE recordTable IS NOT NULL")
+            for table in tables { try db.execute(sql: "DELETE FROM \(table.quotedDatabaseIdentifier)") }
+            _ = try CacheEntry.deleteAll(db)
+        }
         networkHashes.withLock { $0.removeAll() }
+        memory.forget()
     }
 
     // MARK: - Fetching and storing
 
-    private func storedEntry(for query: CacheQuery) async throws -> CacheEntry? {
-        let key = query.key
-        return try await database.writer.read { db in try CacheEntry.fetchOne(db, key: key) }
+    func storedEntry(for query: CacheQuery) async throws -> CacheEntry? {
+        try await database.writer.read { db in try CacheEntry.fetchOne(db, for: query) }
     }
 
-    private func requireEntry(_ entry: CacheEntry?) throws -> CacheEntry {
+    func requireEntry(_ entry: CacheEntry?) throws -> CacheEntry {
         guard let entry else { throw CacheError.notCached }
         return entry
     }
 
-    private func fetch(_ query: CacheQuery, entry: CacheEntry?, timeout: Duration?, fallBackToCache: Bool) async throws -> CachedResponse {
+    /// - Parameter records: for a collection kept as rows, how the body becomes rows.
+    func fetch(
+        _ query: CacheQuery, entry: CacheEntry?, timeout: Duration?, fallBackToCache: Bool, records: RecordWriter? = nil
+    ) async throws -> CachedResponse {
         if query.isPrivate, cipher == nil { throw CacheError.encryptionUnavailable }
         var request = query.request
         request.requirement = .networkRequired
@@ -332,7 +365,7 @@ public final class ResponseCache: Sendable {
             case (304, let entry?):
                 return try await revalidated(query, entry: entry, response: response)
             case (200..<300, _):
-                return try await store(query, response: response)
+                return try await store(query, response: response, records: records)
             case (500..., _):
                 failure = .unavailable(.serverError(status: response.status))
             default:
@@ -340,6 +373,9 @@ public final class ResponseCache: Sendable {
             }
         } catch is NetworkRequiredError {
             failure = .offline
+        } catch CacheError.unavailable(.invalidResponse) {
+            // A body the collection cannot read replaces nothing.
+            failure = .unavailable(.invalidResponse)
         } catch TransportError.timeout {
             failure = .unavailable(.timeout)
         } catch TransportError.cancelled {
@@ -370,8 +406,11 @@ public final class ResponseCache: Sendable {
         return try self.response(from: updated, source: .network)
     }
 
-    private func store(_ query: CacheQuery, response: HTTPResponse) async throws -> CachedResponse {
+    private func store(_ query: CacheQuery, response: HTTPResponse, records: RecordWriter?) async throws -> CachedResponse {
         let control = CacheControl(parsing: response.headers["Cache-Control"])
+        let vary = Vary(parsing: response.headers)
+        // Decoded before the write: a malformed body fails here and the stored copy stays.
+        let rows = try records.map { try $0.prepare(response.body) }
         let headers = CredentialHeaders.strip(response.headers)
         let fetchedAt = fetchTime(response.headers)
         var stored = response.body
@@ -387,14 +426,36 @@ public final class ResponseCache: Sendable {
             etag: response.headers["ETag"], lastModified: response.headers["Last-Modified"],
             fetchedAt: fetchedAt.timeIntervalSince1970, maxAge: control.maxAge,
             staleWhileRevalidate: control.staleWhileRevalidate, staleIfError: control.staleIfError,
-            isEncrypted: query.isPrivate)
+            isEncrypted: query.isPrivate, varySelection: vary.selection(of: query.request))
         let key = query.key
-        if control.noStore {
-            // The server forbids keeping it: answer, and forget any older copy.
-            try await database.writer.write { db in _ = try CacheEntry.deleteOne(db, key: key) }
+        if control.noStore || vary.matchesNothing {
+            // The server forbids keeping it (or no later request could reuse it): answer, and
+            // forget any older copy.
+            try await database.writer.write { db in
+                try records?.delete(db, collection: key)
+                _ = try CacheEntry.deleteOne(db, key: key)
+            }
         } else {
             networkHashes.withLock { $0[key] = hash }
-            try await database.writer.write { db in try entry.save(db) }
+            if let records, let rows, !query.isPrivate {
+                // Kept as rows: decoded once here, read back as records at every open. The old
+                // rows, the new rows and the metadata change in one transaction.
+                var metadataRow = entry
+                metadataRow.body = Data()
+                metadataRow.recordTable = records.table
+                let row = metadataRow
+                try await database.writer.write { db in
+                    try records.delete(db, collection: key)
+                    try rows.insert(db, key)
+                    try row.save(db)
+                }
+            } else {
+                // Whole responses, and private collections: those stay one sealed body.
+                try await database.writer.write { db in
+                    try records?.delete(db, collection: key)
+                    try entry.save(db)
+                }
+            }
         }
         return CachedResponse(
             status: response.status, headers: headers, body: response.body,
@@ -408,7 +469,7 @@ public final class ResponseCache: Sendable {
         return now().addingTimeInterval(-age)
     }
 
-    private func response(from entry: CacheEntry, source: ResponseSource) throws -> CachedResponse {
+    func response(from entry: CacheEntry, source: ResponseSource) throws -> CachedResponse {
         var body = entry.body
         if entry.isEncrypted {
             guard let cipher else { throw CacheError.unreadableRecord }
