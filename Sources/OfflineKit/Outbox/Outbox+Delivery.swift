@@ -32,39 +32,49 @@ extension Outbox {
 
     /// Whether delivery is paused until the app refreshes credentials.
     func isPaused() async throws -> Bool {
-        try await writer.read { db in
-            try Bool.fetchOne(db, sql: "SELECT COUNT(*) > 0 FROM offlinekit_outbox_control WHERE pausedReason IS NOT NULL") ?? false
-        }
+        try await writer.read { db in try Self.isPaused(db) }
+    }
+
+    private static func isPaused(_ db: Database) throws -> Bool {
+        try Bool.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) > 0 FROM offlinekit_outbox_control WHERE pausedReason IS NOT NULL")) ?? false
     }
 
     /// Plans the next step, applies its expiries and dependency failures, and marks the entries
     /// to send as in flight: all in one transaction, committed before any request goes out.
+    /// Claims nothing while delivery is paused (checked in the same transaction, so an outcome
+    /// that pauses the queue while requests are in flight stops the next claim).
     ///
     /// - Returns: the entries to send now, and when to look again if none is due.
     func claimDueEntries(limit: Int) async throws -> (entries: [OutboxEntry], nextWake: Date?) {
         let now = now()
         let retention = policy.retention
         return try await writer.write { db in
+            if try Self.isPaused(db) { return ([], nil) }
             // The oldest active entry of each lane (nothing behind it in its lane may go first),
             // due ones first: a lane waiting out a backoff never keeps a due lane out of the window,
             // and the window stays small however long the queue is.
             let headCondition = """
-                o.state = 'pending'
+                +o.state = 'pending'
                 AND NOT EXISTS (SELECT 1 FROM offlinekit_outbox p INDEXED BY offlinekit_outbox_lane
                                 WHERE p.lane = o.lane AND p.sequence < o.sequence AND p.state IN ('pending', 'in-flight'))
                 """
-            let window = max(limit * 4, 64)
-            var heads = try OutboxEntry.fetchAll(db, sql: """
+            // Four heads per free slot leave room for heads still waiting on a dependency.
+            let window = max(limit * 4, 16)
+            // The due heads are read in commit order, stopping at the window (`+` keeps SQLite off
+            // the state index, which would collect every pending entry and sort them all: 7 ms
+            // per claim with 10,000 queued, against 0.2 ms). Both statements are prepared once:
+            // parsing them took longer than running them.
+            var heads = try OutboxEntry.fetchAll(db.cachedStatement(sql: """
                 SELECT o.* FROM offlinekit_outbox o
-                WHERE \(headCondition) AND o.nextAttemptAt <= ?
+                WHERE \(headCondition) AND +o.nextAttemptAt <= ?
                 ORDER BY o.sequence LIMIT ?
-                """, arguments: [now.timeIntervalSince1970, window])
+                """), arguments: [now.timeIntervalSince1970, window])
             // The next waiting head, for the wake-up time (and its retention).
-            heads += try OutboxEntry.fetchAll(db, sql: """
-                SELECT o.* FROM offlinekit_outbox o
-                WHERE \(headCondition) AND o.nextAttemptAt > ?
+            heads += try OutboxEntry.fetchAll(db.cachedStatement(sql: """
+                SELECT o.* FROM offlinekit_outbox o INDEXED BY offlinekit_outbox_state
+                WHERE o.state = 'pending' AND \(headCondition) AND o.nextAttemptAt > ?
                 ORDER BY o.nextAttemptAt LIMIT 1
-                """, arguments: [now.timeIntervalSince1970])
+                """), arguments: [now.timeIntervalSince1970])
             heads.sort { ($0.sequence ?? 0) < ($1.sequence ?? 0) }
             let dependencies = Set(heads.flatMap(\.dependsOn))
             var dependencyStates: [String: OutboxEntryState] = [:]
@@ -89,9 +99,10 @@ extension Outbox {
                 try entry.update(db)
             }
             var claimed: [OutboxEntry] = []
+            let begin = try db.cachedStatement(sql: "UPDATE offlinekit_outbox SET state = ?, attempts = ? WHERE id = ?")
             for id in plan.send {
                 guard var entry = byID[id], entry.progress.begin() else { continue }
-                try entry.update(db, columns: ["state", "attempts"])
+                try begin.execute(arguments: [entry.state.rawValue, entry.attempts, entry.id])
                 claimed.append(entry)
             }
             // A failure may unblock or fail dependants at once: look again without waiting.
@@ -101,21 +112,28 @@ extension Outbox {
     }
 
     /// Records the outcomes of attempts, running acknowledgement and rollback hooks, in one
-    /// transaction.
-    func settle(_ results: [(entry: OutboxEntry, outcome: OutboxAttemptOutcome, response: HTTPResponse?)], unit: @Sendable () -> Double) async throws {
+    /// transaction. An attempt that never left (the gate refused it because the app went offline
+    /// meanwhile) goes back to pending without counting.
+    func settle(_ attempts: [DeliveryAttempt], unit: @Sendable () -> Double) async throws {
         let now = now()
         let policy = policy
-        let units = results.map { _ in unit() }
+        let units = attempts.map { _ in unit() }
         try await writer.write { db in
-            for (index, result) in results.enumerated() {
-                var entry = result.entry
-                let verdict = OutboxDelivery.verdict(for: result.outcome, now: now)
+            for (index, attempt) in attempts.enumerated() {
+                var entry = attempt.entry
+                guard let outcome = attempt.outcome else {
+                    entry.progress.state = .pending
+                    entry.progress.attempts = max(0, entry.progress.attempts - 1)
+                    try entry.update(db, columns: ["state", "attempts"])
+                    continue
+                }
+                let verdict = OutboxDelivery.verdict(for: outcome, now: now)
                 entry.progress.settle(verdict, now: now, policy: policy, unit: units[index])
                 let operation = self.operations[entry.operation]
                 switch verdict {
                 case .acknowledge:
                     do {
-                        if let response = result.response, let hook = operation?.onAcknowledged {
+                        if let response = attempt.response, let hook = operation?.onAcknowledged {
                             try db.inSavepoint {
                                 try hook(db, entry, response)
                                 return .commit
@@ -128,7 +146,7 @@ extension Outbox {
                         // is kept, visibly, for the app to resolve.
                         entry.progress.state = .deadLetter
                         entry.progress.lastFailure = OutboxFailure(
-                            kind: .unreadableResponse, status: result.response?.status, detail: String(describing: error))
+                            kind: .unreadableResponse, status: attempt.response?.status, detail: String(describing: error))
                         try entry.update(db)
                     }
                 case .reject:
@@ -144,16 +162,12 @@ extension Outbox {
             }
         }
     }
+}
 
-    /// An attempt that never left (the gate refused it because the app went offline meanwhile):
-    /// back to pending without counting it.
-    func release(_ entries: [OutboxEntry]) async throws {
-        try await writer.write { db in
-            for var entry in entries {
-                entry.progress.state = .pending
-                entry.progress.attempts = max(0, entry.progress.attempts - 1)
-                try entry.update(db, columns: ["state", "attempts"])
-            }
-        }
-    }
+/// One attempt to deliver an entry, as the drainer saw it.
+struct DeliveryAttempt: Sendable {
+    var entry: OutboxEntry
+    /// Nil when the request never left (the gate refused it).
+    var outcome: OutboxAttemptOutcome?
+    var response: HTTPResponse?
 }

@@ -96,29 +96,50 @@ public final class OutboxDrainer: Sendable {
     }
 
     private func deliverLoop(untilEmpty: Bool) async throws {
-        var wasReachable = connectivity.status.isReachable
-        while !Task.isCancelled {
-            let reachable = connectivity.status.isReachable
-            defer { wasReachable = reachable }
-            if !reachable {
-                if untilEmpty, try await outbox.snapshot().isEmpty { return }
-                await outbox.wakeups.wait()
-                continue
+        // Requests go out as a pipeline: up to `maxConcurrentRequests` lanes in flight, a freed
+        // slot refilled as soon as its entry's outcome is committed. Outcomes are committed in
+        // batches (one transaction for all that arrived meanwhile), claims likewise.
+        let inFlight = Locked(0)
+        let outcomes = GroupCommit<DeliveryAttempt> { [outbox, random] attempts in
+            try await outbox.settle(attempts, unit: random)
+            inFlight.withLock { $0 -= attempts.count }
+            outbox.wakeups.signal()
+        }
+        try await withThrowingDiscardingTaskGroup { group in
+            var wasReachable = connectivity.status.isReachable
+            while !Task.isCancelled {
+                let reachable = connectivity.status.isReachable
+                defer { wasReachable = reachable }
+                if !reachable {
+                    if untilEmpty, inFlight.current == 0, try await outbox.snapshot().isEmpty { return }
+                    await outbox.wakeups.wait()
+                    continue
+                }
+                if !wasReachable {
+                    try await outbox.expediteAfterReconnect()
+                }
+                if try await outbox.isPaused() {
+                    await outbox.wakeups.wait()
+                    continue
+                }
+                let free = maxConcurrentRequests - inFlight.current
+                // Slots are refilled a quarter at a time, so that one claim's transaction serves
+                // several entries; an outcome (or a new entry, a connectivity change) wakes us.
+                guard free >= max(1, maxConcurrentRequests / 4) || free == maxConcurrentRequests else {
+                    await outbox.wakeups.wait()
+                    continue
+                }
+                let (entries, nextWake) = try await outbox.claimDueEntries(limit: free)
+                if !entries.isEmpty {
+                    inFlight.withLock { $0 += entries.count }
+                    for entry in entries {
+                        group.addTask { try await outcomes.add(await self.attempt(entry)) }
+                    }
+                    continue
+                }
+                if untilEmpty, inFlight.current == 0, try await outbox.snapshot().isEmpty { return }
+                try await waitForWork(until: nextWake)
             }
-            if !wasReachable {
-                try await outbox.expediteAfterReconnect()
-            }
-            if try await outbox.isPaused() {
-                await outbox.wakeups.wait()
-                continue
-            }
-            let (entries, nextWake) = try await outbox.claimDueEntries(limit: maxConcurrentRequests)
-            if !entries.isEmpty {
-                try await deliver(entries)
-                continue
-            }
-            if untilEmpty, try await outbox.snapshot().isEmpty { return }
-            try await waitForWork(until: nextWake)
         }
     }
 
@@ -140,26 +161,10 @@ public final class OutboxDrainer: Sendable {
         }
     }
 
-    private func deliver(_ entries: [OutboxEntry]) async throws {
-        typealias Result = (entry: OutboxEntry, outcome: OutboxAttemptOutcome?, response: HTTPResponse?)
-        let results = await withTaskGroup(of: Result.self) { group in
-            for entry in entries {
-                group.addTask { await self.attempt(entry) }
-            }
-            var results: [Result] = []
-            for await result in group { results.append(result) }
-            return results
-        }
-        let notSent = results.filter { $0.outcome == nil }.map(\.entry)
-        if !notSent.isEmpty { try await outbox.release(notSent) }
-        let settled = results.compactMap { result in result.outcome.map { (entry: result.entry, outcome: $0, response: result.response) } }
-        if !settled.isEmpty { try await outbox.settle(settled, unit: random) }
-    }
-
     /// Sends one entry. A nil outcome means the request never left (the gate refused it).
-    private func attempt(_ entry: OutboxEntry) async -> (entry: OutboxEntry, outcome: OutboxAttemptOutcome?, response: HTTPResponse?) {
+    private func attempt(_ entry: OutboxEntry) async -> DeliveryAttempt {
         guard let url = URL(string: entry.path, relativeTo: baseURL)?.absoluteURL else {
-            return (entry, .response(status: 400), nil)
+            return DeliveryAttempt(entry: entry, outcome: .response(status: 400))
         }
         var headers: HTTPHeaders = [:]
         // RFC 8941 sf-string, as the Idempotency-Key draft specifies.
@@ -170,15 +175,16 @@ public final class OutboxDrainer: Sendable {
         do {
             request = try await prepare(request)
             let response = try await transport.send(request, maxBodyBytes: 1 << 20)
-            return (entry, .response(status: response.status, retryAfter: response.headers["Retry-After"]), response)
+            return DeliveryAttempt(entry: entry, outcome: .response(status: response.status, retryAfter: response.headers["Retry-After"]),
+                                   response: response)
         } catch is NetworkRequiredError {
-            return (entry, nil, nil)
+            return DeliveryAttempt(entry: entry, outcome: nil)
         } catch TransportError.timeout {
-            return (entry, .timeout, nil)
+            return DeliveryAttempt(entry: entry, outcome: .timeout)
         } catch let error as TransportError {
-            return (entry, .networkFailure("\(error)"), nil)
+            return DeliveryAttempt(entry: entry, outcome: .networkFailure("\(error)"))
         } catch {
-            return (entry, .networkFailure(String(describing: error)), nil)
+            return DeliveryAttempt(entry: entry, outcome: .networkFailure(String(describing: error)))
         }
     }
 }

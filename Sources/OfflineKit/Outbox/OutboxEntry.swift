@@ -72,7 +72,9 @@ extension OutboxEntry: FetchableRecord, PersistableRecord {
             record = RecordKey(collection, recordID)
         }
         let dependsOnJSON: String = row["dependsOn"]
-        dependsOn = (try? JSONDecoder().decode([String].self, from: Data(dependsOnJSON.utf8))) ?? []
+        // Most entries depend on nothing: skip the decoder, which the drainer would otherwise run
+        // for every head it plans from.
+        dependsOn = dependsOnJSON == "[]" ? [] : (try? JSONDecoder().decode([String].self, from: Data(dependsOnJSON.utf8))) ?? []
         let failure: String? = row["lastFailure"]
         progress = OutboxEntryProgress(
             state: OutboxEntryState(rawValue: row["state"]) ?? .pending,
@@ -95,7 +97,7 @@ extension OutboxEntry: FetchableRecord, PersistableRecord {
         container["lane"] = lane
         container["recordCollection"] = record?.collection
         container["recordID"] = record?.id
-        container["dependsOn"] = String(decoding: try JSONEncoder().encode(dependsOn), as: UTF8.self)
+        container["dependsOn"] = dependsOn.isEmpty ? "[]" : String(decoding: try JSONEncoder().encode(dependsOn), as: UTF8.self)
         container["state"] = progress.state.rawValue
         container["attempts"] = progress.attempts
         container["nextAttemptAt"] = progress.nextAttemptAt.timeIntervalSince1970

@@ -38,8 +38,11 @@ public struct OfflineDatabase: Sendable {
                 try checkHeader(path: path)
             }
             var configuration = Configuration()
-            // WAL with NORMAL sync is durable across app crashes (the case the outbox guards
-            // against) and needs one fsync per checkpoint rather than per commit.
+            // WAL with NORMAL sync is durable across app crashes (a crash or kill of the app's
+            // process: the case the outbox guards against) and needs syncs per checkpoint rather
+            // than per commit. A power loss or an operating-system crash may lose the last
+            // commits since the previous checkpoint (never a partial one: the file stays
+            // consistent). Checkpoints run in the background (``WALCheckpointer``).
             configuration.prepareDatabase { db in
                 try db.execute(sql: "PRAGMA synchronous = NORMAL")
             }
@@ -47,7 +50,9 @@ public struct OfflineDatabase: Sendable {
             do {
                 // Reading the schema reads every page header SQLite needs: a damaged file fails here.
                 try pool.read { db in _ = try Row.fetchAll(db, sql: "SELECT name FROM sqlite_master") }
-                return try OfflineDatabase(pool)
+                let database = try OfflineDatabase(pool)
+                try WALCheckpointer(path: path).attach(to: pool)
+                return database
             } catch {
                 try? pool.close()
                 throw error

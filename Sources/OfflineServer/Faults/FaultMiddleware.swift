@@ -18,6 +18,9 @@ struct FaultMiddleware: RouterMiddleware {
             return try await next(request, context)
         case .drop:
             return Response(status: .ok, headers: [.contentLength: "1024"], body: ResponseBody { _ in throw Dropped() })
+        case .dropAfterHandler:
+            let response = try await next(request, context)
+            return Response(status: response.status, headers: [.contentLength: "1024"], body: ResponseBody { _ in throw Dropped() })
         case .error(let status):
             return Response(status: .init(code: (500...599).contains(status) ? status : 503))
         case .vanish:

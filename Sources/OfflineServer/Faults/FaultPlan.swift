@@ -7,6 +7,10 @@ public enum RouteFault: Sendable, Hashable, Codable {
     case slow(milliseconds: Int)
     /// Send the response head, then cut the connection.
     case drop
+    /// Run the route (its write is applied and its idempotency key completed), then send only the
+    /// response head and cut the connection: a lost acknowledgement, as when the network fails
+    /// between the server's commit and the client's read.
+    case dropAfterHandler
     /// Answer with this server error status.
     case error(status: Int)
     /// Never answer: the request hangs until the client gives up.

@@ -4,7 +4,7 @@ extension Router where Context == OfflineRequestContext {
     /// The fault switch, with `faultsEnabled` only (`offline serve --faults`, bound to loopback):
     ///
     /// - `PUT /_faults/routes` `{"path": "/api/cities", "fault": {"slow": {"milliseconds": 3000}}, "remaining": 2}`
-    ///   (faults: `slow`, `drop`, `error` with a 5xx `status`, `vanish`): requests whose path
+    ///   (faults: `slow`, `drop`, `dropAfterHandler`, `error` with a 5xx `status`, `vanish`): requests whose path
     ///   starts with `path` get the fault.
     /// - `GET /_faults/routes`: the rules in force. `DELETE /_faults/routes`: clears them.
     ///

@@ -34,8 +34,11 @@ public enum IdempotencyClaim: Sendable, Hashable {
 public protocol IdempotencyKeyStore: Sendable {
     /// Claims `key` in `scope` for a request with `fingerprint`, or reports why not.
     ///
-    /// A stored key older than `expiredBefore` is treated as absent and replaced.
-    func claim(scope: String, key: String, fingerprint: String, now: Date, expiredBefore: Date) async throws -> IdempotencyClaim
+    /// A stored key older than `expiredBefore` is treated as absent and replaced. A key still in
+    /// progress that was claimed before `abandonedBefore` is taken over (claimed again, from
+    /// `now`): its request died with its server. Of several requests taking over one key, one
+    /// gets ``IdempotencyClaim/claimed``.
+    func claim(scope: String, key: String, fingerprint: String, now: Date, expiredBefore: Date, abandonedBefore: Date) async throws -> IdempotencyClaim
 
     /// Stores the response of a claimed key.
     func complete(scope: String, key: String, response: StoredResponse) async throws

@@ -10,7 +10,10 @@ import NIOCore
 /// For the methods it guards (by default POST, PUT, PATCH and DELETE):
 /// - no `Idempotency-Key` → 400;
 /// - a key already used for a different request (method, path or body) → 422;
-/// - a key whose first request is still running → 409 with `Retry-After`;
+/// - a key whose first request is still running → 409 with `Retry-After`; once that request has
+///   run longer than `takeover`, it is taken for dead (its server stopped mid-request) and the
+///   next request with the key runs the handler. Choose `takeover` well above the longest
+///   handler: a request still running after it may then run twice;
 /// - a key whose request completed → the stored response, byte for byte, without running the
 ///   handler again (marked `Idempotent-Replayed: true`);
 /// - otherwise the handler runs once and its response is stored.
@@ -26,17 +29,20 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
 
     let store: any IdempotencyKeyStore
     let retention: Duration
+    let takeover: Duration
     let methods: Set<HTTPRequest.Method>
     let now: @Sendable () -> Date
 
     public init(
         store: any IdempotencyKeyStore,
         retention: Duration = .seconds(24 * 3600),
+        takeover: Duration = .seconds(60),
         methods: Set<HTTPRequest.Method> = [.post, .put, .patch, .delete],
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.store = store
         self.retention = retention
+        self.takeover = takeover
         self.methods = methods
         self.now = now
     }
@@ -52,9 +58,11 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
         let scope = Self.scope(authorization: request.headers[.authorization])
         let fingerprint = Self.fingerprint(method: request.method.rawValue, path: request.uri.description, body: body)
         let now = now()
-        let expiredBefore = now.addingTimeInterval(-Double(retention.components.seconds))
+        let expiredBefore = now.addingTimeInterval(-Self.seconds(retention))
+        let abandonedBefore = now.addingTimeInterval(-Self.seconds(takeover))
 
-        switch try await store.claim(scope: scope, key: key, fingerprint: fingerprint, now: now, expiredBefore: expiredBefore) {
+        switch try await store.claim(scope: scope, key: key, fingerprint: fingerprint, now: now,
+                                     expiredBefore: expiredBefore, abandonedBefore: abandonedBefore) {
         case .mismatch:
             return problem(.unprocessableContent, "Idempotency-Key reused",
                            "This Idempotency-Key was already used for a different request.")
@@ -90,6 +98,10 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
 
     private var retentionSeconds: String { String(retention.components.seconds) }
 
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
     /// The key from an RFC 8941 sf-string (`"abc"`); a bare token is accepted too.
     static func parseKey(_ value: String) -> String? {
         var key = value.trimmingCharacters(in: .whitespaces)
@@ -104,14 +116,25 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
     /// credentials are never stored.
     static func scope(authorization: String?) -> String {
         guard let authorization, !authorization.isEmpty else { return "anonymous" }
-        return SHA256.hash(data: Data(authorization.utf8)).map { String(format: "%02x", $0) }.joined()
+        return hex(SHA256.hash(data: Data(authorization.utf8)))
     }
 
     static func fingerprint(method: String, path: String, body: ByteBuffer) -> String {
         var hasher = SHA256()
         hasher.update(data: Data("\(method) \(path)\n".utf8))
         hasher.update(data: Data(body.readableBytesView))
-        return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        return hex(hasher.finalize())
+    }
+
+    /// Lowercase hexadecimal (`String(format:)` per byte cost more than the hash itself).
+    static func hex(_ digest: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        for byte in digest {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 
     static func capture(_ response: Response) async throws -> StoredResponse {

@@ -30,7 +30,7 @@ public actor PostgresIdempotencyKeyStore: IdempotencyKeyStore {
         connection = nil
     }
 
-    public func claim(scope: String, key: String, fingerprint: String, now: Date, expiredBefore: Date) async throws -> IdempotencyClaim {
+    public func claim(scope: String, key: String, fingerprint: String, now: Date, expiredBefore: Date, abandonedBefore: Date) async throws -> IdempotencyClaim {
         for _ in 0..<2 {
             let inserted = try await rows(
                 """
@@ -47,7 +47,18 @@ public actor PostgresIdempotencyKeyStore: IdempotencyKeyStore {
                 continue
             }
             guard storedFingerprint == fingerprint else { return .mismatch }
-            guard let status else { return .inProgress }
+            guard let status else {
+                guard created < abandonedBefore.timeIntervalSince1970 else { return .inProgress }
+                // Take over an abandoned key: compare-and-set on its claim time, so of two
+                // instances taking it over at once, one wins.
+                let taken = try await rows(
+                    """
+                    UPDATE idempotency_keys SET created_at = \(now.timeIntervalSince1970)
+                    WHERE scope = \(scope) AND key = \(key) AND status IS NULL AND created_at = \(created) RETURNING key
+                    """)
+                if !taken.isEmpty { return .claimed }
+                continue
+            }
             let fields = try JSONDecoder().decode([[String]].self, from: headers ?? Data("[]".utf8))
             return .completed(StoredResponse(status: status, headers: fields, body: body ?? Data()))
         }

@@ -4,31 +4,8 @@ import GRDB
 import OfflineCore
 @testable import OfflineKit
 import OfflineKitTesting
+import OfflineServer
 import Testing
-
-/// Forwards requests to a real server, but loses the first `count` responses after the server
-/// sent them, as when the connection drops between the server's commit and the client's read.
-final class LosingTransport: HTTPTransport, Sendable {
-    let base: any HTTPTransport
-    let remaining: Locked<Int>
-
-    init(_ base: any HTTPTransport, losing count: Int) {
-        self.base = base
-        remaining = Locked(count)
-    }
-
-    func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
-        let response = try await base.send(request, maxBodyBytes: maxBodyBytes)
-        let lose = remaining.withLock { remaining in
-            defer { remaining -= 1 }
-            return remaining > 0
-        }
-        if lose { throw TransportError.connectionLost }
-        return response
-    }
-
-    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse { try await base.stream(request) }
-}
 
 @Suite("Outbox delivery", .timeLimit(.minutes(1)))
 struct OutboxDeliveryTests {
@@ -51,22 +28,32 @@ struct OutboxDeliveryTests {
         }
     }
 
-    @Test("lost acknowledgement: the server applied the write, the response was lost, the retry does not apply it twice")
+    @Test("lost acknowledgement: the server applies the write and drops the connection before answering; the retry is not applied twice")
     func lostAcknowledgement() async throws {
-        try await withOutboxServer { url in
+        try await withOutboxServer(faults: true) { url in
             try await HTTPClientTransport.withTransport { http in
+                // The next two writes to the collection run on the server (the record and the
+                // idempotency key are committed), then the connection is cut before the answer.
+                let rule = Data(#"{"path":"/api/records/lost/","fault":{"dropAfterHandler":{}},"remaining":2}"#.utf8)
+                let set = try await http.send(OfflineKit.HTTPRequest(method: "PUT", url: url.appendingPathComponent("_faults/routes"),
+                                                          headers: ["Content-Type": "application/json"], body: rule))
+                #expect(set.status == 200)
                 let database = try OfflineDatabase.inMemory()
                 try Items.create(database)
                 let outbox = Outbox(database: database, operations: OutboxOperation.testOperations)
-                let monitor = FakeConnectivityMonitor(.online)
-                let drainer = makeDrainer(outbox, url, monitor, LosingTransport(http, losing: 2))
+                let drainer = makeDrainer(outbox, url, FakeConnectivityMonitor(.online), http)
                 let entry = try #require(try await outbox.write(.setItem, path: "/api/records/lost/1", json: ItemBody(value: "once"),
                                                                  record: RecordKey("lost", "1")))
                 try await drainer.drain()
                 #expect(try await outbox.entries().isEmpty)
+                let rules = try await http.send(OfflineKit.HTTPRequest(url: url.appendingPathComponent("_faults/routes")))
+                #expect(try JSONDecoder().decode([FaultRule].self, from: rules.body).isEmpty, "both answers were lost on the wire")
                 let effects = try await serverEffects(url, http)
                 #expect(effects[entry.idempotencyKey] == 1, "applied exactly once despite three deliveries")
                 #expect(try await serverItems(url, "lost", http) == ["1": "once"])
+                #expect(try await database.writer.read { db in
+                    try String.fetchOne(db, sql: "SELECT value FROM item_confirmed WHERE id = '1'")
+                } == "once", "the replayed answer acknowledged the entry")
             }
         }
     }
@@ -87,7 +74,7 @@ struct OutboxDeliveryTests {
                     let claimed = try await outbox.claimDueEntries(limit: 10).entries
                     #expect(claimed.map(\.id) == [entry.id])
                     // The request reaches the server, then the process dies before recording anything.
-                    _ = try await http.send(HTTPRequest(method: "PUT", url: url.appendingPathComponent("api/records/crash/1"),
+                    _ = try await http.send(OfflineKit.HTTPRequest(method: "PUT", url: url.appendingPathComponent("api/records/crash/1"),
                                                         headers: ["Idempotency-Key": "\"\(key)\""], body: entry.payload))
                     #expect(try await outbox.entry(entry.id)?.state == .inFlight)
                 }

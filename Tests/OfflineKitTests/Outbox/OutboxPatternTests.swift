@@ -33,8 +33,8 @@ struct OutboxPatternTests {
 
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await drainer.run() }
-                    let entry = try await outbox.write(.addItem, path: "/api/records/pins/chat-1", json: ItemBody(value: "pinned"),
-                                                       record: RecordKey("pins", "chat-1")) { db in
+                    let entry = try await outbox.write(.addItem, path: "/api/records/starred/chat-1", json: ItemBody(value: "pinned"),
+                                                       record: RecordKey("starred", "chat-1")) { db in
                         try db.execute(sql: "INSERT INTO item (id, value) VALUES ('chat-1', 'pinned')")
                     }
                     #expect(entry != nil)
@@ -46,7 +46,7 @@ struct OutboxPatternTests {
                     try await waitForQueue(outbox) { $0.isEmpty }
                     group.cancelAll()
                 }
-                #expect(try await serverItems(url, "pins", http) == ["chat-1": "pinned"])
+                #expect(try await serverItems(url, "starred", http) == ["chat-1": "pinned"])
                 let request = try #require(transport.requests.first)
                 #expect(request.headers["Idempotency-Key"]?.hasPrefix("\"") == true)
                 #expect(try await outbox.entries().isEmpty)
@@ -63,19 +63,19 @@ struct OutboxPatternTests {
                 let outbox = Outbox(database: database, operations: OutboxOperation.testOperations)
                 let monitor = FakeConnectivityMonitor(.offlineHard)
                 let drainer = makeDrainer(outbox, url, monitor, http)
-                let good = RecordKey("messages", "m1")
-                let bad = RecordKey("messages", "m2")
+                let good = RecordKey("comments", "m1")
+                let bad = RecordKey("comments", "m2")
 
-                try await outbox.write(.addItem, path: "/api/records/messages/m1", json: ItemBody(value: "hello"), record: good) { db in
+                try await outbox.write(.addItem, path: "/api/records/comments/m1", json: ItemBody(value: "hello"), record: good) { db in
                     try db.execute(sql: "INSERT INTO item (id, value) VALUES ('m1', 'hello')")
                 }
                 // The server refuses a body that is not a JSON object.
-                try await outbox.write(.addItem, path: "/api/records/messages/m2", payload: Data("[1]".utf8), record: bad) { db in
+                try await outbox.write(.addItem, path: "/api/records/comments/m2", payload: Data("[1]".utf8), record: bad) { db in
                     try db.execute(sql: "INSERT INTO item (id, value) VALUES ('m2', 'oops')")
                 }
                 #expect(try await outbox.syncStatus(of: good) == RecordSyncStatus(pendingAction: .add))
                 #expect(try await outbox.syncStatus(of: good).isPending)
-                #expect(try await outbox.syncStatuses(in: "messages").count == 2)
+                #expect(try await outbox.syncStatuses(in: "comments").count == 2)
 
                 monitor.set(.online)
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -95,7 +95,7 @@ struct OutboxPatternTests {
                 #expect(try Items.value("m2", in: database) == nil, "dismissing a failed add removes the record")
                 #expect(try await outbox.syncStatus(of: bad) == .synced)
                 #expect(try await outbox.snapshot().failures.isEmpty)
-                #expect(try await serverItems(url, "messages", http) == ["m1": "hello"])
+                #expect(try await serverItems(url, "comments", http) == ["m1": "hello"])
             }
         }
     }

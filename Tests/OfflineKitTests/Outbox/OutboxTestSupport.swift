@@ -8,12 +8,15 @@ import OfflineServer
 import Testing
 
 /// Runs `body` against a real OfflineServer on a free loopback port, then stops it.
+///
+/// - Parameter faults: enables the server's fault switch (`/_faults/routes`).
 func withOutboxServer<T: Sendable>(
     dataDirectory: URL? = nil,
+    faults: Bool = false,
     _ body: @Sendable (URL) async throws -> T
 ) async throws -> T {
     let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-    let app = try await buildApplication(ServerConfiguration(port: 0, dataDirectory: dataDirectory)) { port in
+    let app = try await buildApplication(ServerConfiguration(port: 0, dataDirectory: dataDirectory, faultsEnabled: faults)) { port in
         portContinuation.yield(port)
     }
     return try await withThrowingTaskGroup(of: T?.self) { group in

@@ -151,6 +151,50 @@ struct IdempotencyMiddlewareTests {
         #expect(probe.runs.withLockedValue { $0 } == 2)
     }
 
+    @Test("a key whose request died with its server answers 409 until the takeover time, then runs once more, once")
+    func takeover() async throws {
+        let probe = HandlerProbe()
+        let store = try store()
+        let start = Date(timeIntervalSince1970: 1_000_000)
+        let clock = NIOLockedValueBox(start)
+        // The first request claimed the key, then its server stopped before the handler finished.
+        let fingerprint = IdempotencyMiddleware<BasicRequestContext>.fingerprint(method: "POST", path: "/api/orders", body: ByteBuffer(string: "tea"))
+        let claim = try await store.claim(scope: "anonymous", key: "k-5", fingerprint: fingerprint, now: start,
+                                          expiredBefore: .distantPast, abandonedBefore: .distantPast)
+        #expect(claim == .claimed)
+        let app = Application(router: makeRouter(store: store, probe: probe, now: { clock.withLockedValue { $0 } }))
+        try await app.test(.router) { client in
+            let headers: HTTPFields = [.idempotencyKey: "\"k-5\""]
+            clock.withLockedValue { $0 = start.addingTimeInterval(59) }
+            let early = try await client.execute(uri: "/api/orders", method: .post, headers: headers, body: ByteBuffer(string: "tea"))
+            #expect(early.status == .conflict)
+            #expect(probe.runs.withLockedValue { $0 } == 0)
+            clock.withLockedValue { $0 = start.addingTimeInterval(61) }
+            let late = try await client.execute(uri: "/api/orders", method: .post, headers: headers, body: ByteBuffer(string: "tea"))
+            #expect(late.status == .created)
+            let again = try await client.execute(uri: "/api/orders", method: .post, headers: headers, body: ByteBuffer(string: "tea"))
+            #expect(again.status == .created)
+            #expect(again.headers[IdempotencyMiddleware<BasicRequestContext>.replayedField] == "true")
+            #expect(again.body == late.body)
+        }
+        #expect(probe.runs.withLockedValue { $0 } == 1)
+    }
+
+    @Test("of two requests taking over one abandoned key, one runs")
+    func takeoverOnce() async throws {
+        let store = try store()
+        let start = Date(timeIntervalSince1970: 1_000_000)
+        _ = try await store.claim(scope: "s", key: "k", fingerprint: "f", now: start, expiredBefore: .distantPast, abandonedBefore: .distantPast)
+        let later = start.addingTimeInterval(120)
+        async let first = store.claim(scope: "s", key: "k", fingerprint: "f", now: later, expiredBefore: .distantPast,
+                                      abandonedBefore: later.addingTimeInterval(-60))
+        async let second = store.claim(scope: "s", key: "k", fingerprint: "f", now: later, expiredBefore: .distantPast,
+                                       abandonedBefore: later.addingTimeInterval(-60))
+        let claims = try await [first, second]
+        #expect(claims.filter { $0 == .claimed }.count == 1)
+        #expect(claims.filter { $0 == .inProgress }.count == 1)
+    }
+
     @Test("reads are not guarded")
     func readsPass() async throws {
         let router = Router()
