@@ -224,7 +224,7 @@ public final class WorkspaceModel: Scenario {
                                record: RecordKey(WorkspaceOperations.pins, chat)) { db in
             try WorkspaceStore.setPinned(pinned, chat: chat, db)
         }
-        reload()
+        await refresh()
     }
 
     // MARK: Pattern B: send and delete messages
@@ -242,7 +242,7 @@ public final class WorkspaceModel: Scenario {
             try WorkspaceStore.insert(message, db)
         }
         state.withLock { $0.selectedMessage = message.id }
-        reload()
+        await refresh()
         return message
     }
 
@@ -266,13 +266,25 @@ public final class WorkspaceModel: Scenario {
             // Cancelled against its unsent add: the server never saw it, so it just goes.
             if entry == nil { try WorkspaceStore.deleteMessage(id: id, db) }
         }
-        reload()
+        await refresh()
     }
 
     /// Dismisses the error on a refused message: a refused message goes, a refused delete's
     /// marker clears.
     public func dismissError(message id: String) async throws {
         try await outbox.dismissError(on: RecordKey(WorkspaceOperations.messages, id))
+        await refresh()
+    }
+
+    /// Reads the rows, the markers and the queue right after a local change, so the screen shows
+    /// the change and its marker together (the observations follow a moment later).
+    private func refresh() async {
+        let statuses = try? await outbox.syncStatuses(in: WorkspaceOperations.messages)
+        let queue = try? await outbox.snapshot()
+        state.withLock { state in
+            if let statuses { state.statuses = statuses.filter { $0.value != .synced } }
+            if let queue { state.queue = queue }
+        }
         reload()
     }
 

@@ -1,0 +1,281 @@
+import Foundation
+@testable import OfflineDemo
+import OfflineCore
+import OfflineKit
+import Testing
+
+/// The five offline UX patterns of the chat and workspace screen, end to end against a live
+/// backend through the network switch.
+@Suite("Workspace scenario (the five patterns)", .timeLimit(.minutes(1)))
+struct WorkspaceScenarioTests {
+    @Test("None: the about page needs no server and sends nothing, offline or online")
+    func aboutSendsNothing() async throws {
+        try await withDemo(condition: .offline) { demo in
+            let workspace = try await demo.startWorkspace()
+            workspace.open(.about)
+            let offline = demo.screen(workspace, connectivity: .offlineSoft)
+            await demo.set(.online)
+            let online = demo.screen(workspace, connectivity: .online)
+            #expect(offline == online)
+            #expect(offline.contains("About page        None"))
+            #expect(offline.contains("Pin a chat        A optimistic, no feedback"))
+            #expect(offline.contains("Send a message    B optimistic with feedback"))
+            #expect(offline.contains("Invite members    C blocking form"))
+            #expect(offline.contains("Bank accounts     D full-page blocking"))
+            #expect(demo.requestCount == 0)
+        }
+    }
+
+    @Test("A: pinning offline moves the chat to the top at once, shows no marker, and reaches the server exactly once")
+    func pinOffline() async throws {
+        try await withDemo(condition: .offline) { demo in
+            let workspace = try await demo.startWorkspace()
+            #expect(workspace.snapshot.chats.map(\.id) == ["general", "design", "trip"])
+
+            try await workspace.togglePin(chat: "trip")
+            let state = workspace.snapshot
+            #expect(state.chats.map(\.id) == ["trip", "general", "design"])
+            #expect(state.chats.first?.pinned == true)
+            #expect(demo.requestCount == 0)
+            let entries = try await workspace.outbox.entries()
+            let entry = try #require(entries.first)
+            #expect(entries.count == 1)
+            #expect(entry.path == "/api/records/pins/trip")
+            // Nothing is shown for pattern A: the chat list carries no pending marker.
+            let screen = demo.screen(workspace, connectivity: .offlineSoft)
+            #expect(screen.contains("  Team trip    pinned"))
+            #expect(!screen.contains("~"))
+
+            await demo.set(.online)
+            await demo.wait { workspace.snapshot.queue?.isEmpty == true }
+            let pin = try await demo.serverRecord("pins", "trip")
+            #expect(pin?["pinned"] as? Bool == true)
+            #expect(try await demo.serverEffects()[entry.idempotencyKey] == 1)
+        }
+    }
+
+    @Test("B: a message sent offline shows at once, dimmed and marked pending, and loses the marker once the server has it")
+    func sendOffline() async throws {
+        try await withDemo(condition: .offline) { demo in
+            let workspace = try await demo.startWorkspace()
+            let message = try #require(try await workspace.send("See you at nine"))
+            let entry = try #require(try await workspace.outbox.entries().first)
+            #expect(workspace.snapshot.thread.last?.id == message.id)
+            #expect(workspace.snapshot.status(of: message).pendingAction == .add)
+            #expect(demo.requestCount == 0)
+
+            let pending = try #require(demo.lines(workspace, connectivity: .offlineSoft).first { $0.text.contains("See you at nine") })
+            #expect(pending.text.contains("~ you: See you at nine"))
+            #expect(pending.spans.first { $0.text.contains("See you at nine") }?.style.dim == true)
+            #expect(demo.screen(workspace, connectivity: .offlineSoft).contains("Sync queue: 1 waiting · next try when back online"))
+
+            await demo.set(.online)
+            await demo.wait { workspace.snapshot.statuses.isEmpty && workspace.snapshot.queue?.isEmpty == true }
+            let sent = try #require(demo.lines(workspace, connectivity: .online).first { $0.text.contains("See you at nine") })
+            #expect(!sent.text.contains("~"))
+            #expect(sent.spans.first { $0.text.contains("See you at nine") }?.style.dim == false)
+            #expect(demo.screen(workspace, connectivity: .online).contains("Sync queue: everything sent"))
+            let stored = try #require(try await demo.serverRecord("messages", message.id))
+            #expect(stored["text"] as? String == "See you at nine")
+            #expect(try await demo.serverEffects()[entry.idempotencyKey] == 1)
+        }
+    }
+
+    @Test("B: a message the server refuses stays with the error until dismissed; dismissing a failed add removes it")
+    func refusedMessage() async throws {
+        try await withDemo { demo in
+            let workspace = try await demo.startWorkspace()
+            let message = try #require(try await workspace.send("My card is 4111 1111 1111 1111"))
+            await demo.wait { workspace.snapshot.statuses[message.id]?.failure != nil && workspace.snapshot.queue?.failures.count == 1 }
+
+            let state = workspace.snapshot
+            #expect(state.status(of: message).failure?.kind == .rejected)
+            #expect(state.chatsNeedingAttention == ["general"])
+            #expect(state.queue?.failures.count == 1)
+            let screen = demo.screen(workspace, connectivity: .online)
+            #expect(screen.contains("! you: My card is 4111"))
+            #expect(screen.contains(OfflineMessage.changeNotSaved.text))
+            #expect(screen.contains(">!General"))
+            #expect(!screen.contains("422"))
+            #expect(try await demo.serverRecord("messages", message.id) == nil)
+
+            // Still there after a restart of the model: errors are never lost silently.
+            let restarted = try await demo.startWorkspace()
+            #expect(restarted.snapshot.status(of: message).failure != nil)
+
+            try await restarted.dismissError(message: message.id)
+            #expect(!restarted.snapshot.messages.contains { $0.id == message.id })
+            #expect(try await restarted.outbox.snapshot().failures.isEmpty)
+            #expect(!demo.screen(restarted, connectivity: .online).contains("My card"))
+        }
+    }
+
+    @Test("B: a delete made offline is struck through until the server confirms it; an unsent message just goes")
+    func deleteOffline() async throws {
+        try await withDemo { demo in
+            let workspace = try await demo.startWorkspace()
+            let message = try #require(try await workspace.send("Lunch at noon?"))
+            await demo.wait { workspace.snapshot.statuses.isEmpty && workspace.snapshot.queue?.isEmpty == true }
+            #expect(try await demo.serverRecord("messages", message.id) != nil)
+
+            await demo.set(.offline)
+            try await workspace.delete(message: message.id)
+            #expect(workspace.snapshot.status(of: message).pendingAction == .delete)
+            let line = try #require(demo.lines(workspace, connectivity: .offlineSoft).first { $0.text.contains("Lunch at noon?") })
+            #expect(line.text.contains("~ you: Lunch at noon? (deleting)"))
+            let span = try #require(line.spans.first { $0.text.contains("Lunch at noon?") })
+            #expect(span.style.strikethrough && span.style.dim)
+
+            // Sent and deleted while offline: neither write is needed, the message goes at once.
+            let unsent = try #require(try await workspace.send("typo"))
+            try await workspace.delete(message: unsent.id)
+            #expect(!workspace.snapshot.messages.contains { $0.id == unsent.id })
+            #expect(try await workspace.outbox.entries().map(\.path) == ["/api/records/messages/\(message.id)"])
+
+            await demo.set(.online)
+            await demo.wait { !workspace.snapshot.messages.contains { $0.id == message.id } }
+            #expect(try await demo.serverRecord("messages", message.id) == nil)
+            #expect(workspace.snapshot.statuses.isEmpty)
+        }
+    }
+
+    @Test("C: the invite draft is saved as the user types and survives a restart; submit is refused offline with no request built")
+    func inviteDraftAndOfflineSubmit() async throws {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "offline-demo-workspace-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try await withDemo(directory: folder, condition: .offline) { demo in
+            let workspace = try await demo.startWorkspace()
+            _ = workspace.handle(.character("i"))
+            _ = workspace.handle(.character("e"))
+            #expect(workspace.capturesText)
+            for character in "ana@northwind.test" { _ = workspace.handle(.character(character)) }
+            _ = workspace.handle(.enter)
+            #expect(!workspace.capturesText)
+            await demo.wait { workspace.snapshot.savedDraft?.email == "ana@northwind.test" }
+            #expect(demo.screen(workspace, connectivity: .offlineSoft).contains("Draft saved on this device."))
+        }
+        try await withDemo(directory: folder, condition: .offline) { demo in
+            let workspace = try await demo.startWorkspace()
+            workspace.open(.invite)
+            #expect(workspace.snapshot.invite == InviteDraft(email: "ana@northwind.test"))
+            let screen = demo.screen(workspace, connectivity: .offlineSoft)
+            #expect(screen.contains("ana@northwind.test"))
+            #expect(screen.contains("[Send invitation] (disabled)"))
+            #expect(screen.contains(OfflineMessage.noInternetConnection.text))
+
+            await workspace.submitInvite()
+            #expect(workspace.snapshot.invitation == .failed(.noInternetConnection))
+            #expect(demo.environment.toasts.current.text == OfflineMessage.noInternetConnection.text)
+            #expect(demo.requestCount == 0)
+            #expect(try await workspace.form.loadDraft(InviteDraft.self) == InviteDraft(email: "ana@northwind.test"))
+        }
+    }
+
+    @Test("C: online, the server's validation problem is shown in words and the draft kept; a valid invitation succeeds and clears it")
+    func inviteOnline() async throws {
+        try await withDemo { demo in
+            let workspace = try await demo.startWorkspace()
+            workspace.open(.invite)
+            try await workspace.updateInvite(InviteDraft(email: "guest@mailinator.com", name: "Guest"))
+            await workspace.submitInvite()
+            #expect(workspace.snapshot.invitation == .refused(message: "Invitations to mailinator.com addresses are not allowed.", field: .email))
+            let refused = demo.screen(workspace, connectivity: .online)
+            #expect(refused.contains("Invitations to mailinator.com addresses are not allowed."))
+            #expect(!refused.contains("422"))
+            #expect(try await workspace.form.loadDraft(InviteDraft.self)?.email == "guest@mailinator.com")
+
+            try await workspace.updateInvite(InviteDraft(email: "Ana@Northwind.test", name: "Ana", role: "admin"))
+            await workspace.submitInvite()
+            #expect(workspace.snapshot.invitation == .invited(InvitedMember(email: "ana@northwind.test", name: "Ana", role: "admin")))
+            #expect(demo.screen(workspace, connectivity: .online).contains("Invited Ana <ana@northwind.test> as admin."))
+            #expect(try await workspace.form.loadDraft(InviteDraft.self) == nil)
+            #expect(workspace.snapshot.invite == InviteDraft())
+        }
+    }
+
+    @Test("D: offline the bank accounts page is blocked with the message and sends nothing; online it shows the accounts")
+    func bankAccounts() async throws {
+        try await withDemo(condition: .offline) { demo in
+            let workspace = try await demo.startWorkspace()
+            workspace.open(.bank)
+            await demo.wait { workspace.snapshot.bank == .blocked(.featureRequiresInternet) }
+            #expect(demo.requestCount == 0)
+            let blocked = demo.screen(workspace, connectivity: .offlineSoft)
+            #expect(blocked.contains(OfflineMessage.featureRequiresInternet.text))
+            #expect(!blocked.contains("Northwind"))
+
+            await demo.set(.online)
+            workspace.connectivityChanged(demo.monitor.status)
+            await demo.wait { if case .loaded = workspace.snapshot.bank { true } else { false } }
+            guard case .loaded(let accounts) = workspace.snapshot.bank else { return }
+            #expect(accounts.map(\.name) == ["Everyday checking", "Savings", "Travel card"])
+            let loaded = demo.screen(workspace, connectivity: .online)
+            #expect(loaded.contains("Northwind Bank"))
+            #expect(loaded.contains("•••• 4321"))
+
+            // Going offline again never leaves the accounts on screen.
+            await demo.set(.offline)
+            workspace.connectivityChanged(demo.monitor.status)
+            await demo.wait { workspace.snapshot.bank == .blocked(.featureRequiresInternet) }
+        }
+    }
+
+    @Test("The records resource refuses empty, over-long and card-number messages in words, and stores a valid one")
+    func messageRules() async throws {
+        try await withDemo { demo in
+            let cases: [(String, Int, String?)] = [
+                ("   ", 422, "A message can't be empty."),
+                (String(repeating: "a", count: 501), 422, "A message can be at most 500 characters long."),
+                ("pay with 4111-1111-1111-1111 please", 422, "Messages can't contain card numbers. Share payment details another way."),
+                ("Order 1234567890123 shipped", 200, nil),  // 13 digits failing the Luhn check: not a card
+                ("All good", 200, nil),
+            ]
+            for (index, (text, status, detail)) in cases.enumerated() {
+                let body = try JSONSerialization.data(withJSONObject: ["text": text, "chat": "general"])
+                let response = try await demo.requests.base.send(HTTPRequest(
+                    method: "PUT", url: demo.environment.url("api/records/messages/rule-\(index)"),
+                    headers: ["Content-Type": "application/json", "Idempotency-Key": "\"rule-\(index)-\(UUID().uuidString)\""], body: body))
+                #expect(response.status == status, "\(text.prefix(20))")
+                if let detail {
+                    let problem = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
+                    #expect(problem?["detail"] as? String == detail)
+                    #expect(problem?["field"] as? String == "text")
+                }
+            }
+        }
+    }
+}
+
+extension DemoHarness {
+    /// A workspace model started on this harness's device and backend.
+    func startWorkspace() async throws -> WorkspaceModel {
+        let workspace = WorkspaceModel(environment: environment)
+        await workspace.start()
+        await wait { workspace.snapshot.queue != nil }
+        return workspace
+    }
+
+    func lines(_ workspace: WorkspaceModel, connectivity: ConnectivityKind) -> [Line] {
+        workspace.render(RenderContext(connectivity: connectivity)).body
+    }
+
+    /// The body as plain text.
+    func screen(_ workspace: WorkspaceModel, connectivity: ConnectivityKind) -> String {
+        lines(workspace, connectivity: connectivity).map(\.text).joined(separator: "\n")
+    }
+
+    /// The server's copy of a record (read past the switch's counter), nil when it has none.
+    func serverRecord(_ collection: String, _ id: String) async throws -> [String: Any]? {
+        let response = try await requests.base.send(HTTPRequest(url: environment.url("api/records/\(collection)/\(id)")))
+        guard response.status == 200 else { return nil }
+        let record = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
+        return record?["body"] as? [String: Any]
+    }
+
+    /// How many times the server applied a write, per idempotency key.
+    func serverEffects() async throws -> [String: Int] {
+        let response = try await requests.base.send(HTTPRequest(url: environment.url("api/record-effects")))
+        let object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
+        return (object?["effects"] as? [String: Int]) ?? [:]
+    }
+}
