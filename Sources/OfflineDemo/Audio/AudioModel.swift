@@ -299,6 +299,7 @@ public final class AudioModel: Scenario {
         let bytes = store.bytesOnDisk
         state.withLock { state in
             state.progress[session.packId] = nil
+            state.packs[session.packId] = nil
             state.bytesOnDisk = bytes
             if state.playback?.sessionID == sessionID, state.playback?.source == .device { state.playback = nil }
         }
