@@ -175,6 +175,61 @@ struct OutboxDeliveryTests {
         #expect(parentIndex < childIndex)
     }
 
+    @Test("requests go out as a pipeline: a slow request holds back only its own lane")
+    func pipeline() async throws {
+        let transport = RecordingTransport()
+        let (slowStarted, slowStartedContinuation) = AsyncStream.makeStream(of: Void.self)
+        let (release, releaseContinuation) = AsyncStream.makeStream(of: Void.self)
+        transport.allow("PUT", "/api/records/*") { request in
+            if request.url.lastPathComponent == "slow" {
+                slowStartedContinuation.yield()
+                for await _ in release { break }
+            }
+            return HTTPResponse(status: 200)
+        }
+        let outbox = Outbox(database: try .inMemory(), operations: OutboxOperation.testOperations)
+        try await outbox.write(.setItem, path: "/api/records/q/slow", json: ItemBody(value: "s"), lane: "slow")
+        for index in 0..<5 {
+            try await outbox.write(.setItem, path: "/api/records/q/fast-\(index)", json: ItemBody(value: "\(index)"), lane: "fast")
+        }
+        let drainer = makeDrainer(outbox, URL(string: "http://127.0.0.1:9")!, FakeConnectivityMonitor(.online), transport)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await drainer.run() }
+            var started = slowStarted.makeAsyncIterator()
+            await started.next()
+            // While the slow request is still out, the other lane's five entries go one by one.
+            try await waitForQueue(outbox) { $0.pendingCount == 0 && $0.inFlightCount == 1 }
+            #expect(transport.requests.count == 6)
+            releaseContinuation.yield()
+            try await waitForQueue(outbox) { $0.isEmpty }
+            group.cancelAll()
+        }
+        let fast = transport.requests.map(\.url.lastPathComponent).filter { $0.hasPrefix("fast") }
+        #expect(fast == (0..<5).map { "fast-\($0)" }, "in order within their lane")
+    }
+
+    @Test("outcomes that arrive while a commit runs go together in the next one")
+    func groupCommit() async throws {
+        let batches = Locked<[[Int]]>([])
+        let (entered, enteredContinuation) = AsyncStream.makeStream(of: Void.self)
+        let (release, releaseContinuation) = AsyncStream.makeStream(of: Void.self)
+        let commits = GroupCommit<Int> { batch in
+            batches.withLock { $0.append(batch) }
+            if batch == [0] {
+                enteredContinuation.yield()
+                for await _ in release { break }
+            }
+        }
+        async let first: Void = commits.add(0)
+        var iterator = entered.makeAsyncIterator()
+        await iterator.next()
+        // The first commit is running: these wait, and return at once.
+        for item in 1...3 { try await commits.add(item) }
+        releaseContinuation.yield()
+        try await first
+        #expect(batches.current == [[0], [1, 2, 3]])
+    }
+
     @Test("a rejected dependency fails its dependants instead of sending them")
     func failedDependency() async throws {
         let transport = RecordingTransport()
