@@ -63,7 +63,12 @@ struct PostgresStorage: ServerStorage {
             try await connection.query("COMMIT", logger: logger)
             return result
         } catch {
-            _ = try? await connection.query("ROLLBACK", logger: logger)
+            do {
+                try await connection.query("ROLLBACK", logger: logger)
+            } catch {
+                // A connection left inside a transaction must not go back to the pool.
+                try? await connection.close()
+            }
             throw error
         }
     }

@@ -8,7 +8,8 @@ import ServiceLifecycle
 ///
 /// Transactions are async (stores await between statements), so they cannot run inside GRDB's
 /// synchronous `write`; instead they take turns through a first-come, first-served gate and
-/// run `BEGIN IMMEDIATE` … `COMMIT` on one connection that nothing else uses.
+/// run `BEGIN IMMEDIATE` … `COMMIT` on one connection that nothing else uses. Each statement is
+/// a short blocking call on that connection, which the gate keeps free of waiting.
 struct SQLiteStorage: ServerStorage {
     let queue: DatabaseQueue
     let gate = TransactionGate()
@@ -39,13 +40,16 @@ struct SQLiteStorage: ServerStorage {
     func transaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws -> T {
         await gate.enter()
         defer { gate.leave() }
-        try await queue.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+        // GRDB's blocking calls, not its async ones: those skip their work in a cancelled task,
+        // and a skipped COMMIT or ROLLBACK would leave the connection inside a transaction. The
+        // gate makes sure no other transaction holds the queue, so they never wait.
+        try queue.inDatabase { try $0.execute(sql: "BEGIN IMMEDIATE") }
         do {
             let result = try await body(Transaction(queue: queue))
-            try await queue.writeWithoutTransaction { try $0.execute(sql: "COMMIT") }
+            try queue.inDatabase { try $0.execute(sql: "COMMIT") }
             return result
         } catch {
-            try? await queue.writeWithoutTransaction { db in
+            try? queue.inDatabase { db in
                 if db.isInsideTransaction { try db.execute(sql: "ROLLBACK") }
             }
             throw error
@@ -58,14 +62,14 @@ struct SQLiteStorage: ServerStorage {
 
         func execute(_ statement: SQL) async throws {
             let (sql, arguments) = statement.rendered(in: .sqlite)
-            try await queue.writeWithoutTransaction { db in
+            try queue.inDatabase { db in
                 try db.execute(sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue)))
             }
         }
 
         func rows(_ statement: SQL) async throws -> [SQLRow] {
             let (sql, arguments) = statement.rendered(in: .sqlite)
-            return try await queue.writeWithoutTransaction { db in
+            return try queue.inDatabase { db in
                 try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue))).map { row in
                     SQLRow(row.map { column, value in (column, SQLValue(value)) })
                 }
