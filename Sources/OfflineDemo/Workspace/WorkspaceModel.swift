@@ -137,7 +137,8 @@ public final class WorkspaceModel: Scenario {
         try? DemoMigrations.migrate(environment.database.writer)
         let now = environment.now()
         try? await environment.database.writer.write { db in try WorkspaceStore.seedIfEmpty(now: now, db) }
-        reload()
+        // Rows, markers and the queue together, so the first frame already shows what is pending.
+        await refresh()
         let draft = try? await form.loadDraft(InviteDraft.self)
         state.withLock { state in
             if let draft {
