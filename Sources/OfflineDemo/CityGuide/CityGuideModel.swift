@@ -19,7 +19,8 @@ public final class CityGuideModel: Scenario {
         public var downloaded: [CityChoice] = []
         /// The selected city's guide, read from its installed pack.
         public var guide: CityGuide?
-        public var guideVersion: String?
+        /// The installed pack (id and version) the guide was read from.
+        public var guideSource: InstalledPack?
         public var focus: Focus = .none
         /// The server's suggestions for the text in the city field.
         public var suggestions: [CityChoice] = []
@@ -105,6 +106,8 @@ public final class CityGuideModel: Scenario {
 
     /// Restores the selected city and reads the packs on the device. Never sends a request.
     public func start() async {
+        // The selected city lives in the demo's preferences table.
+        try? DemoMigrations.migrate(environment.database.writer)
         if let saved = preferences.string(Self.selectedCityKey),
            let city = try? JSONDecoder().decode(CityChoice.self, from: Data(saved.utf8)) {
             state.withLock { $0.city = city }
@@ -123,19 +126,19 @@ public final class CityGuideModel: Scenario {
             guard let city = state.city else {
                 state.pack = .none
                 state.guide = nil
-                state.guideVersion = nil
+                state.guideSource = nil
                 return
             }
             state.pack = packs.state(of: city.packId)
             if let installed = state.pack.installed, let guide = guide(of: installed) {
-                if state.guideVersion != installed.version {
+                if state.guideSource?.id != installed.id || state.guideSource?.version != installed.version {
                     state.guide = guide
-                    state.guideVersion = installed.version
+                    state.guideSource = installed
                     state.page = Self.clamped(state.page, in: guide)
                 }
             } else {
                 state.guide = nil
-                state.guideVersion = nil
+                state.guideSource = nil
                 state.page = .home
             }
         }
@@ -494,6 +497,12 @@ public final class CityGuideModel: Scenario {
         environment.changed()
     }
 
+    /// Moves the highlight within the current page's rows.
+    public func moveSelection(by offset: Int) {
+        state.withLock { $0.selection = min(max(0, Self.rowCount($0) - 1), max(0, $0.selection + offset)) }
+        environment.changed()
+    }
+
     public func home() {
         state.withLock { state in
             state.page = .home
@@ -550,9 +559,9 @@ public final class CityGuideModel: Scenario {
         case .character("h"):
             home()
         case .up:
-            state.withLock { $0.selection = max(0, $0.selection - 1) }
+            moveSelection(by: -1)
         case .down:
-            state.withLock { $0.selection = min(max(0, Self.rowCount($0) - 1), $0.selection + 1) }
+            moveSelection(by: 1)
         case .enter, .right:
             open()
         case .left, .backspace:
@@ -600,9 +609,9 @@ public final class CityGuideModel: Scenario {
     private func handleSearchField(_ key: Key, field: inout TextField) {
         switch key {
         case .up:
-            state.withLock { $0.selection = max(0, $0.selection - 1) }
+            moveSelection(by: -1)
         case .down:
-            state.withLock { $0.selection = min(max(0, Self.rowCount($0) - 1), $0.selection + 1) }
+            moveSelection(by: 1)
         default:
             switch field.apply(key) {
             case .editing:

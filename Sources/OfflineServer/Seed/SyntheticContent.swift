@@ -5,20 +5,13 @@ enum SyntheticContent {
     /// Bytes that do not compress (map tiles, photos), from a fixed seed.
     static func noise(count: Int, seed: UInt64) -> Data {
         var state = seed | 1
-        var data = Data(count: count)
-        data.withUnsafeMutableBytes { buffer in
-            var index = 0
-            while index < buffer.count {
-                state = state &* 6364136223846793005 &+ 1442695040888963407
-                var word = state
-                for _ in 0..<8 where index < buffer.count {
-                    buffer[index] = UInt8(truncatingIfNeeded: word >> 56)
-                    word <<= 8
-                    index += 1
-                }
-            }
+        // One generator step gives eight bytes, most significant first.
+        var words = [UInt64](repeating: 0, count: (count + 7) / 8)
+        for index in words.indices {
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            words[index] = state.bigEndian
         }
-        return data
+        return words.withUnsafeBytes { Data($0.prefix(count)) }
     }
 
     /// A playable WAV file: 16-bit mono at 8 kHz, a slow tone that rises and falls.
