@@ -30,6 +30,12 @@ public struct OfflineDatabase: Sendable {
     /// fails with ``OfflineStoreError/corruptFile(path:detail:)`` and the file stays where it is,
     /// for recovery.
     ///
+    /// Durability: WAL mode with `synchronous = NORMAL`. A write that returned survives a crash
+    /// or kill of the app's process (the outbox's crash test kills it hundreds of times). A power
+    /// loss or an operating-system crash may lose the last writes since the previous checkpoint,
+    /// never part of one: the file stays consistent. Checkpoints run in the background, off
+    /// the writes' path.
+    ///
     /// - Throws: ``OfflineStoreError``.
     public static func open(at url: URL) throws -> OfflineDatabase {
         let path = url.path
@@ -38,11 +44,8 @@ public struct OfflineDatabase: Sendable {
                 try checkHeader(path: path)
             }
             var configuration = Configuration()
-            // WAL with NORMAL sync is durable across app crashes (a crash or kill of the app's
-            // process: the case the outbox guards against) and needs syncs per checkpoint rather
-            // than per commit. A power loss or an operating-system crash may lose the last
-            // commits since the previous checkpoint (never a partial one: the file stays
-            // consistent). Checkpoints run in the background (``WALCheckpointer``).
+            // NORMAL syncs at checkpoints rather than at every commit: enough for a process
+            // crash, which is what the outbox guards against (see the durability note above).
             configuration.prepareDatabase { db in
                 try db.execute(sql: "PRAGMA synchronous = NORMAL")
             }
