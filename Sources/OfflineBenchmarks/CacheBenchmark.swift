@@ -138,16 +138,15 @@ func runCacheBenchmark() async throws {
             let elapsed = start.duration(to: clock.now)
             precondition(count == 1_000, "\(benchmark.label) read \(count) records")
             if round >= warmUp {
-                samples[index].append(Double(elapsed.components.seconds) * 1e3 + Double(elapsed.components.attoseconds) / 1e15)
+                samples[index].append(Sampling.milliseconds(elapsed))
             }
         }
     }
 
-    print("cache: opening a cached screen of 1,000 records, offline (\(rounds) interleaved rounds after \(warmUp) warm-up, one SQLite file, WAL)")
+    print("cache: opening a cached screen of 1,000 records, offline (\(rounds) interleaved rounds after \(warmUp) warm-up, one SQLite file, WAL; load \(Sampling.loadAverage()))")
     var figures: [(median: Double, p99: Double)] = []
     for (index, benchmark) in cases.enumerated() {
-        let sorted = samples[index].sorted()
-        let figure = (median: sorted[sorted.count / 2], p99: sorted[Int((Double(sorted.count) * 0.99).rounded(.up)) - 1])
+        let figure = (median: Sampling.percentile(samples[index], 0.5), p99: Sampling.percentile(samples[index], 0.99))
         figures.append(figure)
         let padded = benchmark.label.padding(toLength: 58, withPad: " ", startingAt: 0)
         print("  \(padded)" + String(format: "median %6.3f ms   p99 %6.3f ms", figure.median, figure.p99))

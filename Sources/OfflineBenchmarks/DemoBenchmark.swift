@@ -53,7 +53,7 @@ func runDemoBenchmark() async throws {
         app.select(shopIndex)
     }
     let prepared = prepareStart.duration(to: clock.now)
-    print("demo: first screen and renders with \(orderCount.formatted()) cached orders in the shop (prepared in \(Int(milliseconds(prepared))) ms); load: \(loadAverage())")
+    print("demo: first screen and renders with \(orderCount.formatted()) cached orders in the shop (prepared in \(Int(Sampling.milliseconds(prepared))) ms); load: \(Sampling.loadAverage())")
 
     // MARK: 1. Process launch → first screen printed
 
@@ -91,7 +91,7 @@ func runDemoBenchmark() async throws {
                                           database: database, directory: client)
         let app = try await DemoRuntime.makeApp(environment: environment, network: NetworkSwitch(upstreamHost: "127.0.0.1", upstreamPort: 9, condition: .offline(.refuse)))
         let frame = app.frame(width: 80, height: 24)
-        inProcess.append(milliseconds(start.duration(to: clock.now)))
+        inProcess.append(Sampling.milliseconds(start.duration(to: clock.now)))
         let shop = app.scenarios.lazy.compactMap { $0 as? ShopModel }.first
         precondition(frame.text.contains("Enamel mug") && shop?.snapshot.orders?.count == orderCount, "the first frame does not show the cached data")
     }
@@ -110,11 +110,11 @@ func runDemoBenchmark() async throws {
         for round in 0..<330 {
             let start = clock.now
             let frame = app.frame(width: 80, height: 24)
-            let elapsed = milliseconds(start.duration(to: clock.now))
+            let elapsed = Sampling.milliseconds(start.duration(to: clock.now))
             precondition(text.map(frame.text.contains) ?? !frame.text.isEmpty, "\(label) did not show \(text ?? "anything")")
             if round >= 30 { samples.append(elapsed) }
         }
-        slowest = max(slowest, percentile(samples, 0.99))
+        slowest = max(slowest, Sampling.percentile(samples, 0.99))
         report(label, samples, target: 16)
     }
     for (index, scenario) in app.scenarios.enumerated() {
@@ -173,28 +173,33 @@ private func launch(_ binary: URL, _ arguments: [String]) throws -> (output: Str
     }
     process.waitUntilExit()
     let exit = start.duration(to: clock.now)
-    return (String(decoding: output, as: UTF8.self), milliseconds(firstOutput ?? exit), milliseconds(exit))
+    return (String(decoding: output, as: UTF8.self), Sampling.milliseconds(firstOutput ?? exit), Sampling.milliseconds(exit))
 }
 
-private func milliseconds(_ duration: Duration) -> Double {
-    Double(duration.components.seconds) * 1e3 + Double(duration.components.attoseconds) / 1e15
-}
+/// The figures every benchmark prints: milliseconds, percentiles, and how busy the machine was.
+enum Sampling {
+    static func milliseconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) * 1e3 + Double(duration.components.attoseconds) / 1e15
+    }
 
-private func percentile(_ samples: [Double], _ fraction: Double) -> Double {
-    let sorted = samples.sorted()
-    guard !sorted.isEmpty else { return .nan }
-    return sorted[max(0, Int((Double(sorted.count) * fraction).rounded(.up)) - 1)]
+    /// The value below which `fraction` of the samples fall (nearest rank).
+    static func percentile(_ samples: [Double], _ fraction: Double) -> Double {
+        let sorted = samples.sorted()
+        guard !sorted.isEmpty else { return .nan }
+        return sorted[min(sorted.count - 1, max(0, Int((Double(sorted.count) * fraction).rounded(.up)) - 1))]
+    }
+
+    /// The 1, 5 and 15-minute load averages.
+    static func loadAverage() -> String {
+        (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))
+            .map { $0.split(separator: " ").prefix(3).joined(separator: " ") } ?? "unknown"
+    }
 }
 
 private func report(_ label: String, _ samples: [Double], target: Double?) {
-    let median = percentile(samples, 0.5)
-    let p99 = percentile(samples, 0.99)
+    let median = Sampling.percentile(samples, 0.5)
+    let p99 = Sampling.percentile(samples, 0.99)
     let padded = label.padding(toLength: 66, withPad: " ", startingAt: 0)
     let verdict = target.map { p99 < $0 ? "  ✓ < \(Int($0)) ms" : "  ✗ over \(Int($0)) ms" } ?? ""
     print("  \(padded)" + String(format: "median %8.3f ms   p99 %8.3f ms", median, p99) + verdict)
-}
-
-private func loadAverage() -> String {
-    (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))
-        .map { $0.split(separator: " ").prefix(3).joined(separator: " ") } ?? "unknown"
 }

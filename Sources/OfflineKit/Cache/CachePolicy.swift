@@ -40,6 +40,16 @@ enum CachePlan: Sendable, Hashable {
     /// A network-only read while offline.
     case offline
 
+    /// What the read answers when the plan leaves nothing to serve nor fetch.
+    var failure: CacheError? {
+        switch self {
+        case .neverLoadedAndOffline: .neverLoadedAndOffline
+        case .notCached: .notCached
+        case .offline: .offline
+        case .serveCache, .serveCacheThenRevalidate, .fetch: nil
+        }
+    }
+
     static func decide(policy: CachePolicy, entry: CacheFreshness?, reachable: Bool, now: Date) -> CachePlan {
         switch policy {
         case .cacheOnly:

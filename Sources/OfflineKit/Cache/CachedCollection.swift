@@ -213,12 +213,8 @@ extension ResponseCache {
         case .fetch(let fallBackToCache, let timeout):
             let response = try await fetch(query, entry: entry, timeout: timeout, fallBackToCache: fallBackToCache, records: RecordWriter(collection))
             return try await self.collection(after: response, collection)
-        case .neverLoadedAndOffline:
-            throw CacheError.neverLoadedAndOffline
-        case .notCached:
-            throw CacheError.notCached
-        case .offline:
-            throw CacheError.offline
+        case .neverLoadedAndOffline, .notCached, .offline:
+            throw plan.failure ?? .notCached
         }
     }
 
@@ -229,12 +225,7 @@ extension ResponseCache {
     ///   (also when the body cannot be decoded into records).
     @discardableResult
     public func refresh<Record>(_ collection: CollectionQuery<Record>) async throws -> CachedCollection<Record> {
-        let query = collection.cacheQuery
-        try Self.requireCacheable(query)
-        guard connectivity.status.isReachable else { throw CacheError.offline }
-        let entry = try await storedEntry(for: query)
-        let timeout: Duration? = if case .networkFirst(let timeout) = query.policy { timeout } else { nil }
-        let response = try await fetch(query, entry: entry, timeout: timeout, fallBackToCache: false, records: RecordWriter(collection))
+        let response = try await refresh(collection.cacheQuery, records: RecordWriter(collection))
         return try await self.collection(after: response, collection)
     }
 

@@ -100,12 +100,8 @@ public final class ResponseCache: Sendable {
             return try response(from: requireEntry(entry), source: .cache)
         case .fetch(let fallBackToCache, let timeout):
             return try await fetch(query, entry: entry, timeout: timeout, fallBackToCache: fallBackToCache)
-        case .neverLoadedAndOffline:
-            throw CacheError.neverLoadedAndOffline
-        case .notCached:
-            throw CacheError.notCached
-        case .offline:
-            throw CacheError.offline
+        case .neverLoadedAndOffline, .notCached, .offline:
+            throw plan.failure ?? .notCached
         }
     }
 
@@ -115,11 +111,16 @@ public final class ResponseCache: Sendable {
     /// - Throws: ``CacheError/offline`` while offline; ``CacheError/unavailable(_:)`` on failure.
     @discardableResult
     public func refresh(_ query: CacheQuery) async throws -> CachedResponse {
+        try await refresh(query, records: nil)
+    }
+
+    /// The refresh action of a response or (with `records`) of a collection.
+    func refresh(_ query: CacheQuery, records: RecordWriter?) async throws -> CachedResponse {
         try Self.requireCacheable(query)
         guard connectivity.status.isReachable else { throw CacheError.offline }
         let entry = try await storedEntry(for: query)
         let timeout: Duration? = if case .networkFirst(let timeout) = query.policy { timeout } else { nil }
-        return try await fetch(query, entry: entry, timeout: timeout, fallBackToCache: false)
+        return try await fetch(query, entry: entry, timeout: timeout, fallBackToCache: false, records: records)
     }
 
     /// The stored copy of `query`, without touching the network; nil when there is none.
