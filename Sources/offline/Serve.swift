@@ -11,9 +11,11 @@ extension Offline {
 
         @Option(help: "Address to listen on.") var host = "127.0.0.1"
         @Option(help: "Port to listen on (0 picks a free one).") var port = 8080
-        @Option(help: "Folder for the embedded SQLite database and seeded data.") var data: String?
+        @Option(help: "Folder for the embedded SQLite databases (kept across restarts); without it, data lives in memory.")
+        var data: String?
         @Option(help: "Folder of packs to host: PACK/VERSION/… .") var packs: String?
-        @Option(help: "Store everything in PostgreSQL at this URL instead of SQLite.") var postgres: String?
+        @Option(help: "Store everything (domain, shop, records, idempotency keys) in PostgreSQL at this URL (postgres://user[:password]@host[:port]/database) instead of SQLite; several servers may share it.")
+        var postgres: String?
         @Flag(help: "Expose the fault-injection control endpoint on loopback.") var faults = false
         @Option(name: .customLong("idempotency-retention"), help: "Hours to keep idempotency keys and their stored responses.")
         var idempotencyRetention: Double = 24
