@@ -51,9 +51,11 @@ extension DemoHarness {
         #expect(model.snapshot.pack.installed != nil, "\(name)'s pack is installed")
     }
 
-    /// What the screen shows, as one line of text (wrapped lines joined again).
+    /// What the screen shows on an 80×24 terminal, as one line of text (wrapped lines joined again).
     func screenText(_ model: CityGuideModel) -> String {
-        let content = model.render(RenderContext(connectivity: monitor.status.kind, bodyHeight: 60, width: 80))
+        let context = RenderContext(connectivity: monitor.status.kind, bodyHeight: Chrome.bodyHeight(forTerminalHeight: 24), width: 80)
+        let content = model.render(context)
+        #expect(content.body.count <= context.bodyHeight && content.body.allSatisfy { $0.width <= 80 })
         return ([content.banner].compactMap { $0 } + content.body)
             .map { $0.text.trimmingCharacters(in: .whitespaces) }
             .filter { !$0.isEmpty }

@@ -130,6 +130,7 @@ public enum CityGuideScreen {
             lines.append(Line(" " + subtitle.text, .dim))
             lines.append(.blank)
             lines.append(progressLine(progress, transfer: state.pack, width: width))
+            if let progress, progress >= 0.9 { lines.append(Line(" " + OfflineMessage.almostThere.text, .dim)) }
         case .downloadFailed(let message, let retry, let chooseCity):
             lines += wrap(message.text, width: width - 2, indent: " ").map { Line($0.text, .color(.red)) }
             lines.append(.blank)
