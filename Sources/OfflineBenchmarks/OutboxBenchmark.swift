@@ -17,7 +17,7 @@ func runOutboxBenchmark() async throws {
     defer { try? FileManager.default.removeItem(at: directory) }
     let operation = OutboxOperation(name: "benchWrite", method: "PUT", change: .update)
     let payload = Data(#"{"title":"Buy oat milk","notes":"the barista one, two cartons","done":false,"list":"groceries","position":12}"#.utf8)
-    let samples = 2_000
+    let samples = 5_000
 
     // Durable enqueue, beside two raw baselines: the same two rows into plain tables, no outbox
     // logic. One on a file with the same settings (OfflineDatabase.open: WAL, synchronous NORMAL,
