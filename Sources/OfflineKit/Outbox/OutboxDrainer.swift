@@ -11,6 +11,9 @@ public import OfflineCore
 ///
 /// - Entries of a lane go strictly in order; lanes go side by side, so one blocked entity does not
 ///   hold back the others. Dependencies are acknowledged before their dependants are sent.
+/// - Requests go out as a pipeline: up to `maxConcurrentRequests` lanes at once, each freed slot
+///   refilled once its outcome is committed. Claims and outcomes are committed in batches, many
+///   entries per transaction.
 /// - Each entry is marked in flight in the database before its request leaves; after a crash it
 ///   is resent with the same `Idempotency-Key`, which the server uses to apply it only once.
 /// - Failures follow ``OutboxDelivery``: retries back off (full jitter, capped), a refused
@@ -33,7 +36,7 @@ public final class OutboxDrainer: Sendable {
     ///     connectivity evidence.
     ///   - clock: for waiting until the next entry is due (a `TestClock` in tests).
     ///   - random: a number in `0 ..< 1` for the backoff's jitter.
-    ///   - maxConcurrentRequests: how many lanes are sent to at once.
+    ///   - maxConcurrentRequests: how many requests (each of its own lane) may be in flight at once.
     ///   - prepare: adds credentials (or anything else) to each request before it is sent.
     public init(
         outbox: Outbox,
