@@ -13,7 +13,6 @@ struct PostgresStorage: ServerStorage {
     let client: PostgresClient
     let logger: Logger
 
-    var dialect: SQLDialect { .postgres }
     var services: [any Service] { [client] }
 
     /// An arbitrary constant naming the setup lock among the database's advisory locks.
@@ -76,7 +75,6 @@ struct PostgresStorage: ServerStorage {
     struct Transaction: SQLTransaction {
         let connection: PostgresConnection
         let logger: Logger
-        var dialect: SQLDialect { .postgres }
 
         func execute(_ statement: SQL) async throws {
             for try await _ in try await connection.query(query(statement), logger: logger) {}

@@ -14,7 +14,6 @@ struct SQLiteStorage: ServerStorage {
     let queue: DatabaseQueue
     let gate = TransactionGate()
 
-    var dialect: SQLDialect { .sqlite }
     var services: [any Service] { [] }
 
     static func open(in directory: URL?, schemas: [StorageSchema]) async throws -> SQLiteStorage {
@@ -58,7 +57,6 @@ struct SQLiteStorage: ServerStorage {
 
     struct Transaction: SQLTransaction {
         let queue: DatabaseQueue
-        var dialect: SQLDialect { .sqlite }
 
         func execute(_ statement: SQL) async throws {
             let (sql, arguments) = statement.rendered(in: .sqlite)

@@ -4,8 +4,6 @@ import ServiceLifecycle
 
 /// The statements of one transaction, on either backend.
 protocol SQLTransaction: Sendable {
-    var dialect: SQLDialect { get }
-
     func execute(_ statement: SQL) async throws
 
     func rows(_ statement: SQL) async throws -> [SQLRow]
@@ -23,8 +21,6 @@ extension SQLTransaction {
 /// read-modify-write locks what it reads (`SELECT … \(.forUpdate)`) or is a single atomic
 /// statement (`INSERT … ON CONFLICT`).
 protocol ServerStorage: Sendable {
-    var dialect: SQLDialect { get }
-
     /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
     func transaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws -> T
 
