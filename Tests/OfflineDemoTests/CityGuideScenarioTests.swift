@@ -27,8 +27,8 @@ func withCityDemo<T: Sendable>(
 }
 
 extension DemoHarness {
-    func makeCityGuide(suggestionTimeout: Duration = .seconds(20)) async throws -> CityGuideModel {
-        let model = try CityGuideModel(environment: environment, suggestionTimeout: suggestionTimeout)
+    func makeCityGuide(suggestionTimeout: Duration = .seconds(20), backgroundRefreshTimeout: Duration = .seconds(20)) async throws -> CityGuideModel {
+        let model = try CityGuideModel(environment: environment, suggestionTimeout: suggestionTimeout, backgroundRefreshTimeout: backgroundRefreshTimeout)
         await model.start()
         return model
     }
@@ -237,6 +237,24 @@ struct CityGuideScenarioTests {
             #expect(demo.screen(guide).banner == nil)
             #expect(demo.state(guide) == .weakNetwork, "dismissing hides the banner, not the state")
             #expect(!demo.screenText(guide).contains("Connection is slow."))
+        }
+    }
+
+    @Test("Weak network (2): a background check for a newer pack that gets no answer gives up quietly; the saved pack stays")
+    func quietBackgroundRefresh() async throws {
+        try await withCityDemo { demo in
+            let online = try await demo.makeCityGuide()
+            try await demo.download("Paris", in: online)
+            // Requests hang while the monitor still calls the connection poor.
+            await demo.network.change(to: .blackHole)
+            demo.monitor.set(.poor)
+            let guide = try await demo.makeCityGuide(backgroundRefreshTimeout: .milliseconds(300))
+            let toasts = demo.environment.toasts.current.serial
+            await guide.checkForUpdate()
+            #expect(guide.snapshot.pack.installed?.version == "1")
+            #expect(demo.state(guide) == .weakNetwork)
+            #expect(demo.screen(guide).problemCardsVisible)
+            #expect(demo.environment.toasts.current.serial == toasts, "no message")
         }
     }
 

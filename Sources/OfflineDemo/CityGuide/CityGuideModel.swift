@@ -70,6 +70,7 @@ public final class CityGuideModel: Scenario {
     public let packs: PackStore
     private let environment: DemoEnvironment
     private let suggestionTimeout: Duration
+    private let backgroundRefreshTimeout: Duration
     private let state = Locked(State())
     /// Guides read from installed packs, by pack id, with the version they came from.
     private let guides = Locked<[String: (version: String, guide: CityGuide)]>([:])
@@ -82,10 +83,12 @@ public final class CityGuideModel: Scenario {
     /// - Parameters:
     ///   - suggestionTimeout: how long city suggestions may take before the field falls back to
     ///     the downloaded cities.
+    ///   - backgroundRefreshTimeout: how long a quiet check for a newer pack may take.
     /// - Throws: when the packs folder cannot be created.
-    public init(environment: DemoEnvironment, suggestionTimeout: Duration = .seconds(5)) throws {
+    public init(environment: DemoEnvironment, suggestionTimeout: Duration = .seconds(5), backgroundRefreshTimeout: Duration = .seconds(4)) throws {
         self.environment = environment
         self.suggestionTimeout = suggestionTimeout
+        self.backgroundRefreshTimeout = backgroundRefreshTimeout
         packs = try PackStore(
             directory: environment.directory.appending(path: "city-packs", directoryHint: .isDirectory),
             source: .server(environment.serverURL),
@@ -360,12 +363,18 @@ public final class CityGuideModel: Scenario {
         refresh()
     }
 
-    /// Asks the server whether the selected city's pack has a newer version. Failures say
-    /// nothing: the installed pack stays in use.
+    /// Asks the server whether the selected city's pack has a newer version, giving up after
+    /// the short background deadline. Failures say nothing: the installed pack stays in use.
     public func checkForUpdate() async {
         guard let city = snapshot.city, packs.state(of: city.packId).installed != nil,
               environment.connectivity.status.isReachable else { return }
-        _ = try? await packs.checkForUpdate(city.packId)
+        await withTaskGroup(of: Void.self) { [packs, backgroundRefreshTimeout] group in
+            group.addTask { _ = try? await packs.checkForUpdate(city.packId) }
+            // The deadline of a quiet background refresh (weak network: 3–5 s), not a wait.
+            group.addTask { try? await Task.sleep(for: backgroundRefreshTimeout) }
+            await group.next()
+            group.cancelAll()
+        }
         refresh()
     }
 
