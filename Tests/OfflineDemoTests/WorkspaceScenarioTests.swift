@@ -43,7 +43,7 @@ struct WorkspaceScenarioTests {
             #expect(entry.path == "/api/records/pins/trip")
             // Nothing is shown for pattern A: the chat list carries no pending marker.
             let screen = demo.screen(workspace, connectivity: .offlineSoft)
-            #expect(screen.contains("  Team trip    pinned"))
+            #expect(screen.contains("  Team trip      pinned"))
             #expect(!screen.contains("~"))
 
             await demo.set(.online)

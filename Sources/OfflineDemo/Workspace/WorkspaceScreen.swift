@@ -76,7 +76,7 @@ public enum WorkspaceScreen {
 
     // MARK: Chat (patterns A and B)
 
-    static let listWidth = 22
+    static let listWidth = 24
 
     static func chatLines(_ state: WorkspaceModel.State, rows: Int, width: Int) -> [Line] {
         let attention = state.chatsNeedingAttention
@@ -84,7 +84,7 @@ public enum WorkspaceScreen {
         for chat in state.chats {
             let selected = chat.id == state.selectedChat
             let mark = attention.contains(chat.id) ? Span("!", .color(.red, bold: true)) : Span(" ")
-            let title = String(chat.title.prefix(12)).padding(toLength: 13, withPad: " ", startingAt: 0)
+            let title = String(chat.title.prefix(14)).padding(toLength: 15, withPad: " ", startingAt: 0)
             left.append(Line([
                 Span(selected ? ">" : " "), mark,
                 Span(title, selected ? .inverse : .plain),
@@ -100,7 +100,7 @@ public enum WorkspaceScreen {
         let composer: Line = if case .message(let field) = state.editing {
             field.line(label: "Message:", focused: true, width: threadWidth - 10)
         } else {
-            Line("m: write a message   (card numbers are refused by the server)", .dim)
+            Line("m: write a message", .dim)
         }
         let threadRows = max(1, rows - 2)
         right = Array(right.suffix(threadRows))
@@ -156,7 +156,10 @@ public enum WorkspaceScreen {
             let focused = state.editing == .invite(field)
             let selected = state.inviteField == field
             let label = (selected ? " > " : "   ") + field.label.padding(toLength: 7, withPad: " ", startingAt: 0)
-            var line = TextField(state.invite[field], maxLength: 80).line(label: label, focused: focused, width: 40)
+            var line = focused
+                ? TextField(state.invite[field], maxLength: 80).line(label: label, focused: true, width: 40)
+                : Line([Span(label), Span("[" + String(state.invite[field].suffix(39)).padding(toLength: 40, withPad: " ", startingAt: 0) + "]",
+                                          selected ? .bold : .plain)])
             if case .refused(_, let badField) = state.invitation, badField == field {
                 line = line + Line("  !", .color(.red, bold: true))
             }
@@ -225,7 +228,9 @@ public enum WorkspaceScreen {
     static func aboutLines() -> [Line] {
         var lines = [
             Line(" About this workspace", .bold),
-            Line(" Everything on this page is part of the app: it looks and works the same offline.", .dim),
+            Line(" Nothing on this page talks to a server: it works the same offline.", .dim),
+            Line(" Try it: the server refuses messages that contain a card number (pattern B)", .dim),
+            Line(" and invitations to mailinator.com addresses (pattern C).", .dim),
             .blank,
             Line("   Feature           Pattern                        Offline", .dim),
         ]
