@@ -53,6 +53,19 @@ func makeRouter(store: any IdempotencyKeyStore, probe: HandlerProbe, now: @escap
     return router
 }
 
+/// Claims `key` and abandons it, then two minutes later tries to take it over twice at once,
+/// through `first` and `second` (one store, or two server instances sharing one database).
+func takeOverAtOnce(_ first: any IdempotencyKeyStore, _ second: any IdempotencyKeyStore, key: String) async throws -> [IdempotencyClaim] {
+    let start = Date(timeIntervalSince1970: 1_000_000)
+    _ = try await first.claim(scope: "s", key: key, fingerprint: "f", now: start, expiredBefore: .distantPast, abandonedBefore: .distantPast)
+    let later = start.addingTimeInterval(120)
+    async let viaFirst = first.claim(scope: "s", key: key, fingerprint: "f", now: later, expiredBefore: .distantPast,
+                                     abandonedBefore: later.addingTimeInterval(-60))
+    async let viaSecond = second.claim(scope: "s", key: key, fingerprint: "f", now: later, expiredBefore: .distantPast,
+                                       abandonedBefore: later.addingTimeInterval(-60))
+    return try await [viaFirst, viaSecond]
+}
+
 extension HTTPField.Name {
     static let idempotencyKey = HTTPField.Name("Idempotency-Key")!
 }
@@ -183,14 +196,7 @@ struct IdempotencyMiddlewareTests {
     @Test("of two requests taking over one abandoned key, one runs")
     func takeoverOnce() async throws {
         let store = try store()
-        let start = Date(timeIntervalSince1970: 1_000_000)
-        _ = try await store.claim(scope: "s", key: "k", fingerprint: "f", now: start, expiredBefore: .distantPast, abandonedBefore: .distantPast)
-        let later = start.addingTimeInterval(120)
-        async let first = store.claim(scope: "s", key: "k", fingerprint: "f", now: later, expiredBefore: .distantPast,
-                                      abandonedBefore: later.addingTimeInterval(-60))
-        async let second = store.claim(scope: "s", key: "k", fingerprint: "f", now: later, expiredBefore: .distantPast,
-                                       abandonedBefore: later.addingTimeInterval(-60))
-        let claims = try await [first, second]
+        let claims = try await takeOverAtOnce(store, store, key: "k")
         #expect(claims.filter { $0 == .claimed }.count == 1)
         #expect(claims.filter { $0 == .inProgress }.count == 1)
     }

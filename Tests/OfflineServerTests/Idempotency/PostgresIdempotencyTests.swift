@@ -52,15 +52,7 @@ struct PostgresIdempotencyTests {
         #expect(probe.runs.withLockedValue { $0 } == keys.count, "the handler ran once per key")
 
         // A key abandoned by a server that died mid-request is taken over by one instance only.
-        let start = Date(timeIntervalSince1970: 1_000_000)
-        _ = try await first.claim(scope: "s", key: "abandoned", fingerprint: "f", now: start, expiredBefore: .distantPast,
-                                  abandonedBefore: .distantPast)
-        let later = start.addingTimeInterval(120)
-        async let takeoverA = first.claim(scope: "s", key: "abandoned", fingerprint: "f", now: later, expiredBefore: .distantPast,
-                                          abandonedBefore: later.addingTimeInterval(-60))
-        async let takeoverB = second.claim(scope: "s", key: "abandoned", fingerprint: "f", now: later, expiredBefore: .distantPast,
-                                           abandonedBefore: later.addingTimeInterval(-60))
-        let takeovers = try await [takeoverA, takeoverB]
+        let takeovers = try await takeOverAtOnce(first, second, key: "abandoned")
         #expect(takeovers.filter { $0 == .claimed }.count == 1, "\(takeovers)")
         await first.close()
         await second.close()
