@@ -47,7 +47,7 @@ struct FileDownload {
     let onProgress: @Sendable (Int64) -> Void
 
     /// Checkpoints between syncs of the partial file and its journal.
-    static let durableEvery = 1_000_000
+    static let durableEvery = 16
     /// The most bytes hashed and written at once.
     static let blockBytes: Int64 = 1 << 20
 
