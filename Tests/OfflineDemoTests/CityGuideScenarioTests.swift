@@ -461,6 +461,24 @@ struct CityGuideScenarioTests {
         }
     }
 
+    @Test("Removing a pack frees the device and leads back to the download offer (3a) or, offline, 3b")
+    func remove() async throws {
+        try await withCityDemo { demo in
+            let guide = try await demo.makeCityGuide()
+            try await demo.download("London", in: guide)
+            try await demo.download("Paris", in: guide)
+            await demo.set(.offline)
+            await guide.remove()
+            #expect(guide.packs.state(of: "city-paris") == .none)
+            #expect(guide.snapshot.downloaded.map(\.name) == ["London"])
+            #expect(demo.environment.toasts.current.text == "Paris removed from this device.")
+            #expect(demo.state(guide) == .noPackOffline)
+            #expect(demo.screenText(guide).contains("[London]"))
+            await demo.set(.online)
+            #expect(demo.state(guide) == .noPackOnline)
+        }
+    }
+
     @Test("Offline, the autocomplete is hidden and typing in the city field sends nothing")
     func autocompleteHiddenOffline() async throws {
         try await withCityDemo { demo in
