@@ -13,7 +13,10 @@ import NIOCore
 /// - a key whose first request is still running → 409 with `Retry-After`; once that request has
 ///   run longer than `takeover`, it is taken for dead (its server stopped mid-request) and the
 ///   next request with the key runs the handler. Choose `takeover` well above the longest
-///   handler: a request still running after it may then run twice;
+///   handler: a request still running after it may then run twice, and so does one whose server
+///   stopped after the handler's own commit but before the key was completed (a handler that
+///   must stay exactly-once across server crashes records its key with its effect, as the
+///   records resource does with its effect counts);
 /// - a key whose request completed → the stored response, byte for byte, without running the
 ///   handler again (marked `Idempotent-Replayed: true`);
 /// - otherwise the handler runs once and its response is stored.
