@@ -2,8 +2,9 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import NIOCore
-import OfflineServer
+@testable import OfflineServer
 import Testing
 
 /// The records resource on both backends, and two server instances sharing one PostgreSQL
@@ -132,5 +133,49 @@ struct StorageBackendTests {
                 #expect(versions.sorted() == Array(1...20))
             }
         }
+    }
+
+    @Test("a transaction that fails, or whose task is cancelled midway, leaves nothing behind, and the next one runs",
+          arguments: StorageBackend.available)
+    func rollback(backend: StorageBackend) async throws {
+        struct Refused: Error {}
+        let configuration = try await backend.configuration()
+        let storage = try await openServerStorage(configuration, schemas: [RecordStore.schema], logger: Logger(label: "test.storage"))
+        let records = RecordStore(storage: storage)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for service in storage.services {
+                group.addTask { try? await service.run() }
+            }
+            await #expect(throws: Refused.self) {
+                try await storage.transaction { transaction in
+                    try await transaction.execute("INSERT INTO record_effects (idempotencyKey, count) VALUES ('failed', 1)")
+                    throw Refused()
+                }
+            }
+            let cancelled = Task {
+                try await storage.transaction { transaction in
+                    try await transaction.execute("INSERT INTO record_effects (idempotencyKey, count) VALUES ('cancelled', 1)")
+                    withUnsafeCurrentTask { $0?.cancel() }
+                    try Task.checkCancellation()
+                }
+            }
+            await #expect(throws: CancellationError.self) { try await cancelled.value }
+            #expect(try await records.effects().isEmpty)
+            _ = try await records.apply(.put(["n": .number(1)]), collection: "c", id: "1", key: "next")
+            #expect(try await records.effects() == ["next": 1])
+            group.cancelAll()
+        }
+    }
+
+    @Test("a statement is written once: each dialect gets its placeholders and type names, and the values in order")
+    func dialects() {
+        let owner: String? = nil
+        let statement: SQL = "SELECT id \(.blob) FROM t WHERE a = \("x") AND b = \(2) AND c = \(nullable: owner) \(.forUpdate)"
+        let sqlite = statement.rendered(in: .sqlite)
+        let postgres = statement.rendered(in: .postgres)
+        #expect(sqlite.sql == "SELECT id BLOB FROM t WHERE a = ? AND b = ? AND c = ? ")
+        #expect(postgres.sql == "SELECT id BYTEA FROM t WHERE a = $1 AND b = $2 AND c = $3 FOR UPDATE")
+        #expect(sqlite.arguments == [.text("x"), .integer(2), .null])
+        #expect(postgres.arguments == sqlite.arguments)
     }
 }
