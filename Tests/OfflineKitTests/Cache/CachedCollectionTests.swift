@@ -130,6 +130,29 @@ struct CachedCollectionTests {
         #expect(try cache.cachedResponse(for: endpoint.query().query) == nil)
     }
 
+    @Test("the body is decoded once, when it arrives; opening the screen again reads rows")
+    func decodedOnce() async throws {
+        let file = try TemporaryDatabase()
+        defer { file.remove() }
+        let endpoint = OrdersEndpoint()
+        try endpoint.serve(orders(8))
+        let decodes = Locked(0)
+        let query = CollectionQuery(endpoint.query().query, of: OrderLine.self) { body in
+            decodes.withLock { $0 += 1 }
+            return try JSONDecoder().decode(OrderPage.self, from: body).orders
+        }
+        let monitor = FakeConnectivityMonitor(.online)
+        // No memory tier: every open below goes to the database.
+        let cache = ResponseCache(database: file.database, transport: endpoint.transport, connectivity: monitor, memoryCapacity: 0)
+        _ = try await cache.load(query)
+        monitor.status = .offline
+        for _ in 0..<3 {
+            #expect(try await cache.load(query).records == orders(8))
+        }
+        #expect(try cache.cachedCollection(for: query)?.records.count == 8)
+        #expect(decodes.current == 1)
+    }
+
     @Test("staleness and the validator are carried; a 304 refreshes the time and keeps the rows")
     func stalenessAndValidator() async throws {
         let file = try TemporaryDatabase()
