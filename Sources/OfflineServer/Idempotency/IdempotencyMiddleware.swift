@@ -15,8 +15,8 @@ import NIOCore
 ///   next request with the key runs the handler. Choose `takeover` well above the longest
 ///   handler: a request still running after it may then run twice, and so does one whose server
 ///   stopped after the handler's own commit but before the key was completed (a handler that
-///   must stay exactly-once across server crashes records its key with its effect, as the
-///   records resource does with its effect counts);
+///   must stay exactly-once across server crashes checks and records the key in its own
+///   transaction);
 /// - a key whose request completed → the stored response, byte for byte, without running the
 ///   handler again (marked `Idempotent-Replayed: true`);
 /// - otherwise the handler runs once and its response is stored.
