@@ -373,4 +373,63 @@ struct AudioScenarioTests {
             #expect(audio.store.state(of: focus.packId) == .none)
         }
     }
+
+    @Test("online, a session not downloaded streams one ranged request per second; cut, it pauses and sends nothing more")
+    func streamingOnline() async throws {
+        try await withAudioDemo { demo in
+            let audio = try await demo.makeLoadedAudio()
+            let focus = try #require(audio.snapshot.sessions.first { $0.id == "deep-focus" })
+            audio.openReview(focus.id)
+            let before = demo.requests.count(.networkRequired)
+            #expect(await audio.preparePlayback(focus))
+            await audio.step()
+            await audio.step()
+            let playback = try #require(audio.snapshot.playback)
+            #expect(playback.source == .stream)
+            #expect(playback.bytesRead == 44 + 16_000)
+            #expect(playback.duration == 120)
+            // The manifest, then one ranged request per step.
+            #expect(demo.requests.count(.networkRequired) == before + 3)
+            #expect(demo.screenText(audio).contains("16,044 / 1,920,044 bytes read (stream)"))
+            #expect(audio.store.state(of: focus.packId) == .none)
+
+            await demo.set(.offline)
+            let offline = demo.requestCount
+            await audio.step()
+            let paused = try #require(audio.snapshot.playback)
+            #expect(paused.bytesRead == playback.bytesRead)
+            #expect(demo.environment.toasts.current.text?.contains("internet connection") == true)
+            #expect(demo.requestCount == offline)
+            #expect(demo.screenText(audio).contains("No offline access"))
+        }
+    }
+
+    @Test("a download cut before the app quits resumes from its journal after a restart once the network is back")
+    func resumeAfterRestart() async throws {
+        try await withAudioDemo { demo in
+            // The first run does not follow connectivity, so only the restarted app resumes.
+            let first = try AudioModel(environment: demo.environment)
+            await first.start()
+            await first.refreshList()
+            first.answerStoragePrompt(true)
+            let flight = try #require(first.snapshot.sessions.first { $0.id == "flight-ease" })
+            let size = try #require(Self.wavBytes[flight.id])
+            await demo.network.change(to: .slow(.init(latency: .milliseconds(1), bytesPerSecond: 2 << 20)))
+            let received = demo.network.statistics.bytesToClient
+            demo.environment.spawn { await first.download([flight.id]) }
+            await demo.wait { (first.snapshot.progress[flight.packId]?.completedBytes ?? 0) >= 1_400_000 }
+            await demo.set(.offline)
+            await demo.wait { first.snapshot.packs[flight.packId] == .failed(.interrupted) && !first.store.isDownloading(flight.packId) }
+
+            let restarted = try await demo.makeAudio()
+            #expect(restarted.snapshot.packs[flight.packId] == .failed(.interrupted))
+            #expect(restarted.snapshot.wanted == [flight.packId])
+            #expect(demo.screenText(restarted).contains("Paused · resumes when online"))
+            await demo.set(.online)
+            await demo.wait { restarted.snapshot.isDownloaded(flight) }
+            let refetched = demo.network.statistics.bytesToClient - received - size
+            #expect(refetched <= 1 << 20, "re-fetched \(refetched) bytes")
+            #expect(try restarted.store.verify(flight.packId).isEmpty)
+        }
+    }
 }
