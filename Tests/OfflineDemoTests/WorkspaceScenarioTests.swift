@@ -141,9 +141,7 @@ struct WorkspaceScenarioTests {
 
     @Test("C: the invite draft is saved as the user types and survives a restart; submit is refused offline with no request built")
     func inviteDraftAndOfflineSubmit() async throws {
-        let folder = FileManager.default.temporaryDirectory.appending(path: "offline-demo-workspace-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: folder) }
-        try await withDemo(directory: folder, condition: .offline) { demo in
+        try await withDemo(condition: .offline) { demo in
             let workspace = try await demo.startWorkspace()
             _ = workspace.handle(.character("i"))
             _ = workspace.handle(.character("e"))
@@ -153,21 +151,21 @@ struct WorkspaceScenarioTests {
             #expect(!workspace.capturesText)
             await demo.wait { workspace.snapshot.savedDraft?.email == "ana@northwind.test" }
             #expect(demo.screen(workspace, connectivity: .offlineSoft).contains("Draft saved on this device."))
-        }
-        try await withDemo(directory: folder, condition: .offline) { demo in
-            let workspace = try await demo.startWorkspace()
-            workspace.open(.invite)
-            #expect(workspace.snapshot.invite == InviteDraft(email: "ana@northwind.test"))
-            let screen = demo.screen(workspace, connectivity: .offlineSoft)
+
+            // A new model knows only what the device kept.
+            let restarted = try await demo.startWorkspace()
+            restarted.open(.invite)
+            #expect(restarted.snapshot.invite == InviteDraft(email: "ana@northwind.test"))
+            let screen = demo.screen(restarted, connectivity: .offlineSoft)
             #expect(screen.contains("ana@northwind.test"))
             #expect(screen.contains("[Send invitation] (disabled)"))
             #expect(screen.contains(OfflineMessage.noInternetConnection.text))
 
-            await workspace.submitInvite()
-            #expect(workspace.snapshot.invitation == .failed(.noInternetConnection))
+            await restarted.submitInvite()
+            #expect(restarted.snapshot.invitation == .failed(.noInternetConnection))
             #expect(demo.environment.toasts.current.text == OfflineMessage.noInternetConnection.text)
             #expect(demo.requestCount == 0)
-            #expect(try await workspace.form.loadDraft(InviteDraft.self) == InviteDraft(email: "ana@northwind.test"))
+            #expect(try await restarted.form.loadDraft(InviteDraft.self) == InviteDraft(email: "ana@northwind.test"))
         }
     }
 

@@ -5,7 +5,8 @@ public import OfflineKit
 /// The chat and workspace screen, drawn from a state snapshot.
 ///
 /// Without colour every state still reads: pending items start with `~`, pending deletes also
-/// say "deleting", refused ones start with `!` and carry their error on the next line.
+/// say "deleting", refused ones start with `!` and carry their error on the next line, with `(x)`,
+/// the key that dismisses it.
 public enum WorkspaceScreen {
     public static func render(_ state: WorkspaceModel.State, _ context: RenderContext, now: Date) -> ScreenContent {
         let reachable = context.connectivity.isReachable
@@ -122,7 +123,7 @@ public enum WorkspaceScreen {
         if let failure = status.failure {
             return [
                 Line([cursor, Span("! ", .color(.red, bold: true)), Span(text, .color(.red))]).truncated(to: width),
-                Line([Span("  "), Span(failure.message.text, .color(.red)), Span("  x: dismiss", .dim)]).truncated(to: width),
+                Line([Span("  "), Span(failure.message.text, .color(.red)), Span(" (x)", .dim)]).truncated(to: width),
             ]
         }
         switch status.pendingAction {
