@@ -12,36 +12,42 @@ import Testing
 struct WorkspaceTerminalTests {
     @Test("offline, bank accounts are blocked and a sent message shows pending; online again it is sent and unmarked")
     func offlineMessageThenOnline() async throws {
-        let binary = try #require(ProcessInfo.processInfo.environment["OFFLINEKIT_BIN"])
-        let data = FileManager.default.temporaryDirectory.appending(path: "offline-workspace-tmux-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: data) }
-        let tmux = DemoTerminalTests.Tmux()
-        try tmux.run(["new-session", "-d", "-s", "demo", "-x", "80", "-y", "24",
-                      "TERM=xterm-256color \(binary) demo --data \(data.path)"])
-        defer { _ = try? tmux.run(["kill-server"]) }
+        try await withTerminalDemo { tmux in
+            for _ in 0..<6 where !(try tmux.pane().contains("Sync queue")) { try tmux.send("Tab") }
+            _ = try await tmux.waitFor("Sync queue: everything sent", "General", "Team trip")
 
-        _ = try await tmux.waitFor("Monitor: online")
-        for _ in 0..<6 where !(try tmux.pane().contains("Sync queue")) { try tmux.send("Tab") }
-        _ = try await tmux.waitFor("Sync queue: everything sent", "General", "Team trip")
+            try tmux.send("n")                       // slow
+            try tmux.send("n")                       // offline
+            _ = try await tmux.waitFor("Network switch: offline", "Monitor: offline")
 
-        try tmux.send("n")                       // slow
-        try tmux.send("n")                       // offline
-        _ = try await tmux.waitFor("Network switch: offline", "Monitor: offline")
+            try tmux.send("b")
+            _ = try await tmux.waitFor("This feature requires an internet connection.")
+            try tmux.send("c")
+            try tmux.send("m")
+            try tmux.run(["send-keys", "-t", "demo", "-l", "hello from the train"])
+            try tmux.send("Enter")
+            let offline = try await tmux.waitFor("~ you: hello from the train", "1 waiting")
+            #expect(offline.contains("next try when back online"))
 
-        try tmux.send("b")
-        _ = try await tmux.waitFor("This feature requires an internet connection.")
-        try tmux.send("c")
-        try tmux.send("m")
-        try tmux.run(["send-keys", "-t", "demo", "-l", "hello from the train"])
-        try tmux.send("Enter")
-        let offline = try await tmux.waitFor("~ you: hello from the train", "1 waiting")
-        #expect(offline.contains("next try when back online"))
+            try tmux.send("n")                       // online again
+            let online = try await tmux.waitFor("Monitor: online", "Sync queue: everything sent")
+            #expect(online.contains("you: hello from the train"))
+            #expect(!online.contains("~ you: hello from the train"))
 
-        try tmux.send("n")                       // online again
-        let online = try await tmux.waitFor("Monitor: online", "Sync queue: everything sent")
-        #expect(online.contains("you: hello from the train"))
-        #expect(!online.contains("~ you: hello from the train"))
-
-        try tmux.send("q")
+            try tmux.send("q")
+        }
     }
+}
+
+/// Runs `offline demo` under tmux at 80×24 with a fresh data folder, until `body` returns, and
+/// waits for the monitor's first "online". Cleans the folder and the tmux server up.
+func withTerminalDemo(_ body: (DemoTerminalTests.Tmux) async throws -> Void) async throws {
+    let binary = try #require(ProcessInfo.processInfo.environment["OFFLINEKIT_BIN"])
+    let data = FileManager.default.temporaryDirectory.appending(path: "offline-demo-tmux-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: data) }
+    let tmux = DemoTerminalTests.Tmux()
+    try tmux.run(["new-session", "-d", "-s", "demo", "-x", "80", "-y", "24", "TERM=xterm-256color \(binary) demo --data \(data.path)"])
+    defer { _ = try? tmux.run(["kill-server"]) }
+    _ = try await tmux.waitFor("Monitor: online")
+    try await body(tmux)
 }
