@@ -64,13 +64,22 @@ public enum Chrome {
         }
     }
 
+    /// The tab bar: every title in full when they fit the width; otherwise the selected one in
+    /// full and the others by their first word, so every tab stays visible on 80 columns.
     static func tabs(_ state: State) -> Line {
-        var spans = [Span(" OfflineKit ", .color(.cyan, bold: true))]
-        for (index, title) in state.titles.enumerated() {
-            let label = " \(index + 1) \(title) "
-            spans.append(index == state.selected ? Span("[" + label + "]", TextStyle(bold: true, inverse: true)) : Span(" " + label + " "))
+        func line(_ title: (Int, String) -> String) -> Line {
+            var spans = [Span(" OfflineKit ", .color(.cyan, bold: true))]
+            for (index, full) in state.titles.enumerated() {
+                let label = " \(index + 1) \(title(index, full)) "
+                spans.append(index == state.selected ? Span("[" + label + "]", TextStyle(bold: true, inverse: true)) : Span(" " + label + " "))
+            }
+            return Line(spans)
         }
-        return Line(spans)
+        let full = line { _, title in title }
+        guard full.width > state.width else { return full }
+        return line { index, title in
+            index == state.selected ? title : String(title.prefix { $0 != " " })
+        }
     }
 
     static func status(_ state: State) -> Line {
