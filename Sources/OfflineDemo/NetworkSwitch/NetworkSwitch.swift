@@ -230,6 +230,8 @@ private final class RelayHandler: ChannelInboundHandler, RemovableChannelHandler
     let direction: Direction
     var partner: RelayHandler?
     private var context: ChannelHandlerContext?
+    /// The pair's event loop, kept after this side closes so queued bytes still reach the other.
+    private var eventLoop: (any EventLoop)?
     private var queue = CircularBuffer<(deliverAt: ContinuousClock.Instant, buffer: ByteBuffer)>()
     private var queuedBytes = 0
     private var pacer: Pacer<ContinuousClock.Instant>?
@@ -244,11 +246,15 @@ private final class RelayHandler: ChannelInboundHandler, RemovableChannelHandler
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        self.eventLoop = context.eventLoop
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        drainTask?.cancel()
         self.context = nil
+        // Bytes this side read before it closed (a response followed by the server's close)
+        // are still delivered at their paced times; the drain closes the other side after them.
+        guard queue.isEmpty else { return }
+        drainTask?.cancel()
         partner = nil
     }
 
@@ -305,10 +311,10 @@ private final class RelayHandler: ChannelInboundHandler, RemovableChannelHandler
     }
 
     private func scheduleDrain() {
-        guard let context, let head = queue.first else { return }
+        guard let eventLoop, let head = queue.first else { return }
         let delay = ContinuousClock.now.duration(to: head.deliverAt)
         let nanoseconds = max(0, delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000)
-        drainTask = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) { [self] in
+        drainTask = eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) { [self] in
             self.drainTask = nil
             self.drain()
         }
@@ -323,7 +329,10 @@ private final class RelayHandler: ChannelInboundHandler, RemovableChannelHandler
         }
         updateBackpressure()
         if queue.isEmpty {
-            if closeWhenDrained { partner?.context?.close(promise: nil) }
+            if closeWhenDrained {
+                partner?.context?.close(promise: nil)
+                if context == nil { partner = nil }
+            }
         } else {
             scheduleDrain()
         }
