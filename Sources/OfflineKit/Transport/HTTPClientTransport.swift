@@ -47,17 +47,39 @@ public final class HTTPClientTransport: HTTPTransport {
     }
 
     public func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
-        let timeout = request.timeout ?? defaultTimeout
-        do {
-            let response = try await client.execute(makeRequest(request), timeout: .init(timeout))
-            let body = try await response.body.collect(upTo: maxBodyBytes)
-            return HTTPResponse(status: Int(response.status.code), headers: HTTPHeaders(response.headers), body: Data(body.readableBytesView))
-        } catch {
-            throw Self.classify(error)
+        try await Self.retryingStaleConnection(request) {
+            let timeout = request.timeout ?? defaultTimeout
+            do {
+                let response = try await client.execute(makeRequest(request), timeout: .init(timeout))
+                let body = try await response.body.collect(upTo: maxBodyBytes)
+                return HTTPResponse(status: Int(response.status.code), headers: HTTPHeaders(response.headers), body: Data(body.readableBytesView))
+            } catch {
+                throw Self.classify(error)
+            }
         }
     }
 
     public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+        try await Self.retryingStaleConnection(request) { try await streamOnce(request) }
+    }
+
+    /// Runs `attempt`, and once more when a safe request (GET, HEAD) lost its connection.
+    ///
+    /// A pooled connection the network dropped while idle (a switch between networks, an
+    /// outage that just ended) is only found out when the next request is written to it; RFC 9110
+    /// §9.2.2 lets a client repeat an idempotent request then. A request that asks for a fresh
+    /// connection (`Connection: close`, as probes do) is not repeated: for it, a lost connection
+    /// is news about the network, not a stale socket.
+    static func retryingStaleConnection<T>(_ request: HTTPRequest, _ attempt: () async throws -> T) async throws -> T {
+        do {
+            return try await attempt()
+        } catch TransportError.connectionLost
+            where ["GET", "HEAD"].contains(request.method.uppercased()) && request.headers["Connection"]?.lowercased() != "close" {
+            return try await attempt()
+        }
+    }
+
+    private func streamOnce(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
         let timeout = request.timeout ?? defaultTimeout
         let outgoing: HTTPClient.Request
         do {
