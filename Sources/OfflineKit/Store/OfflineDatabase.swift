@@ -44,6 +44,9 @@ public struct OfflineDatabase: Sendable {
                 try checkHeader(path: path)
             }
             var configuration = Configuration()
+            // Another process (an app extension, a second CLI run) or a pool still closing may
+            // hold the write lock for a moment: wait for it instead of failing at once.
+            configuration.busyMode = .timeout(5)
             // NORMAL syncs at checkpoints rather than at every commit: enough for a process
             // crash, which is what the outbox guards against (see the durability note above).
             configuration.prepareDatabase { db in
