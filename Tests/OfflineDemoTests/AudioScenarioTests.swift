@@ -309,11 +309,14 @@ struct AudioScenarioTests {
             await audio.togglePlay()
             #expect(audio.snapshot.playback?.isPlaying == true)
             #expect(audio.snapshot.playback?.bytesRead == 0)
-            await clock.advance(by: .seconds(1))
-            await demo.wait { audio.snapshot.playback?.bytesRead == 44 }
-            await clock.advance(by: .seconds(2))
-            await demo.wait { audio.snapshot.playback?.bytesRead == 44 + 2 * 16_000 }
-            #expect(audio.snapshot.playback?.position == 2)
+            // One second at a time, each once the ticker sleeps: a test clock advanced before the
+            // ticker's next sleep is registered would leave that sleep waiting for ever.
+            for (second, bytes) in [(1, 44), (2, 44 + 16_000), (3, 44 + 2 * 16_000)] {
+                await clock.waitForSleeper()
+                await clock.advance(by: .seconds(1))
+                await demo.wait { audio.snapshot.playback?.bytesRead == Int64(bytes) }
+                #expect(audio.snapshot.playback?.position == Int64(second - 1))
+            }
             await audio.togglePlay()
             #expect(audio.snapshot.playback?.isPlaying == false)
             await clock.advance(by: .seconds(5))
@@ -431,5 +434,12 @@ struct AudioScenarioTests {
             #expect(refetched <= 1 << 20, "re-fetched \(refetched) bytes")
             #expect(try restarted.store.verify(flight.packId).isEmpty)
         }
+    }
+}
+
+extension TestClock<Duration> {
+    /// Returns once something sleeps on the clock (`checkSuspension` throws while a sleep is pending).
+    func waitForSleeper() async {
+        while (try? await checkSuspension()) != nil {}
     }
 }

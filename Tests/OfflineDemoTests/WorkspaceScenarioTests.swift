@@ -61,7 +61,9 @@ struct WorkspaceScenarioTests {
             let message = try #require(try await workspace.send("See you at nine"))
             let entry = try #require(try await workspace.outbox.entries().first)
             #expect(workspace.snapshot.thread.last?.id == message.id)
-            #expect(workspace.snapshot.status(of: message).pendingAction == .add)
+            // The marker comes from the outbox's observation, which may still be delivering the
+            // value it read just before the write.
+            await demo.wait { workspace.snapshot.status(of: message).pendingAction == .add }
             #expect(demo.requestCount == 0)
 
             let pending = try #require(demo.lines(workspace, connectivity: .offlineSoft).first { $0.text.contains("See you at nine") })
@@ -120,7 +122,7 @@ struct WorkspaceScenarioTests {
 
             await demo.set(.offline)
             try await workspace.delete(message: message.id)
-            #expect(workspace.snapshot.status(of: message).pendingAction == .delete)
+            await demo.wait { workspace.snapshot.status(of: message).pendingAction == .delete }
             let line = try #require(demo.lines(workspace, connectivity: .offlineSoft).first { $0.text.contains("Lunch at noon?") })
             #expect(line.text.contains("~ you: Lunch at noon? (deleting)"))
             let span = try #require(line.spans.first { $0.text.contains("Lunch at noon?") })
