@@ -33,6 +33,7 @@ public enum DemoRuntime {
                 // switch, exactly as an app would; no OS link events (the switch is not a link).
                 let monitor = ConnectivityMonitor(
                     probe: ConnectivityProbe(url: serverURL.appending(path: "health")),
+                    policy: demoPolicy,
                     linkMonitor: nil)
                 group.addTask { try await monitor.run() }
                 group.addTask {
@@ -71,6 +72,16 @@ public enum DemoRuntime {
             throw error
         }
         try await http.shutdown()
+    }
+
+    /// The product's policy, probing every few seconds while idle and judging quality on three
+    /// samples instead of five, so turning the switch to slow shows "poor" within seconds. An app
+    /// keeps the defaults (one idle probe per five minutes): its own traffic supplies the samples.
+    static var demoPolicy: ConnectivityPolicy {
+        var policy = ConnectivityPolicy()
+        policy.idleProbeInterval = .seconds(3)
+        policy.minimumSamples = 3
+        return policy
     }
 
     /// The five scenarios, started from local data.
