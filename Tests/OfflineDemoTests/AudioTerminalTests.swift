@@ -11,42 +11,36 @@ import Testing
 struct AudioTerminalTests {
     @Test("first download asks for storage, then offline the review screen plays the local file and refuses Generate")
     func downloadThenOfflineReview() async throws {
-        let binary = try #require(ProcessInfo.processInfo.environment["OFFLINEKIT_BIN"])
-        let data = FileManager.default.temporaryDirectory.appending(path: "offline-audio-tmux-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: data) }
-        let tmux = DemoTerminalTests.Tmux()
-        try tmux.run(["new-session", "-d", "-s", "demo", "-x", "80", "-y", "24",
-                      "TERM=xterm-256color \(binary) demo --data \(data.path)"])
-        defer { _ = try? tmux.run(["kill-server"]) }
+        try await withTerminalDemo { tmux in
+            _ = try await tmux.waitFor("Monitor: online")
+            for _ in 0..<6 where !(try tmux.pane().contains("Audio sessions ]")) { try tmux.send("Tab") }
+            _ = try await tmux.waitFor("Calm breathing", "Ease on flights", "Storage permission: asked on the first download")
 
-        _ = try await tmux.waitFor("Monitor: online")
-        for _ in 0..<6 where !(try tmux.pane().contains("Audio sessions ]")) { try tmux.send("Tab") }
-        _ = try await tmux.waitFor("Calm breathing", "Ease on flights", "Storage permission: asked on the first download")
+            try tmux.send("d")
+            _ = try await tmux.waitFor("Allow storage for downloads?")
+            try tmux.send("y")
+            let listed = try await tmux.waitFor("[Downloaded]", "Storage permission: allowed")
+            #expect(listed.contains("encrypted on this device"))
 
-        try tmux.send("d")
-        _ = try await tmux.waitFor("Allow storage for downloads?")
-        try tmux.send("y")
-        let listed = try await tmux.waitFor("[Downloaded]", "Storage permission: allowed")
-        #expect(listed.contains("encrypted on this device"))
+            try tmux.send("Enter")
+            _ = try await tmux.waitFor("A short breathing exercise")
+            try tmux.send("n")                       // slow
+            try tmux.send("n")                       // offline
+            let offline = try await tmux.waitFor("Offline playback available", "Offline mode", "Network switch: offline")
+            #expect(offline.contains("[Generate] (disabled)"))
+            try tmux.send(".")
+            try tmux.send(".")
+            _ = try await tmux.waitFor("0:01 / 1:00", "(device)")
+            try tmux.send("g")
+            _ = try await tmux.waitFor("This feature requires an internet connection.")
 
-        try tmux.send("Enter")
-        _ = try await tmux.waitFor("A short breathing exercise")
-        try tmux.send("n")                       // slow
-        try tmux.send("n")                       // offline
-        let offline = try await tmux.waitFor("Offline playback available", "Offline mode", "Network switch: offline")
-        #expect(offline.contains("[Generate] (disabled)"))
-        try tmux.send(".")
-        try tmux.send(".")
-        _ = try await tmux.waitFor("0:01 / 1:00", "(device)")
-        try tmux.send("g")
-        _ = try await tmux.waitFor("This feature requires an internet connection.")
+            try tmux.send("Left")                    // back to the list
+            try tmux.send("Down")
+            try tmux.send("Enter")
+            let missing = try await tmux.waitFor("Deep focus", "No offline access")
+            #expect(missing.contains("[Play] (disabled)"))
 
-        try tmux.send("Left")                    // back to the list
-        try tmux.send("Down")
-        try tmux.send("Enter")
-        let missing = try await tmux.waitFor("Deep focus", "No offline access")
-        #expect(missing.contains("[Play] (disabled)"))
-
-        try tmux.send("q")
+            try tmux.send("q")
+        }
     }
 }

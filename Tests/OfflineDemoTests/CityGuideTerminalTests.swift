@@ -11,45 +11,39 @@ import Testing
 struct CityGuideTerminalTests {
     @Test("choose a city, download its pack, go offline: chips, the saved copy and offline search; back online")
     func downloadThenOffline() async throws {
-        let binary = try #require(ProcessInfo.processInfo.environment["OFFLINEKIT_BIN"])
-        let data = FileManager.default.temporaryDirectory.appending(path: "offline-city-tmux-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: data) }
-        let tmux = DemoTerminalTests.Tmux()
-        try tmux.run(["new-session", "-d", "-s", "demo", "-x", "80", "-y", "24",
-                      "TERM=xterm-256color \(binary) demo --data \(data.path)"])
-        defer { _ = try? tmux.run(["kill-server"]) }
+        try await withTerminalDemo { tmux in
+            _ = try await tmux.waitFor("Monitor: online", "City guide ]")
+            try tmux.send("c")
+            try tmux.send("-l", "Par")
+            _ = try await tmux.waitFor("Paris, France")
+            try tmux.send("Enter")
+            _ = try await tmux.waitFor("Download Paris for offline", "[Download pack]")
 
-        _ = try await tmux.waitFor("Monitor: online", "City guide ]")
-        try tmux.send("c")
-        try tmux.send("-l", "Par")
-        _ = try await tmux.waitFor("Paris, France")
-        try tmux.send("Enter")
-        _ = try await tmux.waitFor("Download Paris for offline", "[Download pack]")
+            try tmux.send("d")
+            let saved = try await tmux.waitFor("Tier 1 Available", "Already saved for offline", "Find a toilet")
+            #expect(!saved.contains("Download Paris for offline"))
 
-        try tmux.send("d")
-        let saved = try await tmux.waitFor("Tier 1 Available", "Already saved for offline", "Find a toilet")
-        #expect(!saved.contains("Download Paris for offline"))
+            // The live monitor decides slow vs offline itself; the weak-network state is covered by
+            // the scenario tests, with the monitor kept in step with the switch.
+            try tmux.send("n")                       // slow
+            _ = try await tmux.waitFor("Network switch: slow")
+            try tmux.send("n")                       // offline
+            let offline = try await tmux.waitFor("Offline: choose a downloaded city", "[Paris]", "Using your saved copy", "Network switch: offline")
+            #expect(!offline.contains("Connection is slow"))
+            #expect(offline.contains("Find a toilet"))
 
-        // The live monitor decides slow vs offline itself; the weak-network state is covered by
-        // the scenario tests, with the monitor kept in step with the switch.
-        try tmux.send("n")                       // slow
-        _ = try await tmux.waitFor("Network switch: slow")
-        try tmux.send("n")                       // offline
-        let offline = try await tmux.waitFor("Offline: choose a downloaded city", "[Paris]", "Using your saved copy", "Network switch: offline")
-        #expect(!offline.contains("Connection is slow"))
-        #expect(offline.contains("Find a toilet"))
+            // Offline search: the results come from the pack on the device.
+            try tmux.send("/")
+            try tmux.send("-l", "atm")
+            _ = try await tmux.waitFor("Cash and ATMs")
+            try tmux.send("Enter")
+            _ = try await tmux.waitFor("Card declined", "Lost card")
+            try tmux.send("h")
 
-        // Offline search: the results come from the pack on the device.
-        try tmux.send("/")
-        try tmux.send("-l", "atm")
-        _ = try await tmux.waitFor("Cash and ATMs")
-        try tmux.send("Enter")
-        _ = try await tmux.waitFor("Card declined", "Lost card")
-        try tmux.send("h")
-
-        try tmux.send("n")                       // online again
-        let online = try await tmux.waitFor("Monitor: online", "Network switch: online")
-        #expect(!online.contains("Offline: choose a downloaded city"))
-        try tmux.send("q")
+            try tmux.send("n")                       // online again
+            let online = try await tmux.waitFor("Monitor: online", "Network switch: online")
+            #expect(!online.contains("Offline: choose a downloaded city"))
+            try tmux.send("q")
+        }
     }
 }

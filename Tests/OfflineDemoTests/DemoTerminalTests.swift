@@ -51,33 +51,40 @@ struct DemoTerminalTests {
 
     @Test("going offline shows the cached cart with the banner and the toast; going online clears them")
     func offlineAndBack() async throws {
-        let binary = try #require(ProcessInfo.processInfo.environment["OFFLINEKIT_BIN"])
-        let data = FileManager.default.temporaryDirectory.appending(path: "offline-demo-tmux-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: data) }
-        let tmux = Tmux()
-        try tmux.run(["new-session", "-d", "-s", "demo", "-x", "80", "-y", "24",
-                      "TERM=xterm-256color \(binary) demo --data \(data.path)"])
-        defer { _ = try? tmux.run(["kill-server"]) }
+        try await withTerminalDemo { tmux in
+            _ = try await tmux.waitFor("Monitor: online", "Planner")
+            // Tab through the screens to the shop.
+            for _ in 0..<5 where !(try tmux.pane().contains("Shop ]")) { try tmux.send("Tab") }
+            _ = try await tmux.waitFor("Enamel mug", "Proceed to Checkout")
 
-        _ = try await tmux.waitFor("Monitor: online", "Planner")
-        // Tab through the screens to the shop.
-        for _ in 0..<5 where !(try tmux.pane().contains("Shop ]")) { try tmux.send("Tab") }
-        _ = try await tmux.waitFor("Enamel mug", "Proceed to Checkout")
+            try tmux.send("n")                       // slow
+            try tmux.send("n")                       // offline
+            let offline = try await tmux.waitFor("Offline mode", "Using your saved copy", "Network switch: offline")
+            #expect(offline.contains("Enamel mug"))
+            #expect(offline.contains("[Proceed to Checkout] (disabled)"))
 
-        try tmux.send("n")                       // slow
-        try tmux.send("n")                       // offline
-        let offline = try await tmux.waitFor("Offline mode", "Using your saved copy", "Network switch: offline")
-        #expect(offline.contains("Enamel mug"))
-        #expect(offline.contains("[Proceed to Checkout] (disabled)"))
+            try tmux.send("c")
+            _ = try await tmux.waitFor("No internet connection. Please check your connection and try again.")
 
-        try tmux.send("c")
-        _ = try await tmux.waitFor("No internet connection. Please check your connection and try again.")
+            try tmux.send("n")                       // online again
+            let online = try await tmux.waitFor("Monitor: online", "Back online.")
+            #expect(!online.contains("Offline mode"))
+            #expect(online.contains("[Proceed to Checkout]  "))
 
-        try tmux.send("n")                       // online again
-        let online = try await tmux.waitFor("Monitor: online", "Back online.")
-        #expect(!online.contains("Offline mode"))
-        #expect(online.contains("[Proceed to Checkout]  "))
-
-        try tmux.send("q")
+            try tmux.send("q")
+        }
     }
+}
+
+/// Runs `offline demo` under tmux at 80×24 with a fresh data folder, until `body` returns, and
+/// waits for the monitor's first "online". Cleans the folder and the tmux server up.
+func withTerminalDemo(_ body: (DemoTerminalTests.Tmux) async throws -> Void) async throws {
+    let binary = try #require(ProcessInfo.processInfo.environment["OFFLINEKIT_BIN"])
+    let data = FileManager.default.temporaryDirectory.appending(path: "offline-demo-tmux-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: data) }
+    let tmux = DemoTerminalTests.Tmux()
+    try tmux.run(["new-session", "-d", "-s", "demo", "-x", "80", "-y", "24", "TERM=xterm-256color \(binary) demo --data \(data.path)"])
+    defer { _ = try? tmux.run(["kill-server"]) }
+    _ = try await tmux.waitFor("Monitor: online")
+    try await body(tmux)
 }

@@ -38,16 +38,3 @@ struct WorkspaceTerminalTests {
         }
     }
 }
-
-/// Runs `offline demo` under tmux at 80×24 with a fresh data folder, until `body` returns, and
-/// waits for the monitor's first "online". Cleans the folder and the tmux server up.
-func withTerminalDemo(_ body: (DemoTerminalTests.Tmux) async throws -> Void) async throws {
-    let binary = try #require(ProcessInfo.processInfo.environment["OFFLINEKIT_BIN"])
-    let data = FileManager.default.temporaryDirectory.appending(path: "offline-demo-tmux-\(UUID().uuidString)")
-    defer { try? FileManager.default.removeItem(at: data) }
-    let tmux = DemoTerminalTests.Tmux()
-    try tmux.run(["new-session", "-d", "-s", "demo", "-x", "80", "-y", "24", "TERM=xterm-256color \(binary) demo --data \(data.path)"])
-    defer { _ = try? tmux.run(["kill-server"]) }
-    _ = try await tmux.waitFor("Monitor: online")
-    try await body(tmux)
-}
