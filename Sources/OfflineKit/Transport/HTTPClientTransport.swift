@@ -63,19 +63,27 @@ public final class HTTPClientTransport: HTTPTransport {
         try await Self.retryingStaleConnection(request) { try await streamOnce(request) }
     }
 
-    /// Runs `attempt`, and once more when a safe request (GET, HEAD) lost its connection.
+    /// How many times a safe request is repeated after losing its connection: each dead pooled
+    /// connection costs one attempt, and a pool may hold several after an outage.
+    static let staleConnectionRetries = 3
+
+    /// Runs `attempt`, and again (up to ``staleConnectionRetries`` times) when a safe request
+    /// (GET, HEAD) lost its connection.
     ///
-    /// A pooled connection the network dropped while idle (a switch between networks, an
-    /// outage that just ended) is only found out when the next request is written to it; RFC 9110
+    /// Pooled connections the network dropped while idle (a switch between networks, an outage
+    /// that just ended) are only found out when the next request is written to them; RFC 9110
     /// §9.2.2 lets a client repeat an idempotent request then. A request that asks for a fresh
     /// connection (`Connection: close`, as probes do) is not repeated: for it, a lost connection
     /// is news about the network, not a stale socket.
     static func retryingStaleConnection<T>(_ request: HTTPRequest, _ attempt: () async throws -> T) async throws -> T {
-        do {
-            return try await attempt()
-        } catch TransportError.connectionLost
-            where ["GET", "HEAD"].contains(request.method.uppercased()) && request.headers["Connection"]?.lowercased() != "close" {
-            return try await attempt()
+        let repeatable = ["GET", "HEAD"].contains(request.method.uppercased()) && request.headers["Connection"]?.lowercased() != "close"
+        var retries = 0
+        while true {
+            do {
+                return try await attempt()
+            } catch TransportError.connectionLost where repeatable && retries < staleConnectionRetries {
+                retries += 1
+            }
         }
     }
 

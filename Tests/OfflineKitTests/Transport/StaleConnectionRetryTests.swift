@@ -23,7 +23,7 @@ struct StaleConnectionRetryTests {
 
     static let url = URL(string: "http://127.0.0.1:9/packs/city/latest.json")!
 
-    @Test("a GET or HEAD that lost its connection is sent once more", arguments: ["GET", "HEAD", "get"])
+    @Test("a GET or HEAD that lost its connection is sent again", arguments: ["GET", "HEAD", "get"])
     func safeMethodRetried(_ method: String) async throws {
         let attempts = Attempts(failing: 1)
         let result = try await HTTPClientTransport.retryingStaleConnection(HTTPRequest(method: method, url: Self.url)) { try attempts.run() }
@@ -31,13 +31,18 @@ struct StaleConnectionRetryTests {
         #expect(attempts.count == 2)
     }
 
-    @Test("only once: a second lost connection is reported")
-    func onlyOnce() async {
-        let attempts = Attempts(failing: 2)
+    @Test("one attempt per dead pooled connection, then the loss is reported")
+    func bounded() async throws {
+        let limit = HTTPClientTransport.staleConnectionRetries
+        let recovered = Attempts(failing: limit)
+        #expect(try await HTTPClientTransport.retryingStaleConnection(HTTPRequest(url: Self.url)) { try recovered.run() } == "ok")
+        #expect(recovered.count == limit + 1)
+
+        let lost = Attempts(failing: limit + 1)
         await #expect(throws: TransportError.connectionLost) {
-            try await HTTPClientTransport.retryingStaleConnection(HTTPRequest(url: Self.url)) { try attempts.run() }
+            try await HTTPClientTransport.retryingStaleConnection(HTTPRequest(url: Self.url)) { try lost.run() }
         }
-        #expect(attempts.count == 2)
+        #expect(lost.count == limit + 1)
     }
 
     @Test("writes are never repeated by the transport", arguments: ["POST", "PUT", "PATCH", "DELETE"])
