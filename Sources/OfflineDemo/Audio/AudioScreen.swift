@@ -68,10 +68,10 @@ public enum AudioScreen {
         switch pack {
         case .cached, .updateAvailable:
             return [Span("[" + OfflineMessage.downloaded.text + "]", .color(.green, bold: true)),
-                    Span("  " + bytes(pack.installed?.bytesOnDisk ?? 0), .dim)]
+                    Span("  " + TransferText.bytes(pack.installed?.bytesOnDisk ?? 0), .dim)]
         case .downloading(let reported):
             let progress = state.progress[session.packId] ?? reported
-            return [Span(bar(progress) + " ", .color(.cyan)), Span(progressText(progress))]
+            return [Span(TransferText.bar(progress.fraction, width: 12) + " ", .color(.cyan)), Span(progressText(progress))]
         case .failed(.interrupted) where state.wanted.contains(session.packId):
             let percent = state.progress[session.packId].map { " at " + percentText($0) } ?? ""
             return [Span("Paused\(percent) · resumes when online", .color(.yellow))]
@@ -83,8 +83,8 @@ public enum AudioScreen {
     }
 
     static func storageLines(_ state: AudioModel.State) -> [Line] {
-        var text = " Storage: " + bytes(state.bytesOnDisk) + " used"
-        if let quota = state.quotaBytes { text += " of " + bytes(quota) }
+        var text = " Storage: " + TransferText.bytes(state.bytesOnDisk) + " used"
+        if let quota = state.quotaBytes { text += " of " + TransferText.bytes(quota) }
         var spans = [Span(text)]
         if state.isEncrypted { spans.append(Span(" · encrypted on this device", .dim)) }
         let permission = switch state.permission {
@@ -186,22 +186,12 @@ public enum AudioScreen {
         return ([digits] + groups).joined(separator: ",")
     }
 
-    static func bytes(_ count: Int64) -> String {
-        if count < 1_000_000 { return "\(count / 1000) KB" }
-        return String(format: "%.1f MB", Double(count) / 1_000_000)
-    }
-
     static func percentText(_ progress: TransferProgress) -> String {
-        progress.fraction.map { "\(Int(($0 * 100).rounded(.down)))%" } ?? bytes(progress.completedBytes)
+        progress.fraction.map { "\(Int(($0 * 100).rounded(.down)))%" } ?? TransferText.bytes(progress.completedBytes)
     }
 
     static func progressText(_ progress: TransferProgress) -> String {
-        let total = progress.totalBytes.map { " of " + bytes($0) } ?? ""
-        return percentText(progress).leftPadded(to: 4) + "  " + bytes(progress.completedBytes) + total
-    }
-
-    static func bar(_ progress: TransferProgress, width: Int = 12) -> String {
-        let filled = Int(((progress.fraction ?? 0) * Double(width)).rounded(.down))
-        return String(repeating: "█", count: min(width, filled)) + String(repeating: "░", count: max(0, width - filled))
+        let total = progress.totalBytes.map { " of " + TransferText.bytes($0) } ?? ""
+        return percentText(progress).leftPadded(to: 4) + "  " + TransferText.bytes(progress.completedBytes) + total
     }
 }

@@ -153,7 +153,7 @@ public enum CityGuideScreen {
         lines.append(Line(title).truncated(to: width))
         var tier = [Span(" " + OfflineMessage.tierOneAvailable.text, .color(.green))]
         if let installed = state.pack.installed {
-            tier.append(Span("  v\(installed.version) · \(megabytes(installed.bytesOnDisk))", .dim))
+            tier.append(Span("  v\(installed.version) · \(TransferText.bytes(installed.bytesOnDisk))", .dim))
         }
         if let update {
             tier.append(Span("   " + update.label.text, .color(.magenta)))
@@ -235,17 +235,12 @@ public enum CityGuideScreen {
             // No real progress yet: an indeterminate bar, never a made-up percentage.
             return Line(" [" + String(repeating: "░", count: barWidth) + "]", .color(.cyan))
         }
-        let filled = Int((progress * Double(barWidth)).rounded(.down))
-        var text = " [" + String(repeating: "█", count: filled) + String(repeating: "░", count: barWidth - filled) + "] "
+        var text = " [" + TransferText.bar(progress, width: barWidth) + "] "
         text += "\(Int((progress * 100).rounded(.down))) %"
         if case .downloading(let transfer) = transfer, let total = transfer.totalBytes {
-            text += "  " + megabytes(transfer.completedBytes) + " of " + megabytes(total)
+            text += "  " + TransferText.bytes(transfer.completedBytes) + " of " + TransferText.bytes(total)
         }
         return Line(text, .color(.cyan))
-    }
-
-    static func megabytes(_ bytes: Int64) -> String {
-        String(format: "%.1f MB", Double(bytes) / 1_048_576)
     }
 
     static func banner(_ screen: CityPackScreen) -> Line? {
