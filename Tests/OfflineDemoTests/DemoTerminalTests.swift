@@ -53,8 +53,7 @@ struct DemoTerminalTests {
     func offlineAndBack() async throws {
         try await withTerminalDemo { tmux in
             _ = try await tmux.waitFor("Monitor: online", "Planner")
-            // Tab through the screens to the shop.
-            for _ in 0..<5 where !(try tmux.pane().contains("Shop ]")) { try tmux.send("Tab") }
+            try tmux.send("5")  // the screen's number: tabbing raced the redraw and could wrap around
             _ = try await tmux.waitFor("Enamel mug", "Proceed to Checkout")
 
             try tmux.send("n")                       // slow
