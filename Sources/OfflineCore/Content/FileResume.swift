@@ -1,10 +1,12 @@
 public import Foundation
 
 /// What survives between attempts at downloading one file: enough to resume without trusting
-/// anything that was not synced to disk.
+/// anything that was not written.
 ///
 /// The engine writes it next to the partial file at every checkpoint (about every MiB), after
-/// the file's bytes are synced, so `verifiedOffset` never counts a byte the disk may have lost.
+/// the bytes it counts were written, so a killed app resumes at its last checkpoint. Both are
+/// synced to disk every few checkpoints; bytes a power loss took between two syncs are caught
+/// by the file's checksum, never installed.
 public struct FileJournal: Sendable, Hashable, Codable {
     /// The file's path inside the pack.
     public var path: String
@@ -13,7 +15,7 @@ public struct FileJournal: Sendable, Hashable, Codable {
     public var url: URL
     /// The strong entity tag the bytes on disk belong to; nil when the server gave none.
     public var validator: String?
-    /// Bytes at the start of the partial file known to be on disk and to belong to `validator`.
+    /// Bytes at the start of the partial file written under `validator`.
     public var verifiedOffset: Int64
     /// Size and checksum from the manifest.
     public var expectedSize: Int64

@@ -30,10 +30,11 @@ public struct PackDownloadError: Error, Sendable, Hashable, CustomStringConverti
 /// be proven to continue those bytes discards them instead of splicing.
 ///
 /// Durability is layered so that syncing never throttles a transfer: the journal is rewritten
-/// about every MiB after the bytes it covers (surviving the app being killed, which loses at
-/// most one checkpoint), the file and journal are synced every ``durableEvery`` checkpoints
-/// (bounding what a power loss can cost), and the store syncs everything before an install
-/// commits. Whatever a power loss leaves behind is caught by the SHA-256 before install.
+/// in place about every MiB after the bytes it covers (surviving the app being killed, which
+/// loses at most one checkpoint); every ``durableEvery`` checkpoints the file and journal are
+/// synced on a thread of their own while the transfer goes on (bounding what a power loss can
+/// cost); and the store syncs everything before an install commits. Whatever a power loss
+/// leaves behind is caught by the SHA-256 before install.
 struct FileDownload {
     let file: PackManifest.File
     let url: URL
@@ -45,6 +46,8 @@ struct FileDownload {
     let timeout: Duration?
     /// Called with the plain bytes held for this file, as they grow (and when a restart drops them).
     let onProgress: @Sendable (Int64) -> Void
+    private let journalWriter = JournalWriter()
+    private let durability = BackgroundSync()
 
     /// Checkpoints between syncs of the partial file and its journal.
     static let durableEvery = 16
@@ -119,7 +122,7 @@ struct FileDownload {
                 }
                 askedForWholeFile = true
                 journal = restart(journal, staged: staged, hasher: &hasher)
-                try? saveJournal(journal, sync: false)
+                try? saveJournal(journal)
                 continue
             case .fail(let failure):
                 switch failure {
@@ -176,6 +179,7 @@ struct FileDownload {
                     sinceCheckpoint = 0
                 }
             }
+            try await durability.finish()
         } catch let error as PackDownloadError {
             throw error
         } catch {
@@ -199,8 +203,9 @@ struct FileDownload {
 
     private func checkpoint(staged: StagedFile, journal: inout FileJournal, durable: Bool) throws {
         do {
-            journal.verifiedOffset = durable ? try staged.sync() : staged.writtenLength
-            try saveJournal(journal, sync: durable)
+            journal.verifiedOffset = staged.writtenLength
+            try saveJournal(journal)
+            if durable { try durability.start([staged.file] + (journalWriter.file.map { [$0] } ?? [])) }
         } catch {
             throw Self.storageError(error, path: file.path)
         }
@@ -216,7 +221,7 @@ struct FileDownload {
         do {
             // Synced with the whole pack before the install commits.
             done.verifiedOffset = staged.writtenLength
-            try saveJournal(done, sync: false)
+            try saveJournal(done)
         } catch {
             throw Self.storageError(error, path: file.path)
         }
@@ -235,6 +240,7 @@ struct FileDownload {
     private func discard(staged: StagedFile) {
         _ = try? staged.truncate(toPlain: 0)
         try? FileManager.default.removeItem(at: journalURL)
+        journalWriter.reset()
         try? FileManager.default.removeItem(at: partialURL)
         onProgress(0)
     }
@@ -262,12 +268,12 @@ struct FileDownload {
         return hexDigest(hasher.finalize()) == file.sha256
     }
 
-    private func saveJournal(_ journal: FileJournal, sync: Bool) throws {
-        try writeDurably(try JSONEncoder().encode(journal), to: journalURL, sync: sync)
+    private func saveJournal(_ journal: FileJournal) throws {
+        try journalWriter.save(try JSONEncoder().encode(journal), to: journalURL)
     }
 
     private func saveJournalOrThrow(_ journal: FileJournal) throws {
-        do { try saveJournal(journal, sync: false) } catch { throw Self.storageError(error, path: file.path) }
+        do { try saveJournal(journal) } catch { throw Self.storageError(error, path: file.path) }
     }
 
     static func storageError(_ error: any Error, path: String?) -> any Error {

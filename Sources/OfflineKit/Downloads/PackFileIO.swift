@@ -22,8 +22,9 @@ struct FileSystemError: Error, CustomStringConvertible {
 /// ``FileSystemError`` with errno.
 ///
 /// Plain POSIX rather than `FileHandle` so that a full disk (ENOSPC) surfaces as itself and
-/// writes go straight to the kernel without extra copies.
-final class RawFile {
+/// writes go straight to the kernel without extra copies. Safe to share between threads: the
+/// descriptor never changes and every call is one system call at an explicit offset.
+final class RawFile: @unchecked Sendable {
     let path: String
     private let descriptor: Int32
 

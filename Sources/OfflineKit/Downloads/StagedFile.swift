@@ -7,7 +7,8 @@ import Foundation
 /// Offsets are always in plain bytes. With encryption, only whole chunks reach the disk before
 /// the end of the file, so the durable offset moves in 64 KiB steps.
 final class StagedFile {
-    private let file: RawFile
+    /// The file on disk (sealed chunks when encrypting).
+    let file: RawFile
     private let key: SymmetricKey?
     private let expectedSize: Int64
     /// Plain bytes appended, durable or not.
@@ -101,10 +102,4 @@ final class StagedFile {
     /// Plain bytes handed to the file system (whole sealed chunks with encryption): they survive
     /// the process being killed, not necessarily a power loss.
     var writtenLength: Int64 { length - Int64(pending.count) }
-
-    /// Syncs what is on disk and returns the plain offset that is now durable.
-    func sync() throws -> Int64 {
-        try file.sync()
-        return length - Int64(pending.count)
-    }
 }

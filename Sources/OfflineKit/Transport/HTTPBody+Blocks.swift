@@ -127,7 +127,7 @@ extension HTTPBody {
 /// back while it is full.
 final class BlockHandoff: Sendable {
     /// Blocks waiting for the reader before the network is held back.
-    static let capacity = 2
+    static let capacity = 4
     /// Chunks in one block at most.
     static let maxSegments = 32
 
