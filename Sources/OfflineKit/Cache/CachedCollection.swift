@@ -241,6 +241,27 @@ extension ResponseCache {
         }
     }
 
+    /// The stored records at once (or `.loading` / `.unavailable`), then every content change,
+    /// exactly as ``observe(_:)-(CacheQuery)`` observes a response: what a list screen
+    /// subscribes to.
+    ///
+    /// A change is published only when the response the records came from differs (by digest):
+    /// a `304` or an identical body publishes nothing. Fetches (by the query's policy, and when
+    /// the connection comes back) store the records as rows; records stored by any writer of the
+    /// database file are published too. A failed refresh while records are on screen publishes
+    /// nothing. The observation stops when the caller stops iterating.
+    ///
+    /// ```swift
+    /// for await snapshot in cache.observe(orders) {
+    ///     render(snapshot.records ?? [], CachedScreen(CachedScreenInput(connectivity: monitor.status.kind, content: snapshot.content)))
+    /// }
+    /// ```
+    public func observe<Record>(_ collection: CollectionQuery<Record>) -> AsyncStream<CollectionSnapshot<Record>> {
+        observation(of: collection.cacheQuery, records: RecordWriter(collection)) { [self] entry, source in
+            try await storedCollection(collection, bodyHash: entry.bodyHash, source: source)
+        }
+    }
+
     // MARK: - Reading records
 
     private func requireCollection<Record>(_ collection: CachedCollection<Record>?) throws -> CachedCollection<Record> {
@@ -271,17 +292,25 @@ extension ResponseCache {
     /// The collection a fetch ended with: the rows it just stored (or the stored ones it fell
     /// back to), or, when the server forbade storing (`no-store`), the body decoded.
     private func collection<Record>(after response: CachedResponse, _ collection: CollectionQuery<Record>) async throws -> CachedCollection<Record> {
-        let query = collection.cacheQuery
-        let now = now()
-        let stored = try await database.writer.read { db -> CachedCollection<Record>? in
-            guard let entry = try CacheEntry.fetchOne(db, for: query), entry.bodyHash == response.bodyHash else { return nil }
-            return try self.collection(from: entry, collection, source: response.metadata.source, now: now, db)
-        }
-        if var stored {
+        if var stored = try await storedCollection(collection, bodyHash: response.bodyHash, source: response.metadata.source) {
             stored.metadata = response.metadata
             return stored
         }
         guard let records = try? collection.decode(response.body) else { throw CacheError.unavailable(.invalidResponse) }
         return CachedCollection(records: records, metadata: response.metadata, bodyHash: response.bodyHash)
+    }
+
+    /// The stored records of `collection` while its stored content is the one with digest
+    /// `bodyHash`; nil when none is stored or other content replaced it meanwhile. Entry and
+    /// records are read in one transaction, so records are never labelled with another digest.
+    private func storedCollection<Record>(
+        _ collection: CollectionQuery<Record>, bodyHash: String, source: ResponseSource
+    ) async throws -> CachedCollection<Record>? {
+        let query = collection.cacheQuery
+        let now = now()
+        return try await database.writer.read { db in
+            guard let entry = try CacheEntry.fetchOne(db, for: query), entry.bodyHash == bodyHash else { return nil }
+            return try self.collection(from: entry, collection, source: source, now: now, db)
+        }
     }
 }

@@ -133,12 +133,12 @@ public enum CacheSnapshot: Sendable, Hashable {
     }
 
     /// The state the ``CachedScreen`` resolver takes.
-    public var content: CachedContent {
-        switch self {
-        case .loading: .loading
-        case .loaded(let response): .available(response.metadata)
-        case .unavailable(.unavailable), .unavailable(.rejected): .failed
-        case .unavailable: .neverLoaded
-        }
+    public var content: CachedContent { screenContent }
+}
+
+extension CacheSnapshot: CacheObservationSnapshot {
+    var loadedValue: CachedResponse? { response }
+    var failure: CacheError? {
+        if case .unavailable(let failure) = self { failure } else { nil }
     }
 }

@@ -138,7 +138,19 @@ public final class ResponseCache: Sendable {
     /// connection comes back, the copy is revalidated (or first fetched) without being asked.
     /// The observation stops when the caller stops iterating.
     public func observe(_ query: CacheQuery) -> AsyncStream<CacheSnapshot> {
-        let (stream, continuation) = AsyncStream.makeStream(of: CacheSnapshot.self, bufferingPolicy: .bufferingNewest(8))
+        observation(of: query, records: nil) { [self] entry, source in try response(from: entry, source: source) }
+    }
+
+    /// The engine of every observe function: a response's and a collection's differ only in how
+    /// a stored entry becomes the value shown (`read`) and how a fetched body is kept (`records`).
+    ///
+    /// - Parameter read: the value of a stored entry, or nil when newer content replaced the
+    ///   entry meanwhile (the observation then delivers the newer one). Failing publishes nothing.
+    func observation<Snapshot: CacheObservationSnapshot>(
+        of query: CacheQuery, records: RecordWriter?,
+        read: @escaping @Sendable (CacheEntry, ResponseSource) async throws -> Snapshot.Value?
+    ) -> AsyncStream<Snapshot> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Snapshot.self, bufferingPolicy: .bufferingNewest(8))
         do {
             try Self.requireCacheable(query)
         } catch {
@@ -148,7 +160,7 @@ public final class ResponseCache: Sendable {
         }
         // Owned by the stream: cancelled when the subscriber goes away.
         let task = Task { [self] in
-            await runObservation(query, continuation)
+            await runObservation(query, records: records, read: read, continuation)
             continuation.finish()
         }
         continuation.onTermination = { _ in task.cancel() }
@@ -157,26 +169,29 @@ public final class ResponseCache: Sendable {
 
     private struct ObservationState {
         var lastHash: String?
-        var last: CacheSnapshot?
-        var hasEntry = false
+        var last: ObservationPhase?
         /// The first value comes from the database: it is the device's copy, whoever stored it.
         var deliveredStoredCopy = false
     }
 
-    private func runObservation(_ query: CacheQuery, _ continuation: AsyncStream<CacheSnapshot>.Continuation) async {
+    private func runObservation<Snapshot: CacheObservationSnapshot>(
+        _ query: CacheQuery, records: RecordWriter?,
+        read: @escaping @Sendable (CacheEntry, ResponseSource) async throws -> Snapshot.Value?,
+        _ continuation: AsyncStream<Snapshot>.Continuation
+    ) async {
         let state = Locked(ObservationState())
         let key = query.key
-        let publish: @Sendable (CacheSnapshot) -> Void = { snapshot in
+        let publish: @Sendable (Snapshot) -> Void = { snapshot in
             let send = state.withLock { state -> Bool in
-                if case .loaded(let response) = snapshot {
-                    guard response.bodyHash != state.lastHash else { return false }
-                    state.lastHash = response.bodyHash
-                    state.hasEntry = true
-                } else if state.hasEntry || state.last == snapshot {
+                let phase = snapshot.phase
+                if case .loaded(let hash) = phase {
+                    guard hash != state.lastHash else { return false }
+                    state.lastHash = hash
+                } else if state.lastHash != nil || state.last == phase {
                     // Data on screen stays on screen; failures of a refresh are not news.
                     return false
                 }
-                state.last = snapshot
+                state.last = phase
                 return true
             }
             if send { continuation.yield(snapshot) }
@@ -195,11 +210,17 @@ public final class ResponseCache: Sendable {
                                 return !state.deliveredStoredCopy
                             }
                             let fromNetwork = !first && networkHashes.withLock { $0[key] } == entry.bodyHash
-                            if let loaded = try? self.response(from: entry, source: fromNetwork ? .network : .cache) {
-                                publish(.loaded(loaded))
+                            if let value = try? await read(entry, fromNetwork ? .network : .cache) {
+                                publish(.loaded(value))
                             }
-                        } else if state.withLock({ $0.last == nil }) {
-                            state.withLock { $0.deliveredStoredCopy = true }
+                        } else {
+                            // Nothing stored is the database's answer too: what is stored next
+                            // came from a fetch, even when "offline" was shown first.
+                            let nothingShown = state.withLock { state in
+                                state.deliveredStoredCopy = true
+                                return state.last == nil
+                            }
+                            guard nothingShown else { continue }
                             publish(connectivity.status.isReachable && query.policy != .cacheOnly
                                 ? .loading : .unavailable(query.policy == .cacheOnly && connectivity.status.isReachable ? .notCached : .neverLoadedAndOffline))
                         }
@@ -214,7 +235,7 @@ public final class ResponseCache: Sendable {
                     let reachable = status.isReachable
                     defer { wasReachable = reachable }
                     if reachable, wasReachable != true {
-                        await refreshObserved(query, reconnected: wasReachable == false, publish: publish)
+                        await refreshObserved(query, records: records, reconnected: wasReachable == false, publish: publish)
                     } else if !reachable, wasReachable != false {
                         let stored = (try? await storedEntry(for: query)) != nil
                         if !stored { publish(.unavailable(.neverLoadedAndOffline)) }
@@ -229,7 +250,9 @@ public final class ResponseCache: Sendable {
     /// Fetches for an observer when its policy asks for it, or when the connection came back:
     /// then the copy shown offline is revalidated (a conditional request, usually a bodiless
     /// `304`), because it may have changed elsewhere meanwhile.
-    private func refreshObserved(_ query: CacheQuery, reconnected: Bool, publish: @Sendable (CacheSnapshot) -> Void) async {
+    private func refreshObserved<Snapshot: CacheObservationSnapshot>(
+        _ query: CacheQuery, records: RecordWriter?, reconnected: Bool, publish: @Sendable (Snapshot) -> Void
+    ) async {
         guard query.policy != .cacheOnly else { return }
         let entry = try? await storedEntry(for: query)
         let now = now()
@@ -242,7 +265,7 @@ public final class ResponseCache: Sendable {
         guard shouldFetch else { return }
         let timeout: Duration? = if case .fetch(_, let timeout) = plan { timeout } else { nil }
         do {
-            _ = try await fetch(query, entry: entry, timeout: timeout, fallBackToCache: false)
+            _ = try await fetch(query, entry: entry, timeout: timeout, fallBackToCache: false, records: records)
         } catch let error as CacheError {
             if entry == nil { publish(.unavailable(error)) }
         } catch {
