@@ -48,6 +48,11 @@ private func setQuantity(_ quantity: Int, of item: String, _ base: URL, _ http: 
     #expect(try await http.send(change).status == 200)
 }
 
+/// The cart lines stored as rows, over all collections.
+private func storedRows(_ database: OfflineDatabase) throws -> Int {
+    try database.writer.read { db in try CartLine.fetchCount(db) }
+}
+
 private func quantity(of item: String, in snapshot: CollectionSnapshot<CartLine>?) -> Int? {
     snapshot?.records?.first { $0.id == item }?.quantity
 }
@@ -153,13 +158,54 @@ struct CollectionObservationTests {
         }
     }
 
+    @Test("a stale copy inside stale-while-revalidate is shown, then revalidated without being asked")
+    func staleWhileRevalidate() async throws {
+        try await withShop { base, http in
+            let paced = PacedTransport(http)
+            let clock = ManualWallClock()
+            let cache = ResponseCache(database: try cartDatabase(), transport: paced, connectivity: FakeConnectivityMonitor(.online), now: clock.function)
+            let cart = cartQuery(base)
+            paced.pass()
+            _ = try await cache.load(cart)
+            try await setQuantity(6, of: "map", base, http)
+            clock.advance(by: 45)  // past the shop's max-age=30, inside its stale-while-revalidate=60
+
+            var updates = cache.observe(cart).makeAsyncIterator()
+            let stale = try #require(await updates.next())
+            #expect(stale.collection?.metadata.isStale == true)
+            #expect(quantity(of: "map", in: stale) == 1)
+            paced.pass()
+            let revalidated = try #require(await updates.next())
+            #expect(quantity(of: "map", in: revalidated) == 6)
+            #expect(revalidated.collection?.metadata.isStale == false)
+        }
+    }
+
+    @Test("a private collection is observed from its sealed body")
+    func privateCollection() async throws {
+        try await withShop { base, http in
+            let cache = ResponseCache(database: try cartDatabase(), transport: http, connectivity: FakeConnectivityMonitor(.online),
+                                      cipher: try RecordCipher(credentials: InMemoryCredentialStore()))
+            let sealed = CacheQuery(shopRequest(base, "shop/cart"), user: "alice", isPrivate: true)
+            let cart = CollectionQuery(sealed, envelope: CartBody.self) { $0.items }
+            let loaded = try await cache.load(cart)
+            var updates = cache.observe(cart).makeAsyncIterator()
+            #expect(await updates.next()?.records == loaded.records)
+
+            try await setQuantity(9, of: "mug", base, http)
+            try await cache.refresh(cart)
+            #expect(quantity(of: "mug", in: await updates.next()) == 9)
+        }
+    }
+
     @Test("offline and never loaded: unavailable at once and no request; the records once online")
     func neverLoadedOffline() async throws {
         try await withShop { base, http in
             let transport = RecordingTransport(forwardingTo: http)
             transport.allow("GET", "/shop/cart")
             let monitor = FakeConnectivityMonitor(.offlineHard)
-            let cache = ResponseCache(database: try cartDatabase(), transport: transport, connectivity: monitor)
+            let database = try cartDatabase()
+            let cache = ResponseCache(database: database, transport: transport, connectivity: monitor)
             var updates = cache.observe(cartQuery(base)).makeAsyncIterator()
             let offline = await updates.next()
             #expect(offline == .unavailable(.neverLoadedAndOffline))
@@ -172,6 +218,8 @@ struct CollectionObservationTests {
             #expect(loaded.records?.map(\.id) == ["mug", "map", "bottle"])
             #expect(loaded.collection?.metadata.source == .network)
             #expect(transport.requests.count == 1)
+            // The observation's fetch kept the records as rows, as a load would.
+            #expect(try storedRows(database) == 3)
         }
     }
 
