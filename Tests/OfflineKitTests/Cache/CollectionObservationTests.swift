@@ -5,13 +5,12 @@ import OfflineCore
 import OfflineKitTesting
 import Testing
 
-/// A line of the shop's cart, kept as a row of the app's table.
+/// A line of the shop's cart, kept as a row of the app's table: the screen needs only these
+/// two of the line's fields.
 private struct CartLine: Codable, Hashable, CachedRecord {
     static let databaseTableName = "observedCartLine"
     var id: String
-    var name: String
     var quantity: Int
-    var unitPriceCents: Int
 }
 
 private struct CartBody: Decodable {
@@ -23,8 +22,8 @@ private func cartDatabase(file: URL? = nil) throws -> OfflineDatabase {
     let database = try file.map { try OfflineDatabase.open(at: $0) } ?? .inMemory()
     try database.writer.write { db in
         try db.createCachedRecordTable(CartLine.databaseTableName) { t in
-            for name in ["id", "name"] { t.column(name, .text).notNull() }
-            for name in ["quantity", "unitPriceCents"] { t.column(name, .integer).notNull() }
+            t.column("id", .text).notNull()
+            t.column("quantity", .integer).notNull()
         }
     }
     return database
