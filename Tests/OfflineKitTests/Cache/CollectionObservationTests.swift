@@ -342,6 +342,18 @@ struct CollectionObservationTests {
         #expect(await ended.next() != nil)
     }
 
+    @Test("each snapshot gives the screen resolver its state", arguments: [
+        (CollectionSnapshot<String>.loading, CachedContent.loading),
+        (.unavailable(.neverLoadedAndOffline), .neverLoaded),
+        (.unavailable(.notCached), .neverLoaded),
+        (.unavailable(.unavailable(.timeout)), .failed),
+        (.unavailable(.rejected(status: 404)), .failed),
+    ])
+    func screenContent(snapshot: CollectionSnapshot<String>, content: CachedContent) {
+        #expect(snapshot.content == content)
+        #expect(snapshot.records == nil)
+    }
+
     @Test("a non-GET collection query is refused at once")
     func refusesStateChangingRequests() async throws {
         let transport = RecordingTransport()
