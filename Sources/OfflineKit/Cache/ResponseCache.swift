@@ -296,10 +296,11 @@ public final class ResponseCache: Sendable {
 
     /// Sends a state-changing request, only after the connectivity gate allowed it: while
     /// offline `build` is never called, so no request is even constructed. On success, the
-    /// queries in `refreshing` are refreshed so their observers see the change.
+    /// queries in `refreshing` (responses or collections) are refreshed so their observers see
+    /// the change.
     ///
     /// ```swift
-    /// try await cache.perform(refreshing: [cartQuery]) {
+    /// try await cache.perform(refreshing: [cartQuery, ordersCollection]) {
     ///     HTTPRequest(method: "POST", url: checkoutURL, headers: auth, body: order)
     /// }
     /// ```
@@ -309,7 +310,7 @@ public final class ResponseCache: Sendable {
     @discardableResult
     public func perform(
         _ requirement: ConnectivityRequirement = .networkRequired,
-        refreshing queries: [CacheQuery] = [],
+        refreshing queries: [any CacheRefreshable] = [],
         build: () throws -> HTTPRequest
     ) async throws -> HTTPResponse {
         try ConnectivityGate.check(requirement, status: connectivity.status.kind, message: .noInternetConnection)
@@ -317,7 +318,7 @@ public final class ResponseCache: Sendable {
         request.requirement = requirement
         let response = try await transport.send(request, maxBodyBytes: maxBodyBytes)
         if (200..<300).contains(response.status) {
-            for query in queries { _ = try? await refresh(query) }
+            for query in queries { try? await query.refresh(in: self) }
         }
         return response
     }
@@ -530,5 +531,24 @@ public final class ResponseCache: Sendable {
             guard let first = try await group.next(), let value = first else { throw TransportError.timeout }
             return value
         }
+    }
+}
+
+/// A stored copy that ``ResponseCache/perform(_:refreshing:build:)`` can refresh after a
+/// state-changing request: a ``CacheQuery`` or a ``CollectionQuery``.
+public protocol CacheRefreshable: Sendable {
+    /// Asks the network for this copy now, as the screen's refresh action does.
+    func refresh(in cache: ResponseCache) async throws
+}
+
+extension CacheQuery: CacheRefreshable {
+    public func refresh(in cache: ResponseCache) async throws {
+        _ = try await cache.refresh(self)
+    }
+}
+
+extension CollectionQuery: CacheRefreshable {
+    public func refresh(in cache: ResponseCache) async throws {
+        _ = try await cache.refresh(self)
     }
 }

@@ -263,6 +263,29 @@ struct CollectionObservationTests {
         }
     }
 
+    @Test("a state-changing request that names a collection refreshes it, and its observer sees the change")
+    func performRefreshesCollection() async throws {
+        try await withShop { base, http in
+            let monitor = FakeConnectivityMonitor(.online)
+            let cache = ResponseCache(database: try cartDatabase(), transport: http, connectivity: monitor)
+            let cart = cartQuery(base)
+            let original = try await cache.load(cart)
+            #expect(quantity(of: "mug", in: .loaded(original)) != 6)
+            var updates = cache.observe(cart).makeAsyncIterator()
+            #expect(try #require(await updates.next()).records == original.records)
+
+            let response = try await cache.perform(refreshing: [cart]) {
+                shopRequest(base, "shop/cart/items/mug", method: "PATCH", body: Data(#"{"quantity":6}"#.utf8))
+            }
+            #expect(response.status == 200)
+            // Refreshed before perform returned: the stored rows already hold the change.
+            #expect(try cache.cachedCollection(for: cart).map { quantity(of: "mug", in: .loaded($0)) } == 6)
+            let changed = try #require(await updates.next())
+            #expect(quantity(of: "mug", in: changed) == 6)
+            #expect(changed.collection?.metadata.source == .network)
+        }
+    }
+
     @Test("records another cache stores in the same database file are observed")
     func writeByAnotherCache() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("offlinekit-observe-\(UUID().uuidString)")
