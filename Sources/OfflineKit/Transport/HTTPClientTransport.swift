@@ -105,7 +105,12 @@ public final class HTTPClientTransport: HTTPTransport {
         let task = Locked<HTTPClient.Task<Void>?>(nil)
         let stream = BlockStream { task.current?.cancel() }
         let delegate = StreamingDelegate(handoff: stream.handoff)
-        task.withLock { $0 = client.execute(request: outgoing, delegate: delegate, deadline: .now() + TimeAmount(timeout)) }
+        // The delegate runs on the connection's own event loop: an idle pooled connection on
+        // another loop would otherwise cost a hop between threads for every chunk of the body.
+        let loop = client.eventLoopGroup.any()
+        task.withLock {
+            $0 = client.execute(request: outgoing, delegate: delegate, eventLoop: .delegateAndChannel(on: loop), deadline: .now() + TimeAmount(timeout))
+        }
         let head = try await withTaskCancellationHandler {
             try await delegate.responseHead()
         } onCancel: {
