@@ -179,7 +179,11 @@ struct FileDownload {
                     sinceCheckpoint = 0
                 }
             }
-            try await durability.finish()
+            do {
+                try await durability.finish()
+            } catch {
+                throw Self.storageError(error, path: file.path)
+            }
         } catch let error as PackDownloadError {
             throw error
         } catch {
