@@ -55,7 +55,6 @@ func runDownloadBenchmark() async throws {
         // rename) follows. The file system is flushed between runs so none inherits another's
         // writeback.
         let rssBefore = memoryKiB("VmRSS")
-        let clock = ContinuousClock()
         var nullRates: [Double] = [], fileRates: [Double] = [], storeRates: [Double] = [], installs: [Double] = []
         print("  round  curl -o /dev/null   curl -o file   OfflineKit (to the last byte)   then install")
         for round in 1...rounds {
@@ -68,25 +67,14 @@ func runDownloadBenchmark() async throws {
             let storeFolder = root.appendingPathComponent("store")
             let store = try PackStore(directory: storeFolder, source: .server(nginx.baseURL), transport: http,
                                       connectivity: AlwaysOnline(), configuration: .init(policy: DownloadPolicy(allowsExpensiveNetworks: true)))
-            let lastByte = Locked<ContinuousClock.Instant?>(nil)
-            let updates = store.transferUpdates()
-            let watcher = Task {
-                for await transfers in updates where transfers["big"]?.completedBytes == Int64(size) {
-                    lastByte.withLock { $0 = $0 ?? clock.now }
-                }
-            }
-            let start = clock.now
-            try await store.download("big")
-            let installed = clock.now
-            watcher.cancel()
-            let transfer = lastByte.current.map { seconds(start.duration(to: $0)) } ?? .nan
+            let (transfer, total) = try await timeDownload("big", of: Int64(size), in: store)
             try? FileManager.default.removeItem(at: storeFolder)
             flushFileSystems()
 
             nullRates.append(Double(size) / nullSeconds)
             fileRates.append(Double(size) / fileSeconds)
             storeRates.append(Double(size) / transfer)
-            installs.append(seconds(start.duration(to: installed)) - transfer)
+            installs.append(total - transfer)
             print(String(format: "  %5d  %11.1f MiB/s  %8.1f MiB/s  %14.1f MiB/s (%.2f s)  %12.2f s",
                          round, nullRates.last! / 1_048_576, fileRates.last! / 1_048_576, storeRates.last! / 1_048_576, transfer, installs.last!))
         }
@@ -99,7 +87,7 @@ func runDownloadBenchmark() async throws {
                      100 * ours / file, ours >= 0.9 * file ? "met" : "NOT met", 100 * ours / null))
         print(String(format: "  SHA-256 alone: %.1f MiB/s (swift-crypto, 1 MiB updates) = %.0f%% of curl -o /dev/null; a client that verifies what it receives cannot go faster",
                      hashRate / 1_048_576, 100 * hashRate / null))
-        print(String(format: "  install after the last byte (sync of 1 GiB, then the rename): median %.2f s", Sampling.percentile(installs, 0.5)))
+        print(String(format: "  install after the last byte (sync of %d MiB, then the rename): median %.2f s", mebibytes, Sampling.percentile(installs, 0.5)))
         print(String(format: "  peak memory growth: %.1f MiB (target ≤ 16 MiB)", Double(peakGrowth) / 1024))
 
         // Resume: cut the connection half-way, then resume.
@@ -114,23 +102,29 @@ func runDownloadBenchmark() async throws {
         // Install time of a 1,000-file pack, from the last byte to installed.
         let manyStore = try PackStore(directory: root.appendingPathComponent("many-store"), source: .server(nginx.baseURL), transport: http,
                                       connectivity: AlwaysOnline())
-        let manyLastByte = Locked<ContinuousClock.Instant?>(nil)
-        let total = try Data(contentsOf: packs.appendingPathComponent("many/1/manifest.json"))
-        let manifest = try PackManifest.decode(total)
-        let manyUpdates = manyStore.transferUpdates()
-        let manyWatcher = Task {
-            for await transfers in manyUpdates where transfers["many"]?.completedBytes == manifest.totalBytes {
-                manyLastByte.withLock { $0 = $0 ?? clock.now }
-            }
-        }
-        let manyStart = clock.now
-        try await manyStore.download("many")
-        let manyInstalled = clock.now
-        manyWatcher.cancel()
-        let install = manyLastByte.current.map { seconds($0.duration(to: manyInstalled)) } ?? .nan
+        let manifest = try PackManifest.decode(Data(contentsOf: packs.appendingPathComponent("many/1/manifest.json")))
+        let (manyTransfer, manyTotal) = try await timeDownload("many", of: manifest.totalBytes, in: manyStore)
         print(String(format: "  1,000-file pack: %.2f s in all, install %.3f s after the last byte (target ≤ 1 s)",
-                     seconds(manyStart.duration(to: manyInstalled)), install))
+                     manyTotal, manyTotal - manyTransfer))
     }
+}
+
+/// Downloads `pack` (of `bytes` in all) through `store`: seconds until its last byte was
+/// verified and written (as the store's progress reports it), and until it was installed.
+private func timeDownload(_ pack: String, of bytes: Int64, in store: PackStore) async throws -> (lastByte: Double, installed: Double) {
+    let clock = ContinuousClock()
+    let lastByte = Locked<ContinuousClock.Instant?>(nil)
+    let updates = store.transferUpdates()
+    let watcher = Task {
+        for await transfers in updates where transfers[pack]?.completedBytes == bytes {
+            lastByte.withLock { $0 = $0 ?? clock.now }
+        }
+    }
+    let start = clock.now
+    try await store.download(pack)
+    let installed = clock.now
+    watcher.cancel()
+    return (lastByte.current.map { seconds(start.duration(to: $0)) } ?? .nan, seconds(start.duration(to: installed)))
 }
 
 private struct AlwaysOnline: ConnectivitySource {
