@@ -5,7 +5,7 @@ import Testing
 /// and reads the pane. Needs tmux and the built binary (`scripts/test.sh` sets `OFFLINEKIT_BIN`).
 @Suite(
     "Audio sessions in a terminal (tmux)",
-    .enabled(if: ProcessInfo.processInfo.environment["OFFLINEKIT_INTEGRATION"] != nil),
+    .integration,
     .timeLimit(.minutes(2))
 )
 struct AudioTerminalTests {

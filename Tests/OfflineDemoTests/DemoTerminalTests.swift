@@ -1,11 +1,19 @@
 import Foundation
 import Testing
 
+extension Trait where Self == ConditionTrait {
+    /// Runs only where `scripts/test.sh` turned integration tests on: they need tmux and the
+    /// built `offline` binary (`OFFLINEKIT_BIN`).
+    static var integration: Self {
+        .enabled(if: ProcessInfo.processInfo.environment["OFFLINEKIT_INTEGRATION"] != nil)
+    }
+}
+
 /// `offline demo` in a real terminal: tmux runs it at 80×24, the test types keys and reads the
 /// pane. Needs tmux and the built binary (`scripts/test.sh` sets `OFFLINEKIT_BIN`).
 @Suite(
     "Demo in a terminal (tmux)",
-    .enabled(if: ProcessInfo.processInfo.environment["OFFLINEKIT_INTEGRATION"] != nil),
+    .integration,
     .timeLimit(.minutes(2))
 )
 struct DemoTerminalTests {

@@ -6,7 +6,7 @@ import Testing
 /// `OFFLINEKIT_BIN`).
 @Suite(
     "Chat & workspace in a terminal (tmux)",
-    .enabled(if: ProcessInfo.processInfo.environment["OFFLINEKIT_INTEGRATION"] != nil),
+    .integration,
     .timeLimit(.minutes(2))
 )
 struct WorkspaceTerminalTests {

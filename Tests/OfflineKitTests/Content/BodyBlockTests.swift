@@ -57,7 +57,7 @@ struct BodyBlockTests {
     @Test("stops reading the network when the consumer fails")
     func consumerFailure() async throws {
         struct Full: Error {}
-        try await confirmation("the body stops being read") { stopped in
+        await confirmation("the body stops being read") { stopped in
             let source = AsyncThrowingStream<[UInt8], any Error> { continuation in
                 // An endless body: only the reader giving up ends it.
                 let feeder = Task {

@@ -7,7 +7,7 @@ import Testing
 
 /// A real full device: the database lives on a tiny tmpfs mounted for the test (root only).
 @Suite("Outbox on a full device",
-       .enabled(if: ProcessInfo.processInfo.environment["OFFLINEKIT_INTEGRATION"] != nil && getuid() == 0),
+       .enabled(if: integration && getuid() == 0),
        .timeLimit(.minutes(1)))
 struct OutboxDiskFullTests {
     @Test("writes on a full tmpfs fail with a clear error, leave no partial entry, and lose nothing already queued")
