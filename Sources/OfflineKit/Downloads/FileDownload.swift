@@ -31,10 +31,12 @@ public struct PackDownloadError: Error, Sendable, Hashable, CustomStringConverti
 ///
 /// Durability is layered so that syncing never throttles a transfer: the journal is rewritten
 /// in place about every MiB after the bytes it covers (surviving the app being killed, which
-/// loses at most one checkpoint); every ``durableEvery`` checkpoints the file and journal are
-/// synced on a thread of their own while the transfer goes on (bounding what a power loss can
-/// cost); and the store syncs everything before an install commits. Whatever a power loss
-/// leaves behind is caught by the SHA-256 before install.
+/// loses at most one checkpoint); the file and journal are synced on a thread of their own
+/// while the transfer goes on, bounding what a power loss can cost (at every checkpoint when
+/// the file is written directly, which leaves a sync little to do; every
+/// ``durableEveryCached`` checkpoints through the page cache, where each sync writes back
+/// whatever piled up); and the store syncs everything before an install commits. Whatever a
+/// power loss leaves behind is caught by the SHA-256 before install.
 struct FileDownload {
     let file: PackManifest.File
     let url: URL
@@ -46,11 +48,13 @@ struct FileDownload {
     let timeout: Duration?
     /// Called with the plain bytes held for this file, as they grow (and when a restart drops them).
     let onProgress: @Sendable (Int64) -> Void
+    /// Write past the page cache (see ``DirectWriter``).
+    var writesDirectly = false
     private let journalWriter = JournalWriter()
     private let durability = BackgroundSync()
 
-    /// Checkpoints between syncs of the partial file and its journal.
-    static let durableEvery = 16
+    /// Checkpoints between syncs of a partial file written through the page cache, and its journal.
+    static let durableEveryCached = 16
     /// The most bytes hashed and written at once.
     static let blockBytes: Int64 = 1 << 20
 
@@ -62,7 +66,7 @@ struct FileDownload {
         journal.url = url
         let staged: StagedFile
         do {
-            staged = try StagedFile(url: partialURL, expectedSize: file.size, key: key)
+            staged = try StagedFile(url: partialURL, expectedSize: file.size, key: key, writesDirectly: writesDirectly)
         } catch {
             throw Self.storageError(error, path: file.path)
         }
@@ -157,6 +161,7 @@ struct FileDownload {
     ) async throws {
         var sinceCheckpoint: Int64 = 0
         var checkpoints = 0
+        let durableEvery = staged.writesDirectly ? 1 : Self.durableEveryCached
         do {
             try await body.readBlocks(blockBytes: Int(min(checkpointInterval, Self.blockBytes))) { block in
                 guard staged.length + Int64(block.count) <= file.size else {
@@ -175,7 +180,7 @@ struct FileDownload {
                 onProgress(staged.length)
                 if FileResume.isCheckpointDue(bytesSinceCheckpoint: sinceCheckpoint, interval: checkpointInterval) {
                     checkpoints += 1
-                    try checkpoint(staged: staged, journal: &journal, durable: checkpoints % Self.durableEvery == 0)
+                    try checkpoint(staged: staged, journal: &journal, durable: checkpoints % durableEvery == 0)
                     sinceCheckpoint = 0
                 }
             }
@@ -207,6 +212,7 @@ struct FileDownload {
 
     private func checkpoint(staged: StagedFile, journal: inout FileJournal, durable: Bool) throws {
         do {
+            try staged.flush()
             journal.verifiedOffset = staged.writtenLength
             try saveJournal(journal)
             if durable { try durability.start([staged.file] + (journalWriter.file.map { [$0] } ?? [])) }

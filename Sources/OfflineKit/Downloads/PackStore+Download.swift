@@ -330,7 +330,8 @@ extension PackStore {
                 checkpointInterval: configuration.checkpointInterval,
                 key: key,
                 timeout: configuration.requestTimeout,
-                onProgress: { bytes in publish(file.path, bytes) }
+                onProgress: { bytes in publish(file.path, bytes) },
+                writesDirectly: configuration.directWriteThreshold.map { file.size >= $0 } ?? false
             )
         }
         try await withThrowingTaskGroup(of: Void.self) { group in

@@ -39,6 +39,14 @@ public final class PackStore: Sendable {
         public var storagePermission: (@Sendable () async -> Bool)?
         /// Deadline for each request's response (a file's whole body included).
         public var requestTimeout: Duration?
+        /// Files of at least this many bytes are written past the page cache (`O_DIRECT` on
+        /// Linux, `F_NOCACHE` on Apple platforms) where the file system allows it; nil writes
+        /// every file through the page cache.
+        ///
+        /// A large download then costs the device's time rather than the CPU's: the kernel no
+        /// longer copies every byte into a cached page it must later write back, and the sync
+        /// before the install has little left to do. Encrypted files always use the page cache.
+        public var directWriteThreshold: Int64?
 
         public init(
             maxConcurrentDownloads: Int = 3,
@@ -48,7 +56,8 @@ public final class PackStore: Sendable {
             limits: PackManifest.Limits = PackManifest.Limits(),
             encryptionKey: PackEncryptionKey? = nil,
             storagePermission: (@Sendable () async -> Bool)? = nil,
-            requestTimeout: Duration? = .seconds(3600)
+            requestTimeout: Duration? = .seconds(3600),
+            directWriteThreshold: Int64? = 8 << 20
         ) {
             self.maxConcurrentDownloads = max(1, maxConcurrentDownloads)
             self.checkpointInterval = max(1, checkpointInterval)
@@ -58,6 +67,7 @@ public final class PackStore: Sendable {
             self.encryptionKey = encryptionKey
             self.storagePermission = storagePermission
             self.requestTimeout = requestTimeout
+            self.directWriteThreshold = directWriteThreshold
         }
     }
 

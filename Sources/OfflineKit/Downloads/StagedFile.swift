@@ -5,31 +5,44 @@ import Foundation
 /// chunks when the store encrypts at rest.
 ///
 /// Offsets are always in plain bytes. With encryption, only whole chunks reach the disk before
-/// the end of the file, so the durable offset moves in 64 KiB steps.
+/// the end of the file, so the durable offset moves in 64 KiB steps; with direct writes, it
+/// moves in steps of ``DirectWriter/alignment``.
 final class StagedFile {
     /// The file on disk (sealed chunks when encrypting).
     let file: RawFile
     private let key: SymmetricKey?
+    /// Writes past the page cache, when asked for and available (never with encryption).
+    private let direct: DirectWriter?
     private let expectedSize: Int64
     /// Plain bytes appended, durable or not.
     private(set) var length: Int64 = 0
     /// Plain bytes of a chunk not yet sealed (encryption only).
     private var pending: [UInt8] = []
 
-    init(url: URL, expectedSize: Int64, key: SymmetricKey?) throws {
+    /// - Parameter writesDirectly: write past the page cache where the file system allows it
+    ///   (ignored with encryption).
+    init(url: URL, expectedSize: Int64, key: SymmetricKey?, writesDirectly: Bool = false) throws {
         file = try RawFile(path: url.path, create: true)
         self.expectedSize = expectedSize
         self.key = key
+        direct = writesDirectly && key == nil ? DirectWriter(for: file) : nil
     }
 
-    /// Keeps the first `offset` plain bytes (rounded down to a chunk with encryption) and
-    /// returns the offset kept. Bytes past it are dropped.
+    /// Whether bytes are written past the page cache.
+    var writesDirectly: Bool { direct != nil }
+
+    /// Keeps the first `offset` plain bytes (rounded down to a chunk with encryption, to an
+    /// aligned run with direct writes) and returns the offset kept. Bytes past it are dropped.
     func truncate(toPlain offset: Int64) throws -> Int64 {
         pending.removeAll(keepingCapacity: true)
         var keep = max(0, offset)
         if key != nil {
             keep -= keep % Int64(ChunkedCipher.plainChunk)
             try file.truncate(to: ChunkedCipher.sealedLength(ofPlain: keep))
+        } else if let direct {
+            keep -= keep % Int64(DirectWriter.alignment)
+            try file.truncate(to: keep)
+            direct.reset(to: keep)
         } else {
             try file.truncate(to: keep)
         }
@@ -69,8 +82,15 @@ final class StagedFile {
         }
     }
 
-    /// Appends a block of the body: one vectored write when the store does not encrypt.
+    /// Appends a block of the body: copied into the aligned buffer with direct writes, else one
+    /// vectored write when the store does not encrypt.
     func append(_ block: BodyBlock) throws {
+        if let direct {
+            try block.forEachRegion { try direct.append($0) }
+            length += Int64(block.count)
+            if length == expectedSize { try direct.finish() }
+            return
+        }
         guard let key else {
             try block.withRegions { try file.write($0, at: length) }
             length += Int64(block.count)
@@ -99,7 +119,14 @@ final class StagedFile {
         try sealed.withUnsafeBytes { try file.write($0, at: index * Int64(ChunkedCipher.plainChunk + ChunkedCipher.overhead)) }
     }
 
-    /// Plain bytes handed to the file system (whole sealed chunks with encryption): they survive
-    /// the process being killed, not necessarily a power loss.
-    var writtenLength: Int64 { length - Int64(pending.count) }
+    /// Hands the file system every byte it can take now: with direct writes, all but less than
+    /// ``DirectWriter/alignment`` bytes (the rest waits for the next bytes or the end of the file).
+    func flush() throws {
+        try direct?.flush()
+    }
+
+    /// Plain bytes handed to the file system (whole sealed chunks with encryption, whole aligned
+    /// runs with direct writes): they survive the process being killed, not necessarily a power
+    /// loss.
+    var writtenLength: Int64 { direct?.written ?? length - Int64(pending.count) }
 }

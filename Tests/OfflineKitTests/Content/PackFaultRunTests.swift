@@ -7,7 +7,7 @@ import Testing
 
 /// Randomized faults against a real OfflineServer: every run ends in a verified pack or a clean
 /// error, never a corrupt or half-installed one. 200 runs in CI (`OFFLINEKIT_INTEGRATION`),
-/// 25 otherwise.
+/// 25 otherwise; every other run writes its largest files past the page cache.
 @Suite("Pack randomized fault runs", .timeLimit(.minutes(5)))
 struct PackFaultRunTests {
     enum Fault: CaseIterable {
@@ -40,7 +40,8 @@ struct PackFaultRunTests {
                     let folder = temp.sub("store-\(run)")
                     let store = try PackStore(directory: folder, source: .server(base), transport: counting,
                                               connectivity: FakeConnectivityMonitor(.online),
-                                              configuration: .init(maxConcurrentDownloads: 2, checkpointInterval: 32 << 10))
+                                              configuration: .init(maxConcurrentDownloads: 2, checkpointInterval: 32 << 10,
+                                                                   directWriteThreshold: run % 2 == 0 ? 100_000 : nil))
                     switch fault {
                     case .drop: try await setFaults(PackFaultPlan(dropAfterBytes: offset, responses: 1), base: base, transport: http)
                     case .changeETag: try await setFaults(PackFaultPlan(dropAfterBytes: offset + 1, changeETagAfterBytes: offset / 2, responses: 2), base: base, transport: http)
