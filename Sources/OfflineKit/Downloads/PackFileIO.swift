@@ -106,6 +106,18 @@ final class RawFile: @unchecked Sendable {
         return buffer
     }
 
+    #if os(Linux)
+    /// Starts writing the file's dirty pages back without waiting for them: a hint, so a failure
+    /// is left for ``sync()`` to report. Glibc's module map hides `sync_file_range` (a GNU
+    /// extension); without it this does nothing.
+    func startWriteback() {
+        typealias SyncFileRange = @convention(c) (Int32, Int64, Int64, UInt32) -> Int32
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "sync_file_range") else { return }
+        let writeOnly: UInt32 = 2 // SYNC_FILE_RANGE_WRITE
+        _ = unsafeBitCast(symbol, to: SyncFileRange.self)(descriptor, 0, 0, writeOnly)
+    }
+    #endif
+
     func sync() throws {
         #if canImport(Darwin)
         let result = fsync(descriptor)
@@ -119,7 +131,8 @@ final class RawFile: @unchecked Sendable {
 /// Writes `data` to `url` so that either the old or the new content is there after a crash:
 /// a temporary file, then renamed over the target.
 ///
-/// - Parameter sync: also survive power loss (the temporary file is synced before the rename).
+/// - Parameter sync: also survive power loss (the temporary file is synced before the rename,
+///   its folder after it).
 ///   Without it the write survives the process being killed, which is enough for journals
 ///   whose bytes are checked against the manifest's checksum anyway.
 func writeDurably(_ data: Data, to url: URL, sync: Bool = true) throws {
@@ -129,28 +142,31 @@ func writeDurably(_ data: Data, to url: URL, sync: Bool = true) throws {
     try data.withUnsafeBytes { try file.write($0, at: 0) }
     if sync { try file.sync() }
     guard rename(temporary, url.path) == 0 else { throw FileSystemError(operation: "rename", path: url.path, code: errno) }
+    if sync { try syncFolder(url.deletingLastPathComponent().path) }
 }
 
-/// Makes every file under `folder` durable before an install commits: one `syncfs` on Linux,
-/// a sync of each file elsewhere.
+/// Makes every file under `folder` durable before an install commits, and the folders holding
+/// them, without waiting for other processes' writes (as `syncfs` would).
+///
+/// On Linux the writeback of every file is started first (`sync_file_range`), so the syncs that
+/// follow find their data already on its way and share the file system's journal commits.
 func syncFiles(under folder: URL, paths: [String]) throws {
+    let files = paths.map { path in path.split(separator: "/").reduce(folder) { $0.appendingPathComponent(String($1)) } }
     #if os(Linux)
-    let fd = open(folder.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-    guard fd >= 0 else { throw FileSystemError(operation: "open", path: folder.path, code: errno) }
-    defer { close(fd) }
-    // Glibc's module map hides syncfs (a GNU extension); find it at run time, else sync everything.
-    typealias SyncFS = @convention(c) (Int32) -> Int32
-    if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syncfs") {
-        guard unsafeBitCast(symbol, to: SyncFS.self)(fd) == 0 else { throw FileSystemError(operation: "syncfs", path: folder.path, code: errno) }
-    } else {
-        sync()
-    }
-    #else
-    for path in paths {
-        let file = try RawFile(path: path.split(separator: "/").reduce(folder) { $0.appendingPathComponent(String($1)) }.path, create: false)
-        try file.sync()
-    }
+    for url in files { try RawFile(path: url.path, create: false).startWriteback() }
     #endif
+    for url in files { try RawFile(path: url.path, create: false).sync() }
+    var folders = Set([folder.standardizedFileURL.path])
+    for url in files { folders.insert(url.deletingLastPathComponent().standardizedFileURL.path) }
+    for path in folders.sorted() { try syncFolder(path) }
+}
+
+/// Makes the entries of the folder at `path` (files created, renamed or removed in it) durable.
+func syncFolder(_ path: String) throws {
+    let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard descriptor >= 0 else { throw FileSystemError(operation: "open", path: path, code: errno) }
+    defer { close(descriptor) }
+    guard fsync(descriptor) == 0 else { throw FileSystemError(operation: "sync", path: path, code: errno) }
 }
 
 /// Renames `source` to `destination` in one step.

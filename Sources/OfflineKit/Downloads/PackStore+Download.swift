@@ -377,6 +377,8 @@ extension PackStore {
             // Every byte on disk before the commit: a power loss after it cannot undo the install.
             try syncFiles(under: staged, paths: manifest.files.map(\.path))
             try renameItem(staged, to: destination)
+            // The version's folder is durable before the commit names it.
+            try syncFolder(destination.deletingLastPathComponent().path)
             try writeDurably(try PackManifest.encoder().encode(record), to: layout.currentURL)
         } catch {
             if layout.installedRecord()?.manifest.version != manifest.version { try? fileManager.removeItem(at: destination) }

@@ -88,7 +88,8 @@ final class StagedFile {
         if let direct {
             try block.forEachRegion { try direct.append($0) }
             length += Int64(block.count)
-            if length == expectedSize { try direct.finish() }
+            // Written now, while the caller hashes the same block, rather than at the checkpoint.
+            if length == expectedSize { try direct.finish() } else { try direct.flush() }
             return
         }
         guard let key else {
