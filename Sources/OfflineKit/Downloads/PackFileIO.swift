@@ -156,8 +156,15 @@ func syncFiles(under folder: URL, paths: [String]) throws {
     for url in files { try RawFile(path: url.path, create: false).startWriteback() }
     #endif
     for url in files { try RawFile(path: url.path, create: false).sync() }
+    // Every folder between `folder` and a file holds an entry made for this version.
     var folders = Set([folder.standardizedFileURL.path])
-    for url in files { folders.insert(url.deletingLastPathComponent().standardizedFileURL.path) }
+    for path in paths {
+        var parent = folder
+        for component in path.split(separator: "/").dropLast() {
+            parent.appendPathComponent(String(component))
+            folders.insert(parent.standardizedFileURL.path)
+        }
+    }
     for path in folders.sorted() { try syncFolder(path) }
 }
 

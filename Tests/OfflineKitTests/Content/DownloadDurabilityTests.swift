@@ -96,4 +96,19 @@ struct DownloadDurabilityTests {
         try await syncing.finish()
         #expect(try file.size == Int64(8 * bytes.count))
     }
+
+    @Test("the install's sync covers files in nested folders, and a missing file fails it with its path")
+    func installSync() throws {
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let paths = ["tiles/12/a.bin", "tiles/12/b.bin", "index.json"]
+        for path in paths {
+            let url = folder.appendingPathComponent(path)
+            try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data(path.utf8).write(to: url)
+        }
+        try syncFiles(under: folder, paths: paths)
+        let error = #expect(throws: FileSystemError.self) { try syncFiles(under: folder, paths: paths + ["tiles/13/gone.bin"]) }
+        #expect(error?.path.hasSuffix("tiles/13/gone.bin") == true)
+        #expect(error?.code == ENOENT)
+    }
 }
