@@ -407,6 +407,22 @@ struct AudioScenarioTests {
         }
     }
 
+    @Test("two steps asked at once read two seconds one after the other, not the same one twice")
+    func concurrentSteps() async throws {
+        try await withAudioDemo { demo in
+            let audio = try await demo.makeLoadedAudio()
+            let focus = try #require(audio.snapshot.sessions.first { $0.id == "deep-focus" })
+            audio.openReview(focus.id)
+            #expect(await audio.preparePlayback(focus))
+            // Streamed, each step waits for its ranged request: both would start from byte 0.
+            async let first: Void = audio.step()
+            async let second: Void = audio.step()
+            _ = await (first, second)
+            let playback = try #require(audio.snapshot.playback)
+            #expect(playback.bytesRead == 44 + 16_000)
+        }
+    }
+
     @Test("a download cut before the app quits resumes from its journal after a restart once the network is back")
     func resumeAfterRestart() async throws {
         try await withAudioDemo { demo in

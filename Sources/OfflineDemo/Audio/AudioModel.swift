@@ -80,6 +80,8 @@ public final class AudioModel: Scenario {
     private let state = Locked(State())
     /// Distinguishes the running playback ticker from stopped ones.
     private let ticker = Locked(UUID())
+    /// The last playback action asked for; the next one waits for it.
+    private let playbackLane = Locked<Task<Void, Never>?>(nil)
 
     /// - Parameters:
     ///   - quotaBytes: the most the session downloads may take; least recently played sessions
@@ -427,7 +429,28 @@ public final class AudioModel: Scenario {
     }
 
     /// Reads the next second of audio (the header first) and advances the position.
+    ///
+    /// Steps run one after another, whoever asks (a key, the ticker): two at once would read the
+    /// same second and advance once.
     public func step() async {
+        await serially { await self.readNextSecond() }
+    }
+
+    /// Runs `work` after every playback action asked for before it has ended.
+    private func serially(_ work: @escaping @Sendable () async -> Void) async {
+        let task = playbackLane.withLock { last -> Task<Void, Never> in
+            let previous = last
+            let next = Task {
+                await previous?.value
+                await work()
+            }
+            last = next
+            return next
+        }
+        await task.value
+    }
+
+    private func readNextSecond() async {
         guard var playback = snapshot.playback, !playback.isFinished,
               let session = snapshot.sessions.first(where: { $0.id == playback.sessionID }) else { return }
         let count = playback.bytesRead == 0 ? Playback.headerBytes : playback.byteRate
@@ -529,8 +552,11 @@ public final class AudioModel: Scenario {
             case .character("p"), .character(" "): environment.spawn { [self] in await togglePlay() }
             case .character("."):
                 environment.spawn { [self] in
-                    if snapshot.playback?.sessionID != session.id { guard await preparePlayback(session) else { return } }
-                    await step()
+                    // Opening and stepping in one action, so a second press finds the file open.
+                    await serially { [self] in
+                        if snapshot.playback?.sessionID != session.id { guard await preparePlayback(session) else { return } }
+                        await readNextSecond()
+                    }
                 }
             case .character("g"): environment.spawn { [self] in await generate() }
             case .character("d"): environment.spawn { [self] in await download([session.id]) }
