@@ -216,7 +216,6 @@ struct FileDownload {
 
     private func checkpoint(staged: StagedFile, journal: inout FileJournal, durable: Bool) throws {
         do {
-            try staged.flush()
             journal.verifiedOffset = staged.writtenLength
             try saveJournal(journal)
             if durable { try durability.start([staged.file] + (journalWriter.file.map { [$0] } ?? [])) }

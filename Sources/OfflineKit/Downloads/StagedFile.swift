@@ -120,12 +120,6 @@ final class StagedFile {
         try sealed.withUnsafeBytes { try file.write($0, at: index * Int64(ChunkedCipher.plainChunk + ChunkedCipher.overhead)) }
     }
 
-    /// Hands the file system every byte it can take now: with direct writes, all but less than
-    /// ``DirectWriter/alignment`` bytes (the rest waits for the next bytes or the end of the file).
-    func flush() throws {
-        try direct?.flush()
-    }
-
     /// Plain bytes handed to the file system (whole sealed chunks with encryption, whole aligned
     /// runs with direct writes): they survive the process being killed, not necessarily a power
     /// loss.
