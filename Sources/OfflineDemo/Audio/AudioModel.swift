@@ -372,6 +372,10 @@ public final class AudioModel: Scenario {
     /// Starts or pauses playback of the reviewed session: the downloaded file when there is
     /// one, else a stream while online; offline without a download it answers with the message.
     public func togglePlay() async {
+        await serially { await self.playOrPause() }
+    }
+
+    private func playOrPause() async {
         guard let session = snapshot.reviewedSession else { return }
         if let playback = snapshot.playback, playback.sessionID == session.id, !playback.isFinished {
             let playing = state.withLock { state -> Bool in
@@ -430,8 +434,8 @@ public final class AudioModel: Scenario {
 
     /// Reads the next second of audio (the header first) and advances the position.
     ///
-    /// Steps run one after another, whoever asks (a key, the ticker): two at once would read the
-    /// same second and advance once.
+    /// Steps run one after another and after play or pause, whoever asks (a key, the ticker):
+    /// two at once would read the same second and advance once.
     public func step() async {
         await serially { await self.readNextSecond() }
     }
