@@ -204,16 +204,19 @@ public final class CityGuideModel: Scenario {
     }
 
     /// The city picker's entries for what is typed.
+    ///
+    /// Suggestions are filtered by the typed text too: the newest answer may be for shorter text
+    /// (the answer for “Par” is still on its way while the list for “” is shown), and the picker
+    /// must never offer, or pick on Enter, a city the text already excludes.
     public static func pickerEntries(_ state: State, connectivity: ConnectivityKind) -> [CityChoice] {
-        switch pickerSource(state, connectivity: connectivity) {
-        case .suggestions:
-            return state.suggestions
-        case .downloaded:
-            guard case .city(let field, _) = state.focus else { return state.downloaded }
-            let typed = CityGuide.fold(field.text.trimmingCharacters(in: .whitespaces))
-            guard !typed.isEmpty else { return state.downloaded }
-            return state.downloaded.filter { CityGuide.fold($0.name).contains(typed) }
+        let cities = switch pickerSource(state, connectivity: connectivity) {
+        case .suggestions: state.suggestions
+        case .downloaded: state.downloaded
         }
+        guard case .city(let field, _) = state.focus else { return cities }
+        let typed = CityGuide.fold(field.text.trimmingCharacters(in: .whitespaces))
+        guard !typed.isEmpty else { return cities }
+        return cities.filter { CityGuide.fold($0.name).contains(typed) }
     }
 
     /// The rows of the current page, for moving the highlight.
