@@ -22,11 +22,21 @@ package final class Broadcast<Element: Sendable>: Sendable {
 
     /// Publishes `value` to every subscriber.
     package func send(_ value: Element) {
-        let subscribers = state.withLock { state -> [AsyncStream<Element>.Continuation] in
-            state.latest = value
-            return Array(state.subscribers.values)
+        update { $0 = value }
+    }
+
+    /// Changes the latest value and publishes the result, as one step.
+    ///
+    /// Concurrent updates never lose each other's changes (no read of ``latest`` then a send),
+    /// and every subscriber receives values in the order they were made: the yield happens under
+    /// the lock, which a yield never re-enters (it only buffers, or resumes a waiting reader).
+    @discardableResult
+    package func update<T>(_ body: (inout Element) -> T) -> T {
+        state.withLock { state in
+            let result = body(&state.latest)
+            for subscriber in state.subscribers.values { subscriber.yield(state.latest) }
+            return result
         }
-        for subscriber in subscribers { subscriber.yield(value) }
     }
 
     /// Ends every subscription; later subscribers get the latest value and then the end.

@@ -160,17 +160,17 @@ public final class PackStore: Sendable {
     public func transfer(of packID: String) -> TransferProgress? { transfersBroadcast.latest[packID] }
 
     func setState(_ packID: String, _ new: PackState) {
-        let snapshot = state.withLock { state -> [String: PackState] in
+        state.withLock { state in
             state.packs[packID] = new
-            return state.packs.filter { $0.value != .none }
+            // Published under the store's lock: concurrent downloads' changes reach observers in
+            // the order they were made, and the last one published is the store's state.
+            statesBroadcast.send(state.packs.filter { $0.value != .none })
         }
-        statesBroadcast.send(snapshot)
     }
 
     func setTransfer(_ packID: String, _ progress: TransferProgress?) {
-        var transfers = transfersBroadcast.latest
-        transfers[packID] = progress
-        transfersBroadcast.send(transfers)
+        // One step: another pack's progress read before this change cannot overwrite it.
+        transfersBroadcast.update { $0[packID] = progress }
     }
 
     // MARK: - Installed packs
