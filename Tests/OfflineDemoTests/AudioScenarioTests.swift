@@ -37,7 +37,7 @@ extension DemoHarness {
         quotaBytes: Int64? = 8 << 20, clock: C = ContinuousClock(), now: (@Sendable () -> Date)? = nil
     ) async throws -> AudioModel {
         let audio = try await makeAudio(quotaBytes: quotaBytes, clock: clock, now: now)
-        await wait { audio.snapshot.sessions.count == 3 && !audio.snapshot.isRefreshingList }
+        try await wait { audio.snapshot.sessions.count == 3 && !audio.snapshot.isRefreshingList }
         return audio
     }
 
@@ -46,7 +46,7 @@ extension DemoHarness {
         let session = try #require(audio.snapshot.sessions.first { $0.id == sessionID })
         if audio.snapshot.permission != .granted { audio.answerStoragePrompt(true) }
         await audio.download([sessionID])
-        await wait { audio.snapshot.isDownloaded(session) }
+        try await wait { audio.snapshot.isDownloaded(session) }
         return session
     }
 
@@ -142,7 +142,7 @@ struct AudioScenarioTests {
 
             let before = demo.requestCount
             _ = audio.handle(.character("g"))
-            await demo.wait { demo.environment.toasts.current.text == OfflineMessage.featureRequiresInternet.text }
+            try await demo.wait { demo.environment.toasts.current.text == OfflineMessage.featureRequiresInternet.text }
             await audio.generate()
             #expect(demo.requestCount == before)
             #expect(audio.snapshot.generated.isEmpty)
@@ -197,14 +197,14 @@ struct AudioScenarioTests {
                     }
                 }
                 await audio.download([flight.id])
-                await demo.wait { audio.snapshot.progress[flight.packId]?.completedBytes == Self.wavBytes[flight.id] }
+                try await demo.wait { audio.snapshot.progress[flight.packId]?.completedBytes == Self.wavBytes[flight.id] }
                 screens.cancel()
             }
             #expect(seen.count >= 3)
             #expect(seen == seen.sorted())
             #expect(seen.last == Self.wavBytes[flight.id])
             #expect(texts.current.contains { $0.contains("%") && $0.contains(" MB of 2.9 MB") })
-            await demo.wait { audio.snapshot.isDownloaded(flight) }
+            try await demo.wait { audio.snapshot.isDownloaded(flight) }
             let text = demo.screenText(audio)
             #expect(text.contains("Ease on flights") && text.contains("[Downloaded]"))
             #expect(try audio.store.verify(flight.packId).isEmpty)
@@ -220,14 +220,14 @@ struct AudioScenarioTests {
             let size = try #require(Self.wavBytes[flight.id])
             await demo.network.change(to: .slow(.init(latency: .milliseconds(1), bytesPerSecond: 2 << 20)))
             let received = demo.network.statistics.bytesToClient
-            let seen = await demo.recordingProgress(of: flight.packId, in: audio) {
+            let seen = try await demo.recordingProgress(of: flight.packId, in: audio) {
                 demo.environment.spawn { await audio.download([flight.id]) }
-                await demo.wait { (audio.snapshot.progress[flight.packId]?.completedBytes ?? 0) >= 1_400_000 }
+                try await demo.wait { (audio.snapshot.progress[flight.packId]?.completedBytes ?? 0) >= 1_400_000 }
                 await demo.set(.offline)
-                await demo.wait { audio.snapshot.packs[flight.packId] == .failed(.interrupted) && !audio.store.isDownloading(flight.packId) }
+                try await demo.wait { audio.snapshot.packs[flight.packId] == .failed(.interrupted) && !audio.store.isDownloading(flight.packId) }
                 #expect(demo.screenText(audio).contains("Paused at"))
                 await demo.set(.online)
-                await demo.wait { audio.snapshot.isDownloaded(flight) && audio.snapshot.progress[flight.packId]?.completedBytes == size }
+                try await demo.wait { audio.snapshot.isDownloaded(flight) && audio.snapshot.progress[flight.packId]?.completedBytes == size }
             }
             let refetched = demo.network.statistics.bytesToClient - received - size
             #expect(refetched <= 1 << 20, "re-fetched \(refetched) bytes")
@@ -245,12 +245,12 @@ struct AudioScenarioTests {
             let calm = try #require(audio.snapshot.sessions.first)
             let before = demo.requestCount
             _ = audio.handle(.character("d"))
-            await demo.wait { audio.snapshot.isPrompting }
+            try await demo.wait { audio.snapshot.isPrompting }
             #expect(audio.capturesText)
             #expect(demo.screenText(audio).contains("Allow storage for downloads?"))
             _ = audio.handle(.character("n"))
-            await demo.wait { audio.snapshot.packs[calm.packId] == .failed(.permissionDenied) }
-            await demo.wait { demo.environment.toasts.current.text == OfflineMessage.packPermissionDenied.text }
+            try await demo.wait { audio.snapshot.packs[calm.packId] == .failed(.permissionDenied) }
+            try await demo.wait { demo.environment.toasts.current.text == OfflineMessage.packPermissionDenied.text }
             #expect(!audio.snapshot.isPrompting)
             #expect(audio.snapshot.permission == .denied)
             #expect(audio.snapshot.bytesOnDisk == 0)
@@ -269,7 +269,7 @@ struct AudioScenarioTests {
             _ = restarted.handle(.character("s"))
             #expect(restarted.snapshot.permission == .granted)
             await restarted.download([calm.id])
-            await demo.wait { restarted.snapshot.isDownloaded(calm) }
+            try await demo.wait { restarted.snapshot.isDownloaded(calm) }
             #expect(!restarted.snapshot.isPrompting)
         }
     }
@@ -314,7 +314,7 @@ struct AudioScenarioTests {
             for (second, bytes) in [(1, 44), (2, 44 + 16_000), (3, 44 + 2 * 16_000)] {
                 await clock.waitForSleeper()
                 await clock.advance(by: .seconds(1))
-                await demo.wait { audio.snapshot.playback?.bytesRead == Int64(bytes) }
+                try await demo.wait { audio.snapshot.playback?.bytesRead == Int64(bytes) }
                 #expect(audio.snapshot.playback?.position == Int64(second - 1))
             }
             await audio.togglePlay()
@@ -330,7 +330,7 @@ struct AudioScenarioTests {
             let audio = try await demo.makeLoadedAudio()
             audio.answerStoragePrompt(true)
             await audio.downloadAll()
-            await demo.wait { audio.snapshot.sessions.allSatisfy { audio.snapshot.isDownloaded($0) } }
+            try await demo.wait { audio.snapshot.sessions.allSatisfy { audio.snapshot.isDownloaded($0) } }
             let total = audio.snapshot.bytesOnDisk
             #expect(total >= Self.wavBytes.values.reduce(0, +))
             #expect(demo.screenText(audio).components(separatedBy: "[Downloaded]").count == 4)
@@ -362,15 +362,15 @@ struct AudioScenarioTests {
             audio.closeReview()
 
             let flight = try await demo.downloaded("flight-ease", in: audio)
-            await demo.wait { !audio.snapshot.isDownloaded(focus) && !audio.snapshot.wanted.contains(focus.packId) }
+            try await demo.wait { !audio.snapshot.isDownloaded(focus) && !audio.snapshot.wanted.contains(focus.packId) }
             #expect(audio.snapshot.isDownloaded(calm) && audio.snapshot.isDownloaded(flight))
             #expect(audio.snapshot.bytesOnDisk <= 4_000_000)
-            await demo.wait { demo.environment.toasts.current.text == "Older downloads were removed to stay within the storage limit." }
+            try await demo.wait { demo.environment.toasts.current.text == "Older downloads were removed to stay within the storage limit." }
 
             // Reconnecting resumes wanted downloads only: the evicted one stays off the device.
             await demo.set(.offline)
             await demo.set(.online)
-            await demo.wait { !audio.snapshot.isRefreshingList }
+            try await demo.wait { !audio.snapshot.isRefreshingList }
             await audio.resumeWanted()
             #expect(!audio.store.isDownloading(focus.packId))
             #expect(audio.store.state(of: focus.packId) == .none)
@@ -436,16 +436,16 @@ struct AudioScenarioTests {
             await demo.network.change(to: .slow(.init(latency: .milliseconds(1), bytesPerSecond: 2 << 20)))
             let received = demo.network.statistics.bytesToClient
             demo.environment.spawn { await first.download([flight.id]) }
-            await demo.wait { (first.snapshot.progress[flight.packId]?.completedBytes ?? 0) >= 1_400_000 }
+            try await demo.wait { (first.snapshot.progress[flight.packId]?.completedBytes ?? 0) >= 1_400_000 }
             await demo.set(.offline)
-            await demo.wait { first.snapshot.packs[flight.packId] == .failed(.interrupted) && !first.store.isDownloading(flight.packId) }
+            try await demo.wait { first.snapshot.packs[flight.packId] == .failed(.interrupted) && !first.store.isDownloading(flight.packId) }
 
             let restarted = try await demo.makeAudio()
             #expect(restarted.snapshot.packs[flight.packId] == .failed(.interrupted))
             #expect(restarted.snapshot.wanted == [flight.packId])
             #expect(demo.screenText(restarted).contains("Paused · resumes when online"))
             await demo.set(.online)
-            await demo.wait { restarted.snapshot.isDownloaded(flight) }
+            try await demo.wait { restarted.snapshot.isDownloaded(flight) }
             let refetched = demo.network.statistics.bytesToClient - received - size
             #expect(refetched <= 1 << 20, "re-fetched \(refetched) bytes")
             #expect(try restarted.store.verify(flight.packId).isEmpty)

@@ -34,10 +34,10 @@ extension DemoHarness {
     }
 
     /// Types the start of `name` in the city field and picks it from the server's suggestions.
-    func choose(_ name: String, in model: CityGuideModel) async {
+    func choose(_ name: String, in model: CityGuideModel) async throws {
         model.openCityPicker()
         for character in name.prefix(3) { _ = model.handle(.character(character)) }
-        await wait {
+        try await wait {
             let entries = CityGuideModel.pickerEntries(model.snapshot, connectivity: monitor.status.kind)
             return !model.snapshot.isLoadingSuggestions && entries.first?.name == name
         }
@@ -46,7 +46,7 @@ extension DemoHarness {
 
     /// Chooses `name` and downloads its pack.
     func download(_ name: String, in model: CityGuideModel) async throws {
-        await choose(name, in: model)
+        try await choose(name, in: model)
         await model.download()
         #expect(model.snapshot.pack.installed != nil, "\(name)'s pack is installed")
     }
@@ -74,10 +74,10 @@ extension DemoHarness {
     static let slowButMoving = NetworkCondition.slow(.init(latency: .milliseconds(20), bytesPerSecond: 48 * 1024))
 
     /// Starts `model`'s download on a slow link and returns once bytes have arrived.
-    func startSlowDownload(_ model: CityGuideModel) async {
+    func startSlowDownload(_ model: CityGuideModel) async throws {
         await set(Self.slowButMoving)
         _ = model.handle(.character("d"))
-        await wait {
+        try await wait {
             if case .downloading(let transfer) = model.snapshot.pack { transfer.completedBytes > 0 } else { false }
         }
     }
@@ -94,11 +94,32 @@ extension DemoHarness {
 /// The city-pack state matrix, row by row, against a live backend through the network switch.
 @Suite("City guide scenario (offline packs per city)", .timeLimit(.minutes(1)))
 struct CityGuideScenarioTests {
+    @Test("Enter in the city field picks the city the typed text names while its suggestions are still on their way")
+    func enterBeforeSuggestionsArrive() async throws {
+        try await withCityDemo { demo in
+            let guide = try await demo.makeCityGuide()
+            guide.openCityPicker()
+            try await demo.wait { !guide.snapshot.isLoadingSuggestions && guide.snapshot.suggestions.count == 8 }
+            // Later answers are held back, so the list on screen stays the one for the empty field.
+            let fault = try await demo.environment.rawTransport.send(HTTPRequest(
+                method: "PUT", url: demo.environment.url("_faults/routes"), headers: ["Content-Type": "application/json"],
+                body: Data(#"{"path": "/api/cities", "fault": {"slow": {"milliseconds": 1500}}, "remaining": 3}"#.utf8)))
+            #expect(fault.status == 200)
+            for character in "Par" { _ = guide.handle(.character(character)) }
+            #expect(guide.snapshot.suggestions.count == 8, "the answer for the empty field is still the newest")
+            #expect(CityGuideModel.pickerEntries(guide.snapshot, connectivity: .online).map(\.name) == ["Paris"])
+            #expect(demo.screenText(guide).contains("Paris, France"))
+            #expect(!demo.screenText(guide).contains("Barcelona"))
+            _ = guide.handle(.enter)
+            #expect(guide.snapshot.city?.name == "Paris")
+        }
+    }
+
     @Test("Online without a pack: 3a offers the download with the specification's copy")
     func noPackOnline() async throws {
         try await withCityDemo { demo in
             let guide = try await demo.makeCityGuide()
-            await demo.choose("Paris", in: guide)
+            try await demo.choose("Paris", in: guide)
             #expect(guide.snapshot.city?.packId == "city-paris")
             #expect(demo.state(guide) == .noPackOnline)
             let text = demo.screenText(guide)
@@ -175,7 +196,7 @@ struct CityGuideScenarioTests {
         try await withCityDemo { demo in
             let guide = try await demo.makeCityGuide()
             try await demo.download("Paris", in: guide)
-            await demo.choose("Tokyo", in: guide)
+            try await demo.choose("Tokyo", in: guide)
             await demo.set(cut)
             let before = demo.requestCount
 
@@ -278,7 +299,7 @@ struct CityGuideScenarioTests {
             await demo.set(.slow)
             guide.openCityPicker()
             _ = guide.handle(.character("b"))
-            await demo.wait { guide.snapshot.suggestionsPhase == .timedOut }
+            try await demo.wait { guide.snapshot.suggestionsPhase == .timedOut }
             #expect(guide.snapshot.suggestions.isEmpty)
             #expect(CityGuideModel.pickerSource(guide.snapshot, connectivity: .poor) == .downloaded)
             #expect(CityGuideModel.pickerEntries(guide.snapshot, connectivity: .poor).map(\.name) == [], "“b” matches no downloaded city")
@@ -295,8 +316,8 @@ struct CityGuideScenarioTests {
     func downloading() async throws {
         try await withCityDemo { demo in
             let guide = try await demo.makeCityGuide()
-            await demo.choose("Paris", in: guide)
-            await demo.startSlowDownload(guide)
+            try await demo.choose("Paris", in: guide)
+            try await demo.startSlowDownload(guide)
             #expect(demo.state(guide) == .downloading)
             guard case .downloading(_, _, let progress?) = demo.screen(guide).packCard else {
                 Issue.record("the downloading card shows real progress")
@@ -311,7 +332,7 @@ struct CityGuideScenarioTests {
             #expect(text.contains(" %"))
 
             _ = guide.handle(.left)
-            await demo.wait { !guide.packs.isDownloading("city-paris") && guide.snapshot.pack == .none }
+            try await demo.wait { !guide.packs.isDownloading("city-paris") && guide.snapshot.pack == .none }
             #expect(demo.stagedFiles("city-paris", in: guide).isEmpty)
             #expect(demo.state(guide) == .noPackOnline)
         }
@@ -321,12 +342,12 @@ struct CityGuideScenarioTests {
     func changingCityCancels() async throws {
         try await withCityDemo { demo in
             let guide = try await demo.makeCityGuide()
-            await demo.choose("Paris", in: guide)
-            await demo.startSlowDownload(guide)
+            try await demo.choose("Paris", in: guide)
+            try await demo.startSlowDownload(guide)
             #expect(!demo.stagedFiles("city-paris", in: guide).isEmpty)
 
             guide.select(CityChoice(name: "London", country: "United Kingdom", packId: "city-london"))
-            await demo.wait { !guide.packs.isDownloading("city-paris") && guide.packs.state(of: "city-paris") == .none }
+            try await demo.wait { !guide.packs.isDownloading("city-paris") && guide.packs.state(of: "city-paris") == .none }
             #expect(demo.stagedFiles("city-paris", in: guide).isEmpty)
             #expect(guide.packs.installedPacks().isEmpty)
             #expect(guide.snapshot.city?.name == "London")
@@ -339,10 +360,10 @@ struct CityGuideScenarioTests {
     func cutMidDownload() async throws {
         try await withCityDemo { demo in
             let guide = try await demo.makeCityGuide()
-            await demo.choose("Paris", in: guide)
-            await demo.startSlowDownload(guide)
+            try await demo.choose("Paris", in: guide)
+            try await demo.startSlowDownload(guide)
             await demo.set(.offline)
-            await demo.wait { !guide.snapshot.downloadRequested && !guide.packs.isDownloading("city-paris") }
+            try await demo.wait { !guide.snapshot.downloadRequested && !guide.packs.isDownloading("city-paris") }
             #expect(guide.snapshot.pack == .failed(.interrupted))
             #expect(!demo.stagedFiles("city-paris", in: guide).isEmpty, "what arrived is kept to resume")
             #expect(demo.state(guide) == .noPackOffline)

@@ -27,8 +27,15 @@ struct DemoHarness: Sendable {
     }
 
     /// Waits (on the demo's redraw signal, no polling) until `condition` holds.
-    func wait(until condition: @Sendable () -> Bool) async {
-        for await _ in environment.changes.updates() where condition() { return }
+    ///
+    /// - Throws: ``WaitFailure`` when it does not hold within `timeout`, naming the caller's line
+    ///   and how many redraws were seen: a scenario never passes having waited for nothing.
+    func wait(
+        within timeout: Duration = .seconds(30),
+        fileID: String = #fileID, line: Int = #line,
+        until condition: @escaping @Sendable () -> Bool
+    ) async throws {
+        _ = try await environment.changes.updates().first("the condition at \(fileID):\(line)", within: timeout) { _ in condition() }
     }
 
     var requestCount: Int { requests.count(.offlineCapable) + requests.count(.networkRequired) }

@@ -11,7 +11,7 @@ struct ShopScenarioTests {
     func loadThenGoOffline(_ demo: DemoHarness) async throws -> ShopModel {
         let online = demo.makeShop()
         await online.start()
-        await demo.wait { online.snapshot.cart != nil && online.snapshot.orders != nil }
+        try await demo.wait { online.snapshot.cart != nil && online.snapshot.orders != nil }
         await demo.set(.offline)
         let shop = demo.makeShop()
         await shop.start()
@@ -83,7 +83,7 @@ struct ShopScenarioTests {
             #expect(shop.snapshot.reconnected == false)
             let result = await shop.tap("quantity")
             #expect(result == .perform)
-            await demo.wait { shop.snapshot.cart?.items.first?.quantity == 3 }
+            try await demo.wait { shop.snapshot.cart?.items.first?.quantity == 3 }
         }
     }
 
@@ -92,7 +92,7 @@ struct ShopScenarioTests {
         try await withDemo(condition: .offline) { demo in
             let shop = demo.makeShop()
             await shop.start()
-            await demo.wait { shop.snapshot.cartContent == .neverLoaded && shop.snapshot.ordersContent == .neverLoaded }
+            try await demo.wait { shop.snapshot.cartContent == .neverLoaded && shop.snapshot.ordersContent == .neverLoaded }
             for tab in [ShopModel.Tab.cart, .orders] {
                 var state = shop.snapshot
                 state.tab = tab

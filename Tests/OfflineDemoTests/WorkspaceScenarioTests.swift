@@ -47,7 +47,7 @@ struct WorkspaceScenarioTests {
             #expect(!screen.contains("~"))
 
             await demo.set(.online)
-            await demo.wait { workspace.snapshot.queue?.isEmpty == true }
+            try await demo.wait { workspace.snapshot.queue?.isEmpty == true }
             let pin = try await demo.serverRecord("pins", "trip")
             #expect(pin?["pinned"] as? Bool == true)
             #expect(try await demo.serverEffects()[entry.idempotencyKey] == 1)
@@ -63,7 +63,7 @@ struct WorkspaceScenarioTests {
             #expect(workspace.snapshot.thread.last?.id == message.id)
             // The marker comes from the outbox's observation, which may still be delivering the
             // value it read just before the write.
-            await demo.wait { workspace.snapshot.status(of: message).pendingAction == .add }
+            try await demo.wait { workspace.snapshot.status(of: message).pendingAction == .add }
             #expect(demo.requestCount == 0)
 
             let pending = try #require(demo.lines(workspace, connectivity: .offlineSoft).first { $0.text.contains("See you at nine") })
@@ -72,7 +72,7 @@ struct WorkspaceScenarioTests {
             #expect(demo.screen(workspace, connectivity: .offlineSoft).contains("Sync queue: 1 waiting · next try when back online"))
 
             await demo.set(.online)
-            await demo.wait { workspace.snapshot.statuses.isEmpty && workspace.snapshot.queue?.isEmpty == true }
+            try await demo.wait { workspace.snapshot.statuses.isEmpty && workspace.snapshot.queue?.isEmpty == true }
             let sent = try #require(demo.lines(workspace, connectivity: .online).first { $0.text.contains("See you at nine") })
             #expect(!sent.text.contains("~"))
             #expect(sent.spans.first { $0.text.contains("See you at nine") }?.style.dim == false)
@@ -88,7 +88,7 @@ struct WorkspaceScenarioTests {
         try await withDemo { demo in
             let workspace = try await demo.startWorkspace()
             let message = try #require(try await workspace.send("My card is 4111 1111 1111 1111"))
-            await demo.wait { workspace.snapshot.statuses[message.id]?.failure != nil && workspace.snapshot.queue?.failures.count == 1 }
+            try await demo.wait { workspace.snapshot.statuses[message.id]?.failure != nil && workspace.snapshot.queue?.failures.count == 1 }
 
             let state = workspace.snapshot
             #expect(state.status(of: message).failure?.kind == .rejected)
@@ -117,12 +117,12 @@ struct WorkspaceScenarioTests {
         try await withDemo { demo in
             let workspace = try await demo.startWorkspace()
             let message = try #require(try await workspace.send("Lunch at noon?"))
-            await demo.wait { workspace.snapshot.statuses.isEmpty && workspace.snapshot.queue?.isEmpty == true }
+            try await demo.wait { workspace.snapshot.statuses.isEmpty && workspace.snapshot.queue?.isEmpty == true }
             #expect(try await demo.serverRecord("messages", message.id) != nil)
 
             await demo.set(.offline)
             try await workspace.delete(message: message.id)
-            await demo.wait { workspace.snapshot.status(of: message).pendingAction == .delete }
+            try await demo.wait { workspace.snapshot.status(of: message).pendingAction == .delete }
             let line = try #require(demo.lines(workspace, connectivity: .offlineSoft).first { $0.text.contains("Lunch at noon?") })
             #expect(line.text.contains("~ you: Lunch at noon? (deleting)"))
             let span = try #require(line.spans.first { $0.text.contains("Lunch at noon?") })
@@ -135,7 +135,7 @@ struct WorkspaceScenarioTests {
             #expect(try await workspace.outbox.entries().map(\.path) == ["/api/records/messages/\(message.id)"])
 
             await demo.set(.online)
-            await demo.wait { !workspace.snapshot.messages.contains { $0.id == message.id } }
+            try await demo.wait { !workspace.snapshot.messages.contains { $0.id == message.id } }
             #expect(try await demo.serverRecord("messages", message.id) == nil)
             #expect(workspace.snapshot.statuses.isEmpty)
         }
@@ -151,7 +151,7 @@ struct WorkspaceScenarioTests {
             for character in "ana@northwind.test" { _ = workspace.handle(.character(character)) }
             _ = workspace.handle(.enter)
             #expect(!workspace.capturesText)
-            await demo.wait { workspace.snapshot.savedDraft?.email == "ana@northwind.test" }
+            try await demo.wait { workspace.snapshot.savedDraft?.email == "ana@northwind.test" }
             #expect(demo.screen(workspace, connectivity: .offlineSoft).contains("Draft saved on this device."))
 
             // A new model knows only what the device kept.
@@ -198,7 +198,7 @@ struct WorkspaceScenarioTests {
         try await withDemo(condition: .offline) { demo in
             let workspace = try await demo.startWorkspace()
             workspace.open(.bank)
-            await demo.wait { workspace.snapshot.bank == .blocked(.featureRequiresInternet) }
+            try await demo.wait { workspace.snapshot.bank == .blocked(.featureRequiresInternet) }
             #expect(demo.requestCount == 0)
             let blocked = demo.screen(workspace, connectivity: .offlineSoft)
             #expect(blocked.contains(OfflineMessage.featureRequiresInternet.text))
@@ -206,8 +206,11 @@ struct WorkspaceScenarioTests {
 
             await demo.set(.online)
             workspace.connectivityChanged(demo.monitor.status)
-            await demo.wait { if case .loaded = workspace.snapshot.bank { true } else { false } }
-            guard case .loaded(let accounts) = workspace.snapshot.bank else { return }
+            try await demo.wait { if case .loaded = workspace.snapshot.bank { true } else { false } }
+            guard case .loaded(let accounts) = workspace.snapshot.bank else {
+                Issue.record("expected the accounts, got \(workspace.snapshot.bank)")
+                return
+            }
             #expect(accounts.map(\.name) == ["Everyday checking", "Savings", "Travel card"])
             let loaded = demo.screen(workspace, connectivity: .online)
             #expect(loaded.contains("Northwind Bank"))
@@ -216,7 +219,7 @@ struct WorkspaceScenarioTests {
             // Going offline again never leaves the accounts on screen.
             await demo.set(.offline)
             workspace.connectivityChanged(demo.monitor.status)
-            await demo.wait { workspace.snapshot.bank == .blocked(.featureRequiresInternet) }
+            try await demo.wait { workspace.snapshot.bank == .blocked(.featureRequiresInternet) }
         }
     }
 
@@ -251,7 +254,7 @@ extension DemoHarness {
     func startWorkspace() async throws -> WorkspaceModel {
         let workspace = WorkspaceModel(environment: environment)
         await workspace.start()
-        await wait { workspace.snapshot.queue != nil }
+        try await wait { workspace.snapshot.queue != nil }
         return workspace
     }
 

@@ -12,15 +12,23 @@ import Combine
 import OpenCombine
 #endif
 
-/// Runs `monitor` for the duration of `body`.
+/// Runs `monitor` for the duration of `body`, which must finish within `timeout`.
+///
+/// - Throws: ``WaitFailure`` with the last status seen when `body` is still waiting at the deadline.
 func withMonitor<T: Sendable>(
     _ monitor: ConnectivityMonitor,
+    within timeout: Duration = .seconds(20),
     _ body: @escaping @Sendable (AsyncStream<ConnectivityStatus>.AsyncIterator) async throws -> T
 ) async throws -> T {
     let updates = monitor.statusUpdates()
     return try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask { try? await monitor.run(); return nil }
         group.addTask { try await body(updates.makeAsyncIterator()) }
+        group.addTask {
+            try await Task.sleep(for: timeout)
+            throw WaitFailure(expectation: "the monitor's expected statuses", timeout: timeout, elementsSeen: 0,
+                              lastSeen: "\(monitor.status.kind) (\(monitor.status.reason))")
+        }
         while let result = try await group.next() {
             if let result {
                 group.cancelAll()
@@ -196,7 +204,7 @@ struct ConnectivityMonitorTests {
         }
         defer { subscription.cancel() }
         fake.set(.online)
-        while received.current.count < 2 { await Task.yield() }
+        try await eventually("the current status and online", within: .seconds(10), observed: { "\(received.current)" }) { received.current.count >= 2 }
         fake.set(.online) // not a change: not sent again
         fake.set(.offlineHard)
         var iterator = done.makeAsyncIterator()
@@ -216,7 +224,7 @@ struct ConnectivityMonitorTests {
         let following = Task { await observer.run() }
         defer { following.cancel() }
         fake.set(.offlineSoft)
-        while observer.status.kind != .offlineSoft { await Task.yield() }
+        try await eventually("the observer at offline-soft", within: .seconds(10), observed: { "\(observer.status.kind)" }) { observer.status.kind == .offlineSoft }
         #expect(changed.current == 1)
     }
 }

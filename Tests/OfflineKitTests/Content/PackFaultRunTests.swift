@@ -16,6 +16,7 @@ struct PackFaultRunTests {
 
     @Test("every faulted run ends verified or cleanly failed, and a clean retry always installs")
     func randomizedFaults() async throws {
+        // 200 where the integration tests run; CI must run them (see `IntegrationUnderCITests`).
         let runs = integration ? 200 : 25
         let temp = try TemporaryFolder()
         let created = Date(timeIntervalSince1970: 1_700_000_000)
@@ -27,9 +28,10 @@ struct PackFaultRunTests {
             try publish("pack\(index)", "1", files, into: temp.sub("packs"), createdAt: created)
         }
         let packs = published
-        let tally = try await withPackServer(packs: temp.sub("packs")) { base in
+        let outcomes = try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in
                 var tally: [String: Int] = [:]
+                var found: [Integrity: Int] = [:]
                 var local = SeededGenerator(seed: seed)
                 for run in 0..<runs {
                     let id = "pack\(run % 4)"
@@ -71,32 +73,49 @@ struct PackFaultRunTests {
                         outcome = "clean error: cancelled"
                     }
                     try await setFaults(nil, base: base, transport: http)
-                    try checkIntegrity(store, folder: folder, id: id, files: files, fault: fault, run: run)
+                    found[try checkIntegrity(store, folder: folder, id: id, files: files, fault: fault, run: run), default: 0] += 1
                     tally[outcome, default: 0] += 1
                     // A clean retry always completes from whatever the fault left.
                     try await store.download(id)
-                    try checkIntegrity(store, folder: folder, id: id, files: files, fault: fault, run: run)
+                    found[try checkIntegrity(store, folder: folder, id: id, files: files, fault: fault, run: run), default: 0] += 1
                     #expect(store.state(of: id).installed?.version == "1", "run \(run) \(fault)")
                     try? FileManager.default.removeItem(at: folder)
                 }
-                return tally
+                return (tally, found)
             }
         }
-        print("pack fault runs: \(runs) runs, " + tally.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ") + ", 0 corrupt, 0 half-installed")
+        let (tally, found) = outcomes
+        // Every figure printed is counted: the outcomes of the faulted runs, then what each run
+        // and its clean retry left on the device.
+        print("pack fault runs: \(runs) runs, " + tally.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
+              + "; checked \(found.values.reduce(0, +)) times: \(found[.corrupt, default: 0]) corrupt, \(found[.halfInstalled, default: 0]) half-installed, "
+              + "\(found[.installedWhole, default: 0]) installed whole, \(found[.nothingInstalled, default: 0]) nothing installed")
         #expect(tally.values.reduce(0, +) == runs)
+        #expect(found.values.reduce(0, +) == 2 * runs)
+        #expect(found[.corrupt, default: 0] == 0 && found[.halfInstalled, default: 0] == 0)
     }
 
-    /// Installed means whole and verified; otherwise nothing is installed at all.
-    func checkIntegrity(_ store: PackStore, folder: URL, id: String, files: [String: Data], fault: Fault, run: Int) throws {
+    /// What a run left on the device, read from the device.
+    enum Integrity: String {
+        case installedWhole = "installed whole"
+        case nothingInstalled = "nothing installed"
+        case corrupt
+        case halfInstalled = "half-installed"
+    }
+
+    /// Installed means whole and verified; otherwise nothing is installed at all. Records an issue
+    /// for anything else, and returns what it found so the summary counts it.
+    func checkIntegrity(_ store: PackStore, folder: URL, id: String, files: [String: Data], fault: Fault, run: Int) throws -> Integrity {
         let versions = (try? FileManager.default.contentsOfDirectory(atPath: folder.appendingPathComponent("\(id)/versions").path)) ?? []
         if let installed = store.state(of: id).installed {
-            #expect(installed.version == "1")
-            #expect(try store.verify(id).isEmpty, "run \(run) \(fault): installed pack does not verify")
-            for (path, data) in files { #expect(try store.contents(of: path, inPack: id) == data, "run \(run) \(fault)") }
-            #expect(versions == ["1"])
+            let whole = try installed.version == "1" && store.verify(id).isEmpty && versions == ["1"]
+                && files.allSatisfy { path, data in (try? store.contents(of: path, inPack: id)) == data }
+            #expect(whole, "run \(run) \(fault): the installed pack is not whole and verified (versions \(versions))")
+            return whole ? .installedWhole : .corrupt
         } else {
-            #expect(versions.isEmpty, "run \(run) \(fault): a version folder exists without an install")
-            #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("\(id)/current.json").path))
+            let pointer = FileManager.default.fileExists(atPath: folder.appendingPathComponent("\(id)/current.json").path)
+            #expect(versions.isEmpty && !pointer, "run \(run) \(fault): not installed, yet versions \(versions), current.json \(pointer)")
+            return versions.isEmpty && !pointer ? .nothingInstalled : .halfInstalled
         }
     }
 }
