@@ -256,6 +256,4 @@ private func memoryKiB(_ field: String) -> Int {
     return 0
 }
 
-private func seconds(_ duration: Duration) -> Double {
-    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-}
+private func seconds(_ duration: Duration) -> Double { duration.timeInterval }

@@ -174,9 +174,7 @@ private func loadAverage() -> String {
 
 private func milliseconds(_ duration: Duration) -> Double { seconds(duration) * 1000 }
 
-private func seconds(_ duration: Duration) -> Double {
-    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-}
+private func seconds(_ duration: Duration) -> Double { duration.timeInterval }
 
 private func percentile(_ values: [Double], _ fraction: Double) -> Double {
     let sorted = values.sorted()

@@ -233,7 +233,7 @@ final class ProgressDisplay: @unchecked Sendable {
 
     func show(_ progress: TransferProgress) {
         let now = clock.now
-        let elapsed = Double(start.duration(to: now).components.seconds) + Double(start.duration(to: now).components.attoseconds) / 1e18
+        let elapsed = start.duration(to: now).timeInterval
         let rate = elapsed > 0 ? Double(progress.completedBytes) / elapsed : 0
         var text = "\(ByteCountText.format(progress.completedBytes))"
         if let total = progress.totalBytes { text += " / \(ByteCountText.format(total))" }

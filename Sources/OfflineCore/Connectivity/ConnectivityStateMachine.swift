@@ -153,7 +153,7 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
             consecutiveProbeFailures = 0
             offlineBackoff = policy.offlineBackoffInitial
             addRoundTrip(latency, timedOut: false)
-            let seconds = Self.seconds(duration)
+            let seconds = duration.timeInterval
             if bytes >= policy.minimumThroughputBytes, seconds > 0 {
                 addThroughput(Double(bytes * 8) / seconds)
             }
@@ -275,7 +275,7 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
         let throughputFactor = wasPoor ? 1 + policy.hysteresis : 1
         var poorReason: ConnectivityReason?
         if rttSamples >= policy.minimumSamples, let smoothedRTT,
-           smoothedRTT >= Self.seconds(policy.poorRoundTrip) * rttFactor {
+           smoothedRTT >= policy.poorRoundTrip.timeInterval * rttFactor {
             poorReason = lastRTTWasTimeout ? .timeouts : .slowRoundTrip
         } else if throughputSamples >= policy.minimumSamples, let throughput,
                   throughput <= policy.poorThroughput * throughputFactor {
@@ -345,7 +345,7 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
     }
 
     private mutating func addRoundTrip(_ latency: Duration, timedOut: Bool) {
-        let sample = Self.seconds(latency)
+        let sample = latency.timeInterval
         smoothedRTT = smoothedRTT.map { $0 + policy.smoothing * (sample - $0) } ?? sample
         rttSamples += 1
         samplesSinceQualityChange += 1
@@ -358,10 +358,6 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
         samplesSinceQualityChange += 1
     }
 
-    static func seconds(_ duration: Duration) -> Double {
-        let (seconds, attoseconds) = duration.components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
 
     static func reason(for outcome: ProbeOutcome) -> ConnectivityReason {
         switch outcome {

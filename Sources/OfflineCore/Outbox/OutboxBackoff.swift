@@ -17,7 +17,7 @@ public struct OutboxBackoff: Sendable, Hashable {
     /// The ceiling of the delay after `failedAttempts` failures (at least 1).
     public func ceiling(afterFailedAttempts failedAttempts: Int) -> Duration {
         let exponent = min(max(failedAttempts, 1) - 1, 40)
-        let ceilingSeconds = min(cap.secondsDouble, base.secondsDouble * Double(1 << UInt64(exponent)))
+        let ceilingSeconds = min(cap.timeInterval, base.timeInterval * Double(1 << UInt64(exponent)))
         return .milliseconds(Int64(ceilingSeconds * 1000))
     }
 
@@ -27,13 +27,7 @@ public struct OutboxBackoff: Sendable, Hashable {
     public func delay(afterFailedAttempts failedAttempts: Int, unit: Double) -> Duration {
         let clamped = min(max(unit, 0), 1)
         let ceiling = ceiling(afterFailedAttempts: failedAttempts)
-        return .milliseconds(Int64((ceiling.secondsDouble * clamped * 1000).rounded(.down)))
+        return .milliseconds(Int64((ceiling.timeInterval * clamped * 1000).rounded(.down)))
     }
 }
 
-extension Duration {
-    fileprivate var secondsDouble: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}

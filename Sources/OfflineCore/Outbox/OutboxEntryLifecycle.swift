@@ -61,7 +61,7 @@ public struct OutboxEntryProgress: Sendable, Hashable, Codable {
 
     /// Whether the entry has outlived `retention` at `now`.
     public func isExpired(at now: Date, retention: Duration) -> Bool {
-        now.timeIntervalSince(createdAt) > retention.seconds
+        now.timeIntervalSince(createdAt) > retention.timeInterval
     }
 
     /// pending → in-flight, counting the attempt. Returns false (and changes nothing) when the
@@ -99,7 +99,7 @@ public struct OutboxEntryProgress: Sendable, Hashable, Codable {
                 let jittered = policy.backoff.delay(afterFailedAttempts: attempts, unit: unit)
                 delay = notBefore.map { max($0, jittered) } ?? jittered
             }
-            nextAttemptAt = now.addingTimeInterval(delay.seconds)
+            nextAttemptAt = now.addingTimeInterval(delay.timeInterval)
         }
     }
 
@@ -125,7 +125,7 @@ public struct OutboxEntryProgress: Sendable, Hashable, Codable {
         state = .deadLetter
         lastFailure = OutboxFailure(
             kind: .expired,
-            detail: "waited longer than the retention of \(Int(retention.seconds)) s; last failure: \(lastFailure?.description ?? "none")")
+            detail: "waited longer than the retention of \(Int(retention.timeInterval)) s; last failure: \(lastFailure?.description ?? "none")")
         return true
     }
 
@@ -137,9 +137,3 @@ public struct OutboxEntryProgress: Sendable, Hashable, Codable {
     }
 }
 
-extension Duration {
-    fileprivate var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}

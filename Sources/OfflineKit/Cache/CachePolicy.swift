@@ -68,16 +68,10 @@ enum CachePlan: Sendable, Hashable {
         case .staleWhileRevalidate(let maxStaleness):
             guard let entry else { return reachable ? .fetch(fallBackToCache: false, timeout: nil) : .neverLoadedAndOffline }
             if entry.isFresh(at: now) || !reachable { return .serveCache }
-            let window = (entry.maxAge ?? 0) + maxStaleness.seconds
+            let window = (entry.maxAge ?? 0) + maxStaleness.timeInterval
             if entry.age(at: now) <= window { return .serveCacheThenRevalidate }
             return .fetch(fallBackToCache: true, timeout: nil)
         }
     }
 }
 
-extension Duration {
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}

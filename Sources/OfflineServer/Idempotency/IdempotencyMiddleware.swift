@@ -61,8 +61,8 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
         let scope = Self.scope(authorization: request.headers[.authorization])
         let fingerprint = Self.fingerprint(method: request.method.rawValue, path: request.uri.description, body: body)
         let now = now()
-        let expiredBefore = now.addingTimeInterval(-Self.seconds(retention))
-        let abandonedBefore = now.addingTimeInterval(-Self.seconds(takeover))
+        let expiredBefore = now.addingTimeInterval(-retention.timeInterval)
+        let abandonedBefore = now.addingTimeInterval(-takeover.timeInterval)
 
         switch try await store.claim(scope: scope, key: key, fingerprint: fingerprint, now: now,
                                      expiredBefore: expiredBefore, abandonedBefore: abandonedBefore) {
@@ -101,9 +101,6 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
 
     private var retentionSeconds: String { String(retention.components.seconds) }
 
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
 
     /// The key from an RFC 8941 sf-string (`"abc"`); a bare token is accepted too.
     static func parseKey(_ value: String) -> String? {
