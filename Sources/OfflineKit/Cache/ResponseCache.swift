@@ -515,7 +515,7 @@ public final class ResponseCache: Sendable {
     }
 
     static func digest(_ data: Data) -> String {
-        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+        SHA256.hash(data: data).hexEncoded
     }
 
     /// Runs `body` with a deadline measured on the injected clock; the loser is cancelled.

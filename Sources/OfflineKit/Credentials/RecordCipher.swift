@@ -48,7 +48,7 @@ public struct RecordCipher: Sendable {
     /// A keyed digest of `data`: lets the cache compare private bodies without storing a plain
     /// hash of them.
     func authenticator(_ data: Data) -> String {
-        Data(HMAC<SHA256>.authenticationCode(for: data, using: key)).map { String(format: "%02x", $0) }.joined()
+        HMAC<SHA256>.authenticationCode(for: data, using: key).hexEncoded
     }
 }
 

@@ -197,5 +197,5 @@ func availableCapacity(at url: URL) -> Int64? {
 
 /// The SHA-256 of `bytes` as lowercase hexadecimal.
 func hexDigest(_ digest: SHA256.Digest) -> String {
-    digest.map { String(format: "%02x", $0) }.joined()
+    digest.hexEncoded
 }

@@ -51,7 +51,7 @@ struct PackLayout {
     func installedFile(_ version: String, _ path: String) -> URL { Self.append(path, to: versionFolder(version)) }
     func stagedFile(_ version: String, _ path: String) -> URL { Self.append(path, to: stagedFilesFolder(version)) }
     func journalFile(_ version: String, _ path: String) -> URL {
-        let name = SHA256.hash(data: Data(path.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
+        let name = SHA256.hash(data: Data(path.utf8)).prefix(16).hexEncoded
         return journalFolder(version).appendingPathComponent(name + ".json")
     }
 

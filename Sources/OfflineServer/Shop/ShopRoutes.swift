@@ -13,18 +13,17 @@ extension Router where Context == OfflineRequestContext {
     ///   `POST /shop/checkout`, `GET /shop/orders/{id}/tracking`,
     ///   `POST /shop/orders/{id}/rating` `{"stars": 1…5}`: never cached (`no-store`).
     ///
-    /// Every request names its customer with `Authorization: Bearer <customer>` (demo
-    /// authentication: the token is the customer's id); without it the answer is `401`.
+    /// Every request is the signed-in user's (their access token); without one the answer is `401`.
     func addShopRoutes(storage: any ServerStorage, now: @escaping @Sendable () -> Date = { Date() }) {
         let store = ShopStore(storage: storage, now: now)
         let shop = group("shop")
 
-        shop.get("cart") { request, _ in
-            let user = try ShopHTTP.customer(request)
+        shop.get("cart") { request, context in
+            let user = try context.requireUser().id
             return try ShopHTTP.cacheable(await store.cart(for: user), request: request)
         }
         shop.patch("cart/items/:id") { request, context in
-            let user = try ShopHTTP.customer(request)
+            let user = try context.requireUser().id
             let item = try context.parameters.require("id")
             let update = try await ShopHTTP.decode(ShopQuantityUpdate.self, request, context)
             do {
@@ -33,12 +32,12 @@ extension Router where Context == OfflineRequestContext {
                 throw ShopHTTP.error(error)
             }
         }
-        shop.get("orders") { request, _ in
-            let user = try ShopHTTP.customer(request)
+        shop.get("orders") { request, context in
+            let user = try context.requireUser().id
             return try ShopHTTP.cacheable(await store.orders(for: user), request: request)
         }
-        shop.post("checkout") { request, _ in
-            let user = try ShopHTTP.customer(request)
+        shop.post("checkout") { _, context in
+            let user = try context.requireUser().id
             do {
                 return try ShopHTTP.json(await store.checkout(for: user), status: .created)
             } catch {
@@ -46,7 +45,7 @@ extension Router where Context == OfflineRequestContext {
             }
         }
         shop.get("orders/:id/tracking") { request, context in
-            let user = try ShopHTTP.customer(request)
+            let user = try context.requireUser().id
             let order = try context.parameters.require("id")
             do {
                 return try ShopHTTP.json(await store.tracking(order: order, for: user))
@@ -55,7 +54,7 @@ extension Router where Context == OfflineRequestContext {
             }
         }
         shop.post("orders/:id/rating") { request, context in
-            let user = try ShopHTTP.customer(request)
+            let user = try context.requireUser().id
             let order = try context.parameters.require("id")
             let rating = try await ShopHTTP.decode(ShopRating.self, request, context)
             do {
@@ -72,15 +71,6 @@ enum ShopHTTP {
     /// Lifetimes the client honours: fresh for 30 s, served stale while revalidating for a
     /// minute more, and kept as a fallback for a day when the server cannot be reached.
     static let cacheControl = "private, max-age=30, stale-while-revalidate=60, stale-if-error=86400"
-
-    static func customer(_ request: Request) throws -> String {
-        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else {
-            throw HTTPError(.unauthorized, message: "Sign in to see your cart and orders.")
-        }
-        let token = header.dropFirst("Bearer ".count).trimmingCharacters(in: .whitespaces)
-        guard !token.isEmpty, token.count <= 128 else { throw HTTPError(.unauthorized, message: "Sign in to see your cart and orders.") }
-        return token
-    }
 
     static func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: OfflineRequestContext) async throws -> T {
         let buffer = try await request.body.collect(upTo: context.maxUploadSize)
@@ -103,7 +93,7 @@ enum ShopHTTP {
     /// `If-None-Match` already names it.
     static func cacheable<T: Encodable>(_ value: T, request: Request) throws -> Response {
         let body = try ShopCoding.encoder().encode(value)
-        let etag = "\"" + SHA256.hash(data: body).prefix(16).map { String(format: "%02x", $0) }.joined() + "\""
+        let etag = "\"" + SHA256.hash(data: body).prefix(16).hexEncoded + "\""
         var headers = HTTPFields()
         headers[.eTag] = etag
         headers[.cacheControl] = cacheControl
