@@ -17,6 +17,8 @@ extension Offline {
         @Option(help: "Store everything (domain, shop, records, idempotency keys) in PostgreSQL at this URL (postgres://user[:password]@host[:port]/database) instead of SQLite; several servers may share it.")
         var postgres: String?
         @Flag(help: "Expose the fault-injection control endpoint on loopback.") var faults = false
+        @Flag(name: .customLong("demo-accounts"), help: "Create the demo's accounts (ana and ben, password offline-demo) when missing. Never on a server others can reach.")
+        var demoAccounts = false
         @Option(name: .customLong("idempotency-retention"), help: "Hours to keep idempotency keys and their stored responses.")
         var idempotencyRetention: Double = 24
 
@@ -33,7 +35,8 @@ extension Offline {
                 packsDirectory: packs.map { URL(fileURLWithPath: $0, isDirectory: true) },
                 postgresURL: postgres,
                 faultsEnabled: faults,
-                idempotencyRetention: .seconds(idempotencyRetention * 3600)
+                idempotencyRetention: .seconds(idempotencyRetention * 3600),
+                accounts: demoAccounts ? AccountSeed.demo : []
             )
             let app = try await buildApplication(configuration) { port in
                 print("offline serve: listening on http://\(configuration.host):\(port)")

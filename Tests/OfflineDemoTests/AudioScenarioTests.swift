@@ -10,7 +10,7 @@ import Testing
 func withAudioDemo<T: Sendable>(_ body: @Sendable (DemoHarness) async throws -> T) async throws -> T {
     let packs = FileManager.default.temporaryDirectory.appending(path: "offline-audio-packs-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: packs) }
-    return try await withDemo(configuration: ServerConfiguration(port: 0, packsDirectory: packs), body)
+    return try await withDemo(configuration: ServerConfiguration(port: 0, packsDirectory: packs, accounts: AccountSeed.demo), body)
 }
 
 extension DemoHarness {

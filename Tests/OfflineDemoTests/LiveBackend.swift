@@ -7,7 +7,7 @@ import OfflineServer
 /// A real OfflineServer on a free loopback port with the demo's network switch in front of it,
 /// for the duration of `body`.
 func withSwitchedBackend<T: Sendable>(
-    configuration: ServerConfiguration = ServerConfiguration(port: 0),
+    configuration: ServerConfiguration = ServerConfiguration(port: 0, accounts: AccountSeed.demo),
     condition: NetworkCondition = .online,
     _ body: @Sendable (NetworkSwitch, URL) async throws -> T
 ) async throws -> T {

@@ -1,6 +1,7 @@
 public import Foundation
 public import OfflineCore
 public import OfflineKit
+import OfflineServer
 
 /// What every scenario model is built from: OfflineKit's public pieces, plus the demo's
 /// toast and background-work hooks.
@@ -10,8 +11,11 @@ public struct DemoEnvironment: Sendable {
     /// The app's transport: gated by connectivity and reporting outcomes to it.
     public var transport: any HTTPTransport
     /// The transport underneath, for OfflineKit components that gate requests themselves
-    /// (the response cache, the outbox, downloads).
+    /// (the response cache, the outbox, downloads). Signed in: every request carries the
+    /// account's access token, refreshed when the server says it expired.
     public var rawTransport: any HTTPTransport
+    /// The account the demo signs in as: Ana, one of the backend's seeded demo accounts.
+    public static let account = (name: "ana", password: AccountSeed.demoPassword)
     public var connectivity: any ConnectivitySource
     /// The app's local database.
     public var database: OfflineDatabase
@@ -32,8 +36,9 @@ public struct DemoEnvironment: Sendable {
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.serverURL = serverURL
-        self.rawTransport = rawTransport
-        self.transport = GatedTransport(rawTransport, connectivity: connectivity)
+        let session = SignInSession(serverURL: serverURL, name: Self.account.name, password: Self.account.password, transport: rawTransport)
+        self.rawTransport = BearerTokenTransport(rawTransport, tokens: session)
+        self.transport = GatedTransport(self.rawTransport, connectivity: connectivity)
         self.connectivity = connectivity
         self.database = database
         self.directory = directory

@@ -111,7 +111,8 @@ public enum DemoRuntime {
         logger.logLevel = .critical
         let configuration = ServerConfiguration(
             host: "127.0.0.1", port: 0, dataDirectory: serverDirectory,
-            packsDirectory: serverDirectory.appending(path: "packs", directoryHint: .isDirectory), faultsEnabled: true)
+            packsDirectory: serverDirectory.appending(path: "packs", directoryHint: .isDirectory), faultsEnabled: true,
+            accounts: AccountSeed.demo)
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let backend = try await buildApplication(configuration, logger: logger) { continuation.yield($0) }
         group.addTask { try await backend.run() }

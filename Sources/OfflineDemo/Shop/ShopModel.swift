@@ -56,29 +56,29 @@ public final class ShopModel: Scenario {
     ]
 
     public let title = "Shop"
-    /// The signed-in customer. Its token lives in memory only: the cache never stores it.
+    /// The signed-in customer, whose copies the cache keeps apart from other users'. The token
+    /// itself is added by the environment's transport as each request leaves, and lives in
+    /// memory only: the cache never stores it.
     let customer: String
     private let environment: DemoEnvironment
     public let cache: ResponseCache
     private let state = Locked(State())
 
-    public init(environment: DemoEnvironment, cache: ResponseCache, customer: String = "demo-customer") {
+    public init(environment: DemoEnvironment, cache: ResponseCache, customer: String = DemoEnvironment.account.name) {
         self.environment = environment
         self.cache = cache
         self.customer = customer
     }
 
-    var authorization: HTTPHeaders { ["Authorization": "Bearer \(customer)"] }
-
     // Named by path, not URL: the network switch listens on a new port at each launch, and the
     // copies saved last time must still open offline.
     public var cartQuery: CacheQuery {
-        CacheQuery(HTTPRequest(url: environment.url("shop/cart"), headers: authorization, requirement: .offlineCapable),
+        CacheQuery(HTTPRequest(url: environment.url("shop/cart"), requirement: .offlineCapable),
                    policy: .staleWhileRevalidate(maxStaleness: .seconds(86_400)), user: customer, cacheKey: "shop/cart")
     }
 
     public var ordersQuery: CacheQuery {
-        CacheQuery(HTTPRequest(url: environment.url("shop/orders"), headers: authorization, requirement: .offlineCapable),
+        CacheQuery(HTTPRequest(url: environment.url("shop/orders"), requirement: .offlineCapable),
                    policy: .staleWhileRevalidate(maxStaleness: .seconds(86_400)), user: customer, cacheKey: "shop/orders")
     }
 
@@ -186,7 +186,7 @@ public final class ShopModel: Scenario {
     }
 
     private func perform(_ id: String, _ current: State) async throws -> HTTPResponse? {
-        let json: HTTPHeaders = ["Authorization": "Bearer \(customer)", "Content-Type": "application/json"]
+        let json: HTTPHeaders = ["Content-Type": "application/json"]
         switch id {
         case "checkout":
             guard current.cart?.items.isEmpty == false else { environment.toast("Your cart is empty."); return nil }
@@ -203,7 +203,7 @@ public final class ShopModel: Scenario {
         case "track":
             guard let orders = current.orders, orders.indices.contains(current.selection) else { return nil }
             return try await cache.perform {
-                HTTPRequest(method: "GET", url: environment.url("shop/orders/\(orders[current.selection].id)/tracking"), headers: authorization)
+                HTTPRequest(method: "GET", url: environment.url("shop/orders/\(orders[current.selection].id)/tracking"))
             }
         case "rate":
             guard let orders = current.orders, orders.indices.contains(current.selection) else { return nil }

@@ -51,6 +51,9 @@ public struct BlockingForm: Sendable {
     // MARK: Draft
 
     /// Saves the draft on the device. Works offline; never sends anything.
+    ///
+    /// A draft that differs from the one last submitted is a new submission: it will be sent with
+    /// a new idempotency key (the server would refuse the old key with another body).
     public func saveDraft<Draft: Encodable & Sendable>(_ draft: Draft) async throws {
         let content = try JSONEncoder().encode(draft)
         let now = now().timeIntervalSince1970
@@ -58,7 +61,8 @@ public struct BlockingForm: Sendable {
             try await database.writer.write { [id] db in
                 try db.execute(sql: """
                     INSERT INTO offlinekit_drafts (formID, content, updatedAt) VALUES (?, ?, ?)
-                    ON CONFLICT(formID) DO UPDATE SET content = excluded.content, updatedAt = excluded.updatedAt
+                    ON CONFLICT(formID) DO UPDATE SET content = excluded.content, updatedAt = excluded.updatedAt,
+                        submissionKey = CASE WHEN content = excluded.content THEN submissionKey END
                     """, arguments: [id, content, now])
             }
         }

@@ -6,6 +6,11 @@ import OfflineCore
 /// A network-required request is refused with ``NetworkRequiredError`` while the source is not
 /// reachable, before a single byte is sent. Every outcome that does reach the network (a
 /// response, a timeout, a refusal) is reported to the source as evidence.
+///
+/// A state-changing request (POST, PUT, PATCH, DELETE) that has no `Idempotency-Key` is given a
+/// fresh one, so that a server guarding its writes accepts it and any resend below this point (a
+/// ``BearerTokenTransport`` retrying with a refreshed token) is answered once, not run twice. The
+/// outbox and blocking forms set their own, durable keys.
 public struct GatedTransport: HTTPTransport {
     public let base: any HTTPTransport
     public let connectivity: any ConnectivitySource
@@ -17,14 +22,16 @@ public struct GatedTransport: HTTPTransport {
     }
 
     public func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
-        try await reporting(request, status: \.status, bytes: \.body.count) {
+        let request = Self.keyed(request)
+        return try await reporting(request, status: \.status, bytes: \.body.count) {
             try await base.send(request, maxBodyBytes: maxBodyBytes)
         }
     }
 
     public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
         // Throughput of a stream is the downloader's to judge; the head proves reachability.
-        try await reporting(request, status: \.status, bytes: { _ in 0 }) {
+        let request = Self.keyed(request)
+        return try await reporting(request, status: \.status, bytes: { _ in 0 }) {
             try await base.stream(request)
         }
     }
@@ -47,6 +54,16 @@ public struct GatedTransport: HTTPTransport {
             if let outcome = Self.outcome(error) { connectivity.report(outcome) }
             throw error
         }
+    }
+
+    /// `request`, with a new `Idempotency-Key` (an RFC 8941 string) if it changes state and has none.
+    static func keyed(_ request: HTTPRequest) -> HTTPRequest {
+        guard ["POST", "PUT", "PATCH", "DELETE"].contains(request.method.uppercased()), request.headers["Idempotency-Key"] == nil else {
+            return request
+        }
+        var request = request
+        request.headers["Idempotency-Key"] = "\"\(UUID().uuidString.lowercased())\""
+        return request
     }
 
     static func outcome(status: Int, latency: Duration, bytes: Int, duration: Duration) -> RequestOutcome {

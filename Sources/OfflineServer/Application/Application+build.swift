@@ -1,3 +1,4 @@
+import Foundation
 public import Hummingbird
 public import Logging
 
@@ -13,18 +14,27 @@ public func buildApplication(
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
     let storage = try await openServerStorage(
-        configuration, schemas: [DomainStore.schema, ShopStore.schema, RecordStore.schema], logger: logger)
+        configuration,
+        schemas: [AccountStore.schema(seeds: configuration.accounts), IdempotentWrites.schema,
+                  DomainStore.schema, ShopStore.schema, RecordStore.schema],
+        logger: logger)
+    let accounts = AccountStore(storage: storage, accessLifetime: configuration.accessTokenLifetime,
+                                refreshLifetime: configuration.refreshTokenLifetime, now: { Date() })
     let router = Router(context: OfflineRequestContext.self)
     router.addFaultSwitch(configuration)
     router.addHealthRoutes()
+    // Before every route that needs to know who is asking.
+    router.addAccountRoutes(accounts: accounts)
+    // Every write after this point is exactly-once.
+    router.add(middleware: IdempotentWrites(storage: storage, retention: configuration.idempotencyRetention, now: { Date() }))
     router.addShopRoutes(storage: storage)
     try router.addDomainRoutes(configuration, storage: storage)
     router.addPackRoutes(configuration)
-    let recordServices = try await router.addRecordsRoutes(configuration, storage: storage)
+    router.addRecordsRoutes(storage: storage)
     return Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OfflineServer"),
-        services: storage.services + recordServices,
+        services: storage.services,
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger
     )

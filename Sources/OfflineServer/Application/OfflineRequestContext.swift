@@ -1,8 +1,11 @@
 public import Hummingbird
+public import HummingbirdAuth
 
 /// The request context every OfflineServer route receives.
-public struct OfflineRequestContext: RequestContext {
+public struct OfflineRequestContext: AuthRequestContext {
     public var coreContext: CoreRequestContextStorage
+    /// The user whose access token the request carried, set by ``UserAuthenticator``.
+    public var identity: User?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
@@ -10,4 +13,12 @@ public struct OfflineRequestContext: RequestContext {
 
     /// Uploads are small JSON documents; packs are served, never uploaded.
     public var maxUploadSize: Int { 1 << 20 }
+
+    /// The signed-in user, or a `401` that tells the client to sign in (RFC 6750).
+    public func requireUser() throws -> User {
+        guard let identity else {
+            throw HTTPError(.unauthorized, headers: [.wwwAuthenticate: #"Bearer realm="offline""#], message: "Sign in to continue.")
+        }
+        return identity
+    }
 }

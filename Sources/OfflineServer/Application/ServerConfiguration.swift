@@ -15,6 +15,13 @@ public struct ServerConfiguration: Sendable {
     public var faultsEnabled: Bool
     /// How long idempotency keys and their stored responses are kept.
     public var idempotencyRetention: Duration
+    /// Accounts created at start when missing (``AccountSeed/demo`` for the demo); none by default.
+    public var accounts: [AccountSeed]
+    /// How long an access token works; the client refreshes it after that.
+    public var accessTokenLifetime: Duration
+    /// How long a refresh token works if unused: how long a device may stay offline and still
+    /// come back signed in.
+    public var refreshTokenLifetime: Duration
 
     public init(
         host: String = "127.0.0.1",
@@ -23,7 +30,10 @@ public struct ServerConfiguration: Sendable {
         packsDirectory: URL? = nil,
         postgresURL: String? = nil,
         faultsEnabled: Bool = false,
-        idempotencyRetention: Duration = .seconds(24 * 3600)
+        idempotencyRetention: Duration = .seconds(24 * 3600),
+        accounts: [AccountSeed] = [],
+        accessTokenLifetime: Duration = .seconds(15 * 60),
+        refreshTokenLifetime: Duration = .seconds(30 * 24 * 3600)
     ) {
         self.host = host
         self.port = port
@@ -32,5 +42,8 @@ public struct ServerConfiguration: Sendable {
         self.postgresURL = postgresURL
         self.faultsEnabled = faultsEnabled
         self.idempotencyRetention = idempotencyRetention
+        self.accounts = accounts
+        self.accessTokenLifetime = accessTokenLifetime
+        self.refreshTokenLifetime = refreshTokenLifetime
     }
 }

@@ -21,8 +21,11 @@ import NIOCore
 ///   handler again (marked `Idempotent-Replayed: true`);
 /// - otherwise the handler runs once and its response is stored.
 ///
-/// Keys are scoped per credential (a digest of `Authorization`), so one user's key can never
-/// return another user's response. Keys are kept for `retention`, published on every guarded
+/// Keys are scoped per user (`scope`: in the reference backend, the signed-in user's id), so one
+/// user's key can never return another user's response, and a retry sent after the app refreshed
+/// its token (a new `Authorization` value, the same user) still finds its first attempt. An app's
+/// own backend passes the stable id of whoever its authentication says is calling; scoping by
+/// the raw token would run a write twice across a token refresh. Keys are kept for `retention`, published on every guarded
 /// response as `Idempotency-Key-Retention: <seconds>`. Responses with a 5xx status are not
 /// stored: the key is released so that a retry runs the handler again.
 public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
@@ -35,30 +38,35 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
     let takeover: Duration
     let methods: Set<HTTPRequest.Method>
     let now: @Sendable () -> Date
+    let scope: @Sendable (Request, Context) -> String
 
+    /// - Parameter scope: who is calling, as a stable id (never the token itself): keys are
+    ///   unique per scope. Return one value (such as `"anonymous"`) for unauthenticated calls.
     public init(
         store: any IdempotencyKeyStore,
         retention: Duration = .seconds(24 * 3600),
         takeover: Duration = .seconds(60),
         methods: Set<HTTPRequest.Method> = [.post, .put, .patch, .delete],
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date = { Date() },
+        scope: @escaping @Sendable (Request, Context) -> String
     ) {
         self.store = store
         self.retention = retention
         self.takeover = takeover
         self.methods = methods
         self.now = now
+        self.scope = scope
     }
 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard methods.contains(request.method) else { return try await next(request, context) }
         guard let key = request.headers[Self.keyField].flatMap(Self.parseKey) else {
-            return problem(.badRequest, "Idempotency-Key missing",
+            return Self.problem(.badRequest, "Idempotency-Key missing",
                            "This request must carry an Idempotency-Key header (a quoted string of 1 to 255 characters).")
         }
         var request = request
         let body = try await request.collectBody(upTo: context.maxUploadSize)
-        let scope = Self.scope(authorization: request.headers[.authorization])
+        let scope = scope(request, context)
         let fingerprint = Self.fingerprint(method: request.method.rawValue, path: request.uri.description, body: body)
         let now = now()
         let expiredBefore = now.addingTimeInterval(-retention.timeInterval)
@@ -67,10 +75,10 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
         switch try await store.claim(scope: scope, key: key, fingerprint: fingerprint, now: now,
                                      expiredBefore: expiredBefore, abandonedBefore: abandonedBefore) {
         case .mismatch:
-            return problem(.unprocessableContent, "Idempotency-Key reused",
+            return Self.problem(.unprocessableContent, "Idempotency-Key reused",
                            "This Idempotency-Key was already used for a different request.")
         case .inProgress:
-            var response = problem(.conflict, "Request in progress",
+            var response = Self.problem(.conflict, "Request in progress",
                                    "A request with this Idempotency-Key is still being processed.")
             response.headers[.retryAfter] = "1"
             return response
@@ -112,30 +120,13 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
         return key
     }
 
-    /// The credential scope: a digest of the `Authorization` value, so keys never cross users and
-    /// credentials are never stored.
-    static func scope(authorization: String?) -> String {
-        guard let authorization, !authorization.isEmpty else { return "anonymous" }
-        return hex(SHA256.hash(data: Data(authorization.utf8)))
-    }
-
     static func fingerprint(method: String, path: String, body: ByteBuffer) -> String {
         var hasher = SHA256()
         hasher.update(data: Data("\(method) \(path)\n".utf8))
         hasher.update(data: Data(body.readableBytesView))
-        return hex(hasher.finalize())
+        return hasher.finalize().hexEncoded
     }
 
-    /// Lowercase hexadecimal (`String(format:)` per byte cost more than the hash itself).
-    static func hex(_ digest: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text: [UInt8] = []
-        for byte in digest {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: text, as: UTF8.self)
-    }
 
     static func capture(_ response: Response) async throws -> StoredResponse {
         let collector = BodyCollector()
@@ -156,7 +147,7 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: stored.body)))
     }
 
-    private func problem(_ status: HTTPResponse.Status, _ title: String, _ detail: String) -> Response {
+    static func problem(_ status: HTTPResponse.Status, _ title: String, _ detail: String) -> Response {
         let body = (try? JSONSerialization.data(withJSONObject: ["title": title, "detail": detail, "status": Int(status.code)],
                                                 options: [.sortedKeys])) ?? Data()
         return Response(
@@ -176,4 +167,19 @@ private final class BodyCollector: ResponseBodyWriter, @unchecked Sendable {
     }
 
     func finish(_ trailingHeaders: HTTPFields?) async throws {}
+}
+
+extension IdempotencyMiddleware where Context == OfflineRequestContext {
+    /// Keys scoped by the signed-in user (``OfflineRequestContext/identity``), `anonymous` without one.
+    public init(
+        store: any IdempotencyKeyStore,
+        retention: Duration = .seconds(24 * 3600),
+        takeover: Duration = .seconds(60),
+        methods: Set<HTTPRequest.Method> = [.post, .put, .patch, .delete],
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.init(store: store, retention: retention, takeover: takeover, methods: methods, now: now) { _, context in
+            context.identity.map { "user:" + $0.id } ?? "anonymous"
+        }
+    }
 }

@@ -8,21 +8,23 @@ extension Router where Context == OfflineRequestContext {
     /// - `POST /api/planner/suggestions` `{"tasks": ["…"]}`: AI-style suggestions, a
     ///   network-required feature.
     func addPlannerRoutes(store: DomainStore, now: @escaping @Sendable () -> Date) {
-        get("/api/planner") { request, _ in
-            let data = try await store.plannerDocument(user: DomainHTTP.user(request)) ?? Data(#"{"tasks":[],"notes":[]}"#.utf8)
+        get("/api/planner") { _, context in
+            let data = try await store.plannerDocument(user: context.requireUser().id) ?? Data(#"{"tasks":[],"notes":[]}"#.utf8)
             return Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
                             body: .init(byteBuffer: ByteBuffer(bytes: data)))
         }
         put("/api/planner") { request, context in
+            let user = try context.requireUser()
             let body = try await request.body.collect(upTo: context.maxUploadSize)
             let data = Data(buffer: body)
             guard (try? JSONSerialization.jsonObject(with: data)) is [String: Any] else {
                 return try DomainHTTP.problem("The planner could not be read.", status: .badRequest)
             }
-            try await store.savePlannerDocument(data, user: DomainHTTP.user(request), at: now())
+            try await store.savePlannerDocument(data, user: user.id, at: now())
             return Response(status: .noContent)
         }
         post("/api/planner/suggestions") { request, context in
+            _ = try context.requireUser()
             let input = try await request.decode(as: SuggestionsInput.self, context: context)
             return try DomainHTTP.json(SuggestionsOutput(suggestions: Self.suggestions(for: input.tasks)))
         }

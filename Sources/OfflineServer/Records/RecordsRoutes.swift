@@ -13,33 +13,14 @@ extension Router where Context == OfflineRequestContext {
     /// - `GET /api/records/COLLECTION` and `GET /api/records/COLLECTION/ID`: reads.
     /// - `GET /api/record-effects`: how many times a write with each idempotency key ran.
     ///
-    /// Writes need an `Idempotency-Key`. Records and keys live in PostgreSQL when `postgresURL` is
-    /// set (for several instances), else in SQLite in the data folder (keys in a database of their
-    /// own, `idempotency.sqlite`).
-    ///
-    /// - Returns: the services to run beside the server (closing the PostgreSQL key store's
-    ///   connection at shutdown).
-    func addRecordsRoutes(_ configuration: ServerConfiguration, storage: any ServerStorage) async throws -> [any Service] {
+    /// Writes need an `Idempotency-Key`: like every write route, they run exactly once
+    /// (``IdempotentWrites``), the effect counted in the same transaction as the key.
+    func addRecordsRoutes(storage: any ServerStorage) {
         let records = RecordStore(storage: storage)
-        let keys: any IdempotencyKeyStore
-        var services: [any Service] = []
-        if let url = configuration.postgresURL {
-            let postgresKeys = try await PostgresIdempotencyKeyStore(url: url, logger: Logger(label: "offline.server.idempotency"))
-            keys = postgresKeys
-            services.append(ShutdownHook { await postgresKeys.close() })
-        } else {
-            keys = try SQLiteIdempotencyKeyStore(ServerDatabase.open(in: configuration.dataDirectory, name: "idempotency.sqlite"))
-        }
-        addRecordsRoutes(records: records, keys: keys, retention: configuration.idempotencyRetention)
-        return services
-    }
-
-    func addRecordsRoutes(records: RecordStore, keys: any IdempotencyKeyStore, retention: Duration) {
         get("/api/record-effects") { _, _ in
             try jsonResponse(["effects": try await records.effects()])
         }
         let group = group("/api/records")
-            .add(middleware: IdempotencyMiddleware(store: keys, retention: retention))
         group.get(":collection") { _, context in
             try jsonResponse(try await records.list(context.parameters.require("collection")))
         }

@@ -38,13 +38,6 @@ enum DomainHTTP {
             body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
-    /// The caller's account: the bearer token (demo authentication), or "demo".
-    static func user(_ request: Request) -> String {
-        guard let authorization = request.headers[.authorization], authorization.hasPrefix("Bearer ") else { return "demo" }
-        let token = authorization.dropFirst(7).trimmingCharacters(in: .whitespaces)
-        return token.isEmpty ? "demo" : token
-    }
-
     /// A problem the user can act on, in words (never a status code).
     struct Problem: Codable, Sendable {
         var message: String

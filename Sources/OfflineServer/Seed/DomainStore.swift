@@ -94,6 +94,13 @@ struct DomainStore: Sendable {
         }
     }
 
+    /// The workspace role of the member with `email`, or nil for someone who is not a member.
+    func role(of email: String) async throws -> String? {
+        try await storage.transaction { transaction in
+            try await transaction.row("SELECT role FROM workspace_member WHERE email = \(email.lowercased())")?.string("role")
+        }
+    }
+
     /// Adds a member unless the email is already one; false when it was.
     func addMember(_ member: WorkspaceMember) async throws -> Bool {
         try await storage.transaction { transaction in

@@ -18,6 +18,7 @@ extension Router where Context == OfflineRequestContext {
             return try DomainHTTP.json(session)
         }
         post("/api/sessions/:id/generate") { _, context in
+            _ = try context.requireUser()
             let id = try context.parameters.require("id")
             guard let session = try await store.sessions().first(where: { $0.id == id }) else {
                 return try DomainHTTP.problem("This session is no longer available.", status: .notFound)

@@ -14,6 +14,7 @@ struct PostgresStorage: ServerStorage {
     let logger: Logger
 
     var services: [any Service] { [client] }
+    var identity: ObjectIdentifier { ObjectIdentifier(client) }
 
     /// An arbitrary constant naming the setup lock among the database's advisory locks.
     static let setupLockKey = 0x0FF1_12E5
@@ -45,7 +46,7 @@ struct PostgresStorage: ServerStorage {
         return PostgresStorage(client: PostgresClient(configuration: clientConfiguration, backgroundLogger: logger), logger: logger)
     }
 
-    func transaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws -> T {
+    func newTransaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws -> T {
         try await client.withConnection { connection in
             try await Self.run(on: connection, logger: logger, body)
         }

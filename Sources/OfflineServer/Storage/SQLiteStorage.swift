@@ -15,6 +15,7 @@ struct SQLiteStorage: ServerStorage {
     let gate = TransactionGate()
 
     var services: [any Service] { [] }
+    var identity: ObjectIdentifier { ObjectIdentifier(queue) }
 
     static func open(in directory: URL?, schemas: [StorageSchema]) async throws -> SQLiteStorage {
         var configuration = Configuration()
@@ -36,7 +37,7 @@ struct SQLiteStorage: ServerStorage {
         return storage
     }
 
-    func transaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws -> T {
+    func newTransaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws -> T {
         await gate.enter()
         defer { gate.leave() }
         // GRDB's blocking calls, not its async ones: those skip their work in a cancelled task,

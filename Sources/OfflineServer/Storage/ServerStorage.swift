@@ -21,8 +21,12 @@ extension SQLTransaction {
 /// read-modify-write locks what it reads (`SELECT … \(.forUpdate)`) or is a single atomic
 /// statement (`INSERT … ON CONFLICT`).
 protocol ServerStorage: Sendable {
-    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
-    func transaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws -> T
+    /// Runs `body` in a new transaction: committed when it returns, rolled back when it throws.
+    /// Call ``transaction(_:)``, which joins a transaction already open in the task.
+    func newTransaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws -> T
+
+    /// Tells this storage apart from another one in the same process.
+    var identity: ObjectIdentifier { get }
 
     /// What must run beside the server for the storage to work (the PostgreSQL pool).
     var services: [any Service] { get }
@@ -66,4 +70,38 @@ func openServerStorage(_ configuration: ServerConfiguration, schemas: [StorageSc
         return try await PostgresStorage.open(url: url, schemas: schemas, logger: logger)
     }
     return try await SQLiteStorage.open(in: configuration.dataDirectory, schemas: schemas)
+}
+
+/// The transaction open in the current task, with the storage it belongs to.
+enum OpenTransaction {
+    @TaskLocal static var current: (storage: ObjectIdentifier, transaction: any SQLTransaction)?
+}
+
+extension ServerStorage {
+    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
+    ///
+    /// Called while this task has a transaction of this storage open, `body` joins it, inside a
+    /// savepoint: what `body` did is undone if it throws, and otherwise commits (or not) with the
+    /// outer transaction. This is how a write route's effect, its idempotency key and the response
+    /// stored for the key commit as one (``IdempotentWrites``), while stores keep calling
+    /// `transaction` as if alone.
+    func transaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws -> T {
+        if let open = OpenTransaction.current, open.storage == identity {
+            let outer = open.transaction
+            // Savepoint names may repeat: RELEASE and ROLLBACK TO name the most recent one.
+            try await outer.execute("SAVEPOINT nested")
+            do {
+                let result = try await body(outer)
+                try await outer.execute("RELEASE SAVEPOINT nested")
+                return result
+            } catch {
+                try await outer.execute("ROLLBACK TO SAVEPOINT nested")
+                try await outer.execute("RELEASE SAVEPOINT nested")
+                throw error
+            }
+        }
+        return try await newTransaction { transaction in
+            try await OpenTransaction.$current.withValue((identity, transaction)) { try await body(transaction) }
+        }
+    }
 }

@@ -25,17 +25,26 @@ struct BankAccount: Codable, Sendable, Hashable {
 }
 
 extension Router where Context == OfflineRequestContext {
-    /// - `GET /api/workspace/members`.
+    /// - `GET /api/workspace/members`: for members only.
     /// - `POST /api/workspace/invitations`: validated here, because only the server knows
     ///   who is already a member and which domains may join (pattern C, blocking form);
     ///   `422` with a message and the field at fault when invalid, `201` with the member.
+    ///   Only the workspace's admins invite (`403` for anyone else).
     /// - `GET /api/workspace/bank-accounts`: accounts from a simulated external provider; never
     ///   to be shown stale (pattern D, full-page blocking read).
     func addWorkspaceRoutes(store: DomainStore) {
-        get("/api/workspace/members") { _, _ in
-            try DomainHTTP.json(["members": try await store.members()])
+        get("/api/workspace/members") { _, context in
+            let user = try context.requireUser()
+            guard try await store.role(of: user.email) != nil else {
+                return try DomainHTTP.problem("Only members of this workspace can see who is in it.", status: .forbidden)
+            }
+            return try DomainHTTP.json(["members": try await store.members()])
         }
         post("/api/workspace/invitations") { request, context in
+            let user = try context.requireUser()
+            guard try await store.role(of: user.email) == "admin" else {
+                return try DomainHTTP.problem("Only an admin of this workspace can invite people.", status: .forbidden)
+            }
             let input = try await request.decode(as: InvitationInput.self, context: context)
             switch InvitationRules.validate(input) {
             case .failure(let problem):
@@ -47,10 +56,10 @@ extension Router where Context == OfflineRequestContext {
                 return try DomainHTTP.json(member, status: .created)
             }
         }
-        get("/api/workspace/bank-accounts") { request, _ in
+        get("/api/workspace/bank-accounts") { _, context in
+            let user = try context.requireUser().id
             // The provider takes a moment, as real aggregators do.
             try await Task.sleep(for: .milliseconds(300))
-            let user = DomainHTTP.user(request)
             return try DomainHTTP.json(["accounts": BankProvider.accounts(for: user)])
         }
     }

@@ -4,14 +4,18 @@ import OfflineCore
 import OfflineKitTesting
 import OfflineServer
 
-/// Runs `body` against a real OfflineServer on a free loopback port, then stops it.
+/// Runs `body` against a real OfflineServer on a free loopback port, then stops it. The shop's
+/// customers alice and bob are signed in first (``shopRequest(_:_:user:method:body:)`` sends
+/// their tokens).
 func withShopServer<T: Sendable>(_ body: @escaping @Sendable (URL) async throws -> T) async throws -> T {
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-    let app = try await buildApplication(ServerConfiguration(port: 0), onServerRunning: { continuation.yield($0) })
+    let configuration = ServerConfiguration(port: 0, accounts: ShopTokens.users.map(AccountSeed.withDemoPassword))
+    let app = try await buildApplication(configuration, onServerRunning: { continuation.yield($0) })
     return try await withThrowingTaskGroup(of: T?.self) { group in
         group.addTask { try await app.run(); return nil }
         var iterator = ports.makeAsyncIterator()
         guard let port = await iterator.next(), let base = URL(string: "http://127.0.0.1:\(port)") else { throw CancellationError() }
+        try await ShopTokens.signIn(at: base)
         group.addTask { try await body(base) }
         while let result = try await group.next() {
             if let result { group.cancelAll(); return result }
@@ -66,9 +70,31 @@ struct HangingTransport: HTTPTransport {
     func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse { throw TransportError.timeout }
 }
 
+/// Access tokens of the shop's test customers, by server.
+enum ShopTokens {
+    static let users = ["alice", "bob"]
+    private static let tokens = Locked<[String: String]>([:])
+
+    static func signIn(at base: URL) async throws {
+        try await HTTPClientTransport.withTransport { http in
+            for user in users {
+                let session = SignInSession(serverURL: base, name: user, password: AccountSeed.demoPassword, transport: http)
+                let token = try await session.accessToken()
+                tokens.withLock { $0["\(base.absoluteString) \(user)"] = token }
+            }
+        }
+    }
+
+    static func token(_ user: String, at base: URL) -> String {
+        tokens.withLock { $0["\(base.absoluteString) \(user)"] } ?? "not-signed-in"
+    }
+}
+
 func shopRequest(_ base: URL, _ path: String, user: String = "alice", method: String = "GET", body: Data? = nil) -> HTTPRequest {
-    var headers: HTTPHeaders = ["Authorization": "Bearer \(user)"]
+    var headers: HTTPHeaders = ["Authorization": "Bearer \(ShopTokens.token(user, at: base))"]
     if body != nil { headers["Content-Type"] = "application/json" }
+    // The server runs every write exactly once per key; each call here is a new write.
+    if method != "GET" { headers["Idempotency-Key"] = "\"\(UUID().uuidString)\"" }
     return HTTPRequest(method: method, url: base.appendingPathComponent(path), headers: headers, body: body)
 }
 

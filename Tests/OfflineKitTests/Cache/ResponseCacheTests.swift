@@ -149,10 +149,11 @@ struct ResponseCacheTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("offlinekit-cache-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let token = "tok-\(UUID().uuidString)"
         let cookie = "session=\(UUID().uuidString)"
-        try await withShopServer { base in
-            try await HTTPClientTransport.withTransport { http in
+        // Alice's real access token, which the server checks.
+        let token = try await withShopServer { base in
+            let token = ShopTokens.token("alice", at: base)
+            return try await HTTPClientTransport.withTransport { http in
                 let wire = WireLog(http) { response in
                     var response = response
                     response.headers.add(name: "Set-Cookie", value: cookie)
@@ -161,7 +162,7 @@ struct ResponseCacheTests {
                 }
                 let database = try OfflineDatabase.open(at: directory.appendingPathComponent("app.sqlite"))
                 let cache = ResponseCache(database: database, transport: wire, connectivity: FakeConnectivityMonitor(.online))
-                var request = shopRequest(base, "shop/cart", user: token)
+                var request = shopRequest(base, "shop/cart")
                 request.headers["Cookie"] = cookie
                 let response = try await cache.load(CacheQuery(request, user: "alice"))
                 #expect(response.headers["Set-Cookie"] == nil)
@@ -170,6 +171,7 @@ struct ResponseCacheTests {
                 #expect(stored.headers["Set-Cookie"] == nil)
                 #expect(stored.headers["ETag"] != nil)
                 try await database.writer.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+                return token
             }
         }
         var bytes = Data()

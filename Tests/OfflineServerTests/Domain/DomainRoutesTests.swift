@@ -34,20 +34,21 @@ struct DomainRoutesTests {
     func planner(backend: StorageBackend) async throws {
         let app = try await buildApplication(try await backend.configuration())
         try await app.test(.router) { client in
-            try await client.execute(uri: "/api/planner/suggestions", method: .post, headers: Self.json,
+            let ana = try await signedInJSON(client, "ana")
+            try await client.execute(uri: "/api/planner/suggestions", method: .post, headers: ana,
                                      body: ByteBuffer(string: #"{"tasks":["Essay","Lab"]}"#)) { response throws in
                 #expect(response.status == .ok)
                 let suggestions = try #require(try Self.object(response)["suggestions"] as? [String])
                 #expect(suggestions.first?.contains("Essay") == true)
             }
-            try await client.execute(uri: "/api/planner", method: .put, headers: Self.json,
+            try await client.execute(uri: "/api/planner", method: .put, headers: ana,
                                      body: ByteBuffer(string: #"{"tasks":[{"title":"x"}],"notes":[]}"#)) { response in
                 #expect(response.status == .noContent)
             }
-            try await client.execute(uri: "/api/planner", method: .get) { response throws in
+            try await client.execute(uri: "/api/planner", method: .get, headers: ana) { response throws in
                 #expect((try Self.object(response)["tasks"] as? [Any])?.count == 1)
             }
-            try await client.execute(uri: "/api/planner", method: .put, headers: Self.json, body: ByteBuffer(string: "not json")) { response in
+            try await client.execute(uri: "/api/planner", method: .put, headers: ana, body: ByteBuffer(string: "not json")) { response in
                 #expect(response.status == .badRequest)
             }
         }
@@ -57,16 +58,17 @@ struct DomainRoutesTests {
     func sessions(backend: StorageBackend) async throws {
         let app = try await buildApplication(try await backend.configuration())
         try await app.test(.router) { client in
+            let ana = try await signedInJSON(client, "ana")
             try await client.execute(uri: "/api/sessions", method: .get) { response throws in
                 let sessions = try #require(try Self.object(response)["sessions"] as? [[String: Any]])
                 #expect(sessions.count == 3)
                 #expect(sessions.allSatisfy { ($0["packId"] as? String)?.hasPrefix("session-") == true })
             }
-            try await client.execute(uri: "/api/sessions/deep-focus/generate", method: .post) { response throws in
+            try await client.execute(uri: "/api/sessions/deep-focus/generate", method: .post, headers: ana) { response throws in
                 #expect(response.status == .created)
                 #expect(try Self.object(response)["variation"] as? Int == 1)
             }
-            try await client.execute(uri: "/api/sessions/nope/generate", method: .post) { response throws in
+            try await client.execute(uri: "/api/sessions/nope/generate", method: .post, headers: ana) { response throws in
                 #expect(response.status == .notFound)
                 #expect(try Self.object(response)["message"] as? String == "This session is no longer available.")
             }
@@ -77,23 +79,24 @@ struct DomainRoutesTests {
     func invitations(backend: StorageBackend) async throws {
         let app = try await buildApplication(try await backend.configuration())
         try await app.test(.router) { client in
+            let ana = try await signedInJSON(client, "ana")
             for (body, message) in [
                 (#"{"email":"not-an-address"}"#, "Enter a valid email address."),
                 (#"{"email":"x@mailinator.com"}"#, "Invitations to mailinator.com addresses are not allowed."),
                 (#"{"email":"ana@example.com"}"#, "ana@example.com is already a member of this workspace."),
                 (#"{"email":"new@example.com","role":"owner"}"#, "Choose a role: member, admin or viewer."),
             ] {
-                try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: Self.json, body: ByteBuffer(string: body)) { response throws in
+                try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: ana, body: ByteBuffer(string: body)) { response throws in
                     #expect(response.status == .unprocessableContent)
                     #expect(try Self.object(response)["message"] as? String == message)
                 }
             }
-            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: Self.json,
+            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: ana,
                                      body: ByteBuffer(string: #"{"email":"New@Example.com","name":"Nia"}"#)) { response throws in
                 #expect(response.status == .created)
                 #expect(try Self.object(response)["email"] as? String == "new@example.com")
             }
-            try await client.execute(uri: "/api/workspace/bank-accounts", method: .get) { response throws in
+            try await client.execute(uri: "/api/workspace/bank-accounts", method: .get, headers: ana) { response throws in
                 #expect((try Self.object(response)["accounts"] as? [Any])?.count == 3)
             }
         }
@@ -101,9 +104,10 @@ struct DomainRoutesTests {
 
     @Test("the fault switch makes a route fail for a number of requests, then clears; it is absent without --faults")
     func faults() async throws {
-        let app = try await buildApplication(ServerConfiguration(port: 0, faultsEnabled: true))
+        let app = try await buildApplication(ServerConfiguration.testing(faultsEnabled: true))
         try await app.test(.router) { client in
-            try await client.execute(uri: "/_faults/routes", method: .put, headers: Self.json,
+            let ana = try await signedInJSON(client, "ana")
+            try await client.execute(uri: "/_faults/routes", method: .put, headers: ana,
                                      body: ByteBuffer(string: #"{"path":"/api/cities","fault":{"error":{"status":503}},"remaining":2}"#)) { response in
                 #expect(response.status == .ok)
             }
@@ -113,7 +117,7 @@ struct DomainRoutesTests {
             try await client.execute(uri: "/api/cities?q=pa", method: .get) { response in #expect(response.status == .ok) }
             try await client.execute(uri: "/health", method: .get) { response in #expect(response.status == .noContent) }
 
-            try await client.execute(uri: "/_faults/routes", method: .put, headers: Self.json,
+            try await client.execute(uri: "/_faults/routes", method: .put, headers: ana,
                                      body: ByteBuffer(string: #"{"path":"/api/sessions","fault":{"slow":{"milliseconds":50}}}"#)) { _ in }
             try await client.execute(uri: "/_faults/routes", method: .delete) { response in #expect(response.status == .noContent) }
             try await client.execute(uri: "/api/sessions", method: .get) { response in #expect(response.status == .ok) }
@@ -129,9 +133,10 @@ struct DomainRoutesTests {
         let folder = FileManager.default.temporaryDirectory.appending(path: "offline-seed-test-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         let packs = folder.appending(path: "packs")
-        let configuration = ServerConfiguration(port: 0, dataDirectory: folder, packsDirectory: packs, faultsEnabled: true)
+        let configuration = ServerConfiguration.testing(dataDirectory: folder, packsDirectory: packs, faultsEnabled: true)
         let app = try await buildApplication(configuration)
         try await app.test(.router) { client in
+            let ana = try await signedInJSON(client, "ana")
             try await client.execute(uri: "/packs/city-paris/latest.json", method: .get) { response throws in
                 #expect(response.status == .ok)
                 let manifest = try Self.object(response)
@@ -141,7 +146,7 @@ struct DomainRoutesTests {
                 #expect(response.status == .created)
                 #expect(try Self.object(response)["version"] as? String == "2")
             }
-            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: Self.json,
+            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: ana,
                                      body: ByteBuffer(string: #"{"email":"kept@example.com"}"#)) { response in
                 #expect(response.status == .created)
             }
@@ -153,7 +158,8 @@ struct DomainRoutesTests {
 
         let again = try await buildApplication(configuration)
         try await again.test(.router) { client in
-            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: Self.json,
+            let ana = try await signedInJSON(client, "ana")
+            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: ana,
                                      body: ByteBuffer(string: #"{"email":"kept@example.com"}"#)) { response in
                 #expect(response.status == .unprocessableContent)
             }

@@ -69,12 +69,16 @@ struct StorageBackendTests {
         try await first.test(.router) { clientA in
             try await second.test(.router) { clientB in
                 let clients: [any TestClientProtocol] = [clientA, clientB]
+                var signedInCustomers: [String: HTTPFields] = [:]
+                for customer in customers { signedInCustomers[customer] = try await signedIn(clientA, customer) }
+                let tokens = signedInCustomers
+                let admin = try await signedInJSON(clientB, "ana")
                 // Each customer's cart is seeded once, whichever instance sees them first.
                 try await withThrowingTaskGroup(of: Int.self) { group in
                     for customer in customers {
                         for client in clients {
                             group.addTask {
-                                try await client.execute(uri: "/shop/cart", method: .get, headers: [.authorization: "Bearer \(customer)"]) {
+                                try await client.execute(uri: "/shop/cart", method: .get, headers: tokens[customer]!) {
                                     try ShopCoding.decoder().decode(ShopCart.self, from: Data($0.body.readableBytesView)).items.count
                                 }
                             }
@@ -87,7 +91,7 @@ struct StorageBackendTests {
                     for customer in customers {
                         for client in clients + clients {
                             group.addTask {
-                                try await client.execute(uri: "/shop/checkout", method: .post, headers: [.authorization: "Bearer \(customer)"]) { $0.status }
+                                try await client.execute(uri: "/shop/checkout", method: .post, headers: tokens[customer]!) { $0.status }
                             }
                         }
                     }
@@ -97,7 +101,7 @@ struct StorageBackendTests {
                 #expect(statuses.filter { $0 == .conflict }.count == customers.count * 3)
                 var orderIDs: Set<String> = []
                 for customer in customers {
-                    let history = try await clientB.execute(uri: "/shop/orders", method: .get, headers: [.authorization: "Bearer \(customer)"]) {
+                    let history = try await clientB.execute(uri: "/shop/orders", method: .get, headers: tokens[customer]!) {
                         try ShopCoding.decoder().decode(ShopOrderHistory.self, from: Data($0.body.readableBytesView))
                     }
                     #expect(history.orders.count == 4)
@@ -109,7 +113,7 @@ struct StorageBackendTests {
                 let invitations = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
                     for client in clients {
                         group.addTask {
-                            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: [.contentType: "application/json"],
+                            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: admin,
                                                      body: ByteBuffer(string: #"{"email":"race@example.com"}"#)) { $0.status }
                         }
                     }

@@ -41,7 +41,10 @@ final class HandlerProbe: Sendable {
 func makeRouter(store: any IdempotencyKeyStore, probe: HandlerProbe, now: @escaping @Sendable () -> Date = { Date() }) -> Router<BasicRequestContext> {
     let router = Router()
     router.group("api")
-        .add(middleware: IdempotencyMiddleware(store: store, retention: .seconds(3600), now: now))
+        // This router's stand-in for authentication: the Authorization value names the caller.
+        .add(middleware: IdempotencyMiddleware(store: store, retention: .seconds(3600), now: now) { request, _ in
+            request.headers[.authorization] ?? "anonymous"
+        })
         .post("orders") { request, context -> Response in
             var request = request
             let body = try await request.collectBody(upTo: 1 << 16)
@@ -134,7 +137,7 @@ struct IdempotencyMiddlewareTests {
         #expect(probe.runs.withLockedValue { $0 } == 1)
     }
 
-    @Test("keys are scoped per credential: another user's identical key never gets the first user's response")
+    @Test("keys are scoped per caller: another user's identical key never gets the first user's response")
     func scopedPerCredential() async throws {
         let probe = HandlerProbe()
         let app = Application(router: makeRouter(store: try store(), probe: probe))
@@ -204,7 +207,7 @@ struct IdempotencyMiddlewareTests {
     @Test("reads are not guarded")
     func readsPass() async throws {
         let router = Router()
-        router.group("api").add(middleware: IdempotencyMiddleware(store: try store())).get("x") { _, _ in "ok" }
+        router.group("api").add(middleware: IdempotencyMiddleware(store: try store()) { _, _ in "anonymous" }).get("x") { _, _ in "ok" }
         try await Application(router: router).test(.router) { client in
             let response = try await client.execute(uri: "/api/x", method: .get)
             #expect(response.status == .ok)

@@ -7,8 +7,6 @@ import Testing
 
 @Suite("Shop routes", .timeLimit(.minutes(1)))
 struct ShopRoutesTests {
-    static let alice: HTTPFields = [.authorization: "Bearer alice"]
-
     static func decode<T: Decodable>(_ type: T.Type, _ response: TestResponse) throws -> T {
         try ShopCoding.decoder().decode(type, from: Data(response.body.readableBytesView))
     }
@@ -17,7 +15,8 @@ struct ShopRoutesTests {
     func cartCaching(backend: StorageBackend) async throws {
         let app = try await buildApplication(try await backend.configuration())
         try await app.test(.router) { client in
-            let etag = try await client.execute(uri: "/shop/cart", method: .get, headers: Self.alice) { response throws in
+            let alice = try await signedIn(client, "alice")
+            let etag = try await client.execute(uri: "/shop/cart", method: .get, headers: alice) { response throws in
                 #expect(response.status == .ok)
                 #expect(response.headers[.cacheControl] == "private, max-age=30, stale-while-revalidate=60, stale-if-error=86400")
                 let cart = try Self.decode(ShopCart.self, response)
@@ -25,7 +24,7 @@ struct ShopRoutesTests {
                 #expect(cart.totalCents == 2 * 1_450 + 990 + 2_400)
                 return try #require(response.headers[.eTag])
             }
-            var conditional = Self.alice
+            var conditional = alice
             conditional[.ifNoneMatch] = etag
             try await client.execute(uri: "/shop/cart", method: .get, headers: conditional) { response throws in
                 #expect(response.status == .notModified)
@@ -33,7 +32,7 @@ struct ShopRoutesTests {
                 #expect(response.headers[.eTag] == etag)
             }
             // A change gives a new validator.
-            try await client.execute(uri: "/shop/cart/items/mug", method: .patch, headers: Self.alice, body: ByteBuffer(string: #"{"quantity":3}"#)) { response throws in
+            try await client.execute(uri: "/shop/cart/items/mug", method: .patch, headers: alice, body: ByteBuffer(string: #"{"quantity":3}"#)) { response throws in
                 #expect(response.status == .ok)
                 #expect(response.headers[.cacheControl] == "no-store")
             }
@@ -48,25 +47,26 @@ struct ShopRoutesTests {
     func checkoutFlow(backend: StorageBackend) async throws {
         let app = try await buildApplication(try await backend.configuration())
         try await app.test(.router) { client in
-            let order = try await client.execute(uri: "/shop/checkout", method: .post, headers: Self.alice) { response throws in
+            let alice = try await signedIn(client, "alice")
+            let order = try await client.execute(uri: "/shop/checkout", method: .post, headers: alice) { response throws in
                 #expect(response.status == .created)
                 return try Self.decode(ShopOrder.self, response)
             }
             #expect(order.status == .placed)
             #expect(order.totalCents == 2 * 1_450 + 990 + 2_400)
-            try await client.execute(uri: "/shop/orders", method: .get, headers: Self.alice) { response throws in
+            try await client.execute(uri: "/shop/orders", method: .get, headers: alice) { response throws in
                 #expect(try Self.decode(ShopOrderHistory.self, response).orders.first?.id == order.id)
             }
-            try await client.execute(uri: "/shop/cart", method: .get, headers: Self.alice) { response throws in
+            try await client.execute(uri: "/shop/cart", method: .get, headers: alice) { response throws in
                 #expect(try Self.decode(ShopCart.self, response).items.isEmpty)
             }
-            try await client.execute(uri: "/shop/checkout", method: .post, headers: Self.alice) { response throws in
+            try await client.execute(uri: "/shop/checkout", method: .post, headers: alice) { response throws in
                 #expect(response.status == .conflict)
             }
-            try await client.execute(uri: "/shop/orders/\(order.id)/tracking", method: .get, headers: Self.alice) { response throws in
+            try await client.execute(uri: "/shop/orders/\(order.id)/tracking", method: .get, headers: alice) { response throws in
                 #expect(try Self.decode(ShopTracking.self, response).steps == ["Order placed"])
             }
-            try await client.execute(uri: "/shop/orders/\(order.id)/rating", method: .post, headers: Self.alice, body: ByteBuffer(string: #"{"stars":4}"#)) { response throws in
+            try await client.execute(uri: "/shop/orders/\(order.id)/rating", method: .post, headers: alice, body: ByteBuffer(string: #"{"stars":4}"#)) { response throws in
                 #expect(try Self.decode(ShopOrder.self, response).rating == 4)
             }
         }
@@ -76,31 +76,33 @@ struct ShopRoutesTests {
     func isolationAndValidation(backend: StorageBackend) async throws {
         let app = try await buildApplication(try await backend.configuration())
         try await app.test(.router) { client in
-            try await client.execute(uri: "/shop/cart/items/map", method: .patch, headers: Self.alice, body: ByteBuffer(string: #"{"quantity":0}"#)) { response throws in
+            let alice = try await signedIn(client, "alice")
+            let bob = try await signedIn(client, "bob")
+            try await client.execute(uri: "/shop/cart/items/map", method: .patch, headers: alice, body: ByteBuffer(string: #"{"quantity":0}"#)) { response throws in
                 #expect(try Self.decode(ShopCart.self, response).items.count == 2)
             }
-            try await client.execute(uri: "/shop/cart", method: .get, headers: [.authorization: "Bearer bob"]) { response throws in
+            try await client.execute(uri: "/shop/cart", method: .get, headers: bob) { response throws in
                 #expect(try Self.decode(ShopCart.self, response).items.count == 3)
             }
             try await client.execute(uri: "/shop/cart", method: .get) { response throws in
                 #expect(response.status == .unauthorized)
             }
             for body in [#"{"quantity":-1}"#, #"{"quantity":100}"#, "not json"] {
-                try await client.execute(uri: "/shop/cart/items/mug", method: .patch, headers: Self.alice, body: ByteBuffer(string: body)) { response throws in
+                try await client.execute(uri: "/shop/cart/items/mug", method: .patch, headers: alice, body: ByteBuffer(string: body)) { response throws in
                     #expect(response.status == .badRequest)
                 }
             }
-            try await client.execute(uri: "/shop/cart/items/nope", method: .patch, headers: Self.alice, body: ByteBuffer(string: #"{"quantity":1}"#)) { response throws in
+            try await client.execute(uri: "/shop/cart/items/nope", method: .patch, headers: alice, body: ByteBuffer(string: #"{"quantity":1}"#)) { response throws in
                 #expect(response.status == .notFound)
             }
-            try await client.execute(uri: "/shop/orders/A-1039/rating", method: .post, headers: Self.alice, body: ByteBuffer(string: #"{"stars":9}"#)) { response throws in
+            try await client.execute(uri: "/shop/orders/A-1039/rating", method: .post, headers: alice, body: ByteBuffer(string: #"{"stars":9}"#)) { response throws in
                 #expect(response.status == .badRequest)
             }
-            try await client.execute(uri: "/shop/orders/missing/tracking", method: .get, headers: Self.alice) { response throws in
+            try await client.execute(uri: "/shop/orders/missing/tracking", method: .get, headers: alice) { response throws in
                 #expect(response.status == .notFound)
             }
             // Nothing was lost by the refused requests.
-            try await client.execute(uri: "/shop/cart", method: .get, headers: Self.alice) { response throws in
+            try await client.execute(uri: "/shop/cart", method: .get, headers: alice) { response throws in
                 #expect(try Self.decode(ShopCart.self, response).items.map(\.quantity) == [2, 1])
             }
         }
@@ -110,13 +112,15 @@ struct ShopRoutesTests {
     func survivesRestart() async throws {
         let folder = FileManager.default.temporaryDirectory.appending(path: "offline-shop-test-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
-        let configuration = ServerConfiguration(port: 0, dataDirectory: folder)
+        let configuration = ServerConfiguration.testing(dataDirectory: folder)
         let order = try await buildApplication(configuration).test(.router) { client in
-            try await client.execute(uri: "/shop/cart/items/mug", method: .patch, headers: Self.alice, body: ByteBuffer(string: #"{"quantity":5}"#)) { _ in }
-            let order = try await client.execute(uri: "/shop/checkout", method: .post, headers: Self.alice) { response throws in
+            let alice = try await signedIn(client, "alice")
+            let bob = try await signedIn(client, "bob")
+            try await client.execute(uri: "/shop/cart/items/mug", method: .patch, headers: alice, body: ByteBuffer(string: #"{"quantity":5}"#)) { _ in }
+            let order = try await client.execute(uri: "/shop/checkout", method: .post, headers: alice) { response throws in
                 try Self.decode(ShopOrder.self, response)
             }
-            try await client.execute(uri: "/shop/cart/items/map", method: .patch, headers: [.authorization: "Bearer bob"],
+            try await client.execute(uri: "/shop/cart/items/map", method: .patch, headers: bob,
                                      body: ByteBuffer(string: #"{"quantity":0}"#)) { _ in }
             return order
         }
@@ -124,19 +128,21 @@ struct ShopRoutesTests {
         #expect(FileManager.default.fileExists(atPath: folder.appending(path: "server.sqlite").path))
 
         try await buildApplication(configuration).test(.router) { client in
-            try await client.execute(uri: "/shop/orders", method: .get, headers: Self.alice) { response throws in
+            let alice = try await signedIn(client, "alice")
+            let bob = try await signedIn(client, "bob")
+            try await client.execute(uri: "/shop/orders", method: .get, headers: alice) { response throws in
                 let orders = try Self.decode(ShopOrderHistory.self, response).orders
                 #expect(orders.map(\.id) == [order.id, "A-1041", "A-1040", "A-1039"])
                 #expect(orders.first == order)
             }
-            try await client.execute(uri: "/shop/cart", method: .get, headers: Self.alice) { response throws in
+            try await client.execute(uri: "/shop/cart", method: .get, headers: alice) { response throws in
                 #expect(try Self.decode(ShopCart.self, response).items.isEmpty)
             }
-            try await client.execute(uri: "/shop/cart", method: .get, headers: [.authorization: "Bearer bob"]) { response throws in
+            try await client.execute(uri: "/shop/cart", method: .get, headers: bob) { response throws in
                 #expect(try Self.decode(ShopCart.self, response).items.map(\.id) == ["mug", "bottle"])
             }
             // Order numbers carry on from where they were.
-            let next = try await client.execute(uri: "/shop/checkout", method: .post, headers: [.authorization: "Bearer bob"]) { response throws in
+            let next = try await client.execute(uri: "/shop/checkout", method: .post, headers: bob) { response throws in
                 try Self.decode(ShopOrder.self, response)
             }
             #expect(next.id != order.id)

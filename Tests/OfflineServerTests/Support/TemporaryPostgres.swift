@@ -110,7 +110,7 @@ enum StorageBackend: String, Sendable, CaseIterable, CustomTestStringConvertible
     var testDescription: String { rawValue }
 
     /// `configuration` pointed at this backend: unchanged for SQLite, a fresh database for PostgreSQL.
-    func configuration(_ configuration: ServerConfiguration = ServerConfiguration(port: 0)) async throws -> ServerConfiguration {
+    func configuration(_ configuration: ServerConfiguration = .testing()) async throws -> ServerConfiguration {
         guard self == .postgres else { return configuration }
         var configuration = configuration
         configuration.postgresURL = try await TemporaryPostgres.freshDatabase()

@@ -1,0 +1,57 @@
+import Foundation
+import Hummingbird
+import HummingbirdAuth
+import NIOCore
+
+extension Router where Context == OfflineRequestContext {
+    /// Signing in and out:
+    ///
+    /// - `POST /api/auth/sign-in` `{"name": "ana", "password": "…"}` → `200` with
+    ///   `{"accessToken", "refreshToken", "tokenType": "Bearer", "expiresIn", "user"}`; `401` when
+    ///   the name or password is wrong (one answer for both).
+    /// - `POST /api/auth/refresh` `{"refreshToken": "…"}` → a new pair (the old refresh token is
+    ///   used up); `401` when it is unknown, expired or already used.
+    /// - `POST /api/auth/sign-out` with the access token → `204`; its sign-in's tokens stop working.
+    ///
+    /// Every other route finds the caller's user in the context (``UserAuthenticator``, added here
+    /// for the whole router). None of these answers is cached.
+    func addAccountRoutes(accounts: AccountStore) {
+        add(middleware: UserAuthenticator(accounts: accounts))
+        post("/api/auth/sign-in") { request, context in
+            let input = try await request.decode(as: SignIn.self, context: context)
+            guard let tokens = try await accounts.signIn(name: input.name, password: input.password) else {
+                throw HTTPError(.unauthorized, message: "That name and password don't match an account.")
+            }
+            return try Self.tokensResponse(tokens)
+        }
+        post("/api/auth/refresh") { request, context in
+            let input = try await request.decode(as: Refresh.self, context: context)
+            guard let tokens = try await accounts.refresh(input.refreshToken) else {
+                throw HTTPError(.unauthorized, headers: [.wwwAuthenticate: #"Bearer realm="offline", error="invalid_token""#],
+                                message: "Your session has ended. Sign in again.")
+            }
+            return try Self.tokensResponse(tokens)
+        }
+        post("/api/auth/sign-out") { request, context in
+            _ = try context.requireUser()
+            if let bearer = request.headers.bearer { try await accounts.signOut(accessToken: bearer.token) }
+            return Response(status: .noContent)
+        }
+    }
+
+    private static func tokensResponse(_ tokens: AccountStore.Tokens) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: try encoder.encode(tokens))))
+    }
+}
+
+private struct SignIn: Decodable {
+    var name: String
+    var password: String
+}
+
+private struct Refresh: Decodable {
+    var refreshToken: String
+}

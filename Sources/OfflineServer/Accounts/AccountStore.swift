@@ -1,0 +1,176 @@
+import Crypto
+import Foundation
+import HummingbirdBcrypt
+import NIOPosix
+
+/// Accounts and their tokens, in the server's storage (SQLite or PostgreSQL).
+///
+/// Signing in with a name and password gives a short-lived access token and a refresh token.
+/// Tokens are random (256 bits) and stored only as SHA-256 digests, so a copy of the database
+/// gives no usable token. A refresh token is used once: refreshing replaces it and gives a new
+/// pair; presenting a refresh token that was already replaced (a stolen copy, or a client that
+/// lost the answer and retried) ends its whole sign-in, every token of that family.
+struct AccountStore: Sendable {
+    let storage: any ServerStorage
+    let accessLifetime: Duration
+    let refreshLifetime: Duration
+    let now: @Sendable () -> Date
+
+    /// What a successful sign-in or refresh answers.
+    struct Tokens: Codable, Sendable, Equatable {
+        var accessToken: String
+        var refreshToken: String
+        var tokenType = "Bearer"
+        /// Seconds until the access token expires.
+        var expiresIn: Int
+        var user: User
+    }
+
+    static func schema(seeds: [AccountSeed]) -> StorageSchema {
+        StorageSchema(
+            migrations: [
+                ("accounts.v1", [
+                    """
+                    CREATE TABLE IF NOT EXISTS account (
+                        id \(.text) PRIMARY KEY, name \(.text) NOT NULL UNIQUE, email \(.text) NOT NULL,
+                        display_name \(.text) NOT NULL, password_hash \(.text) NOT NULL)
+                    """,
+                    """
+                    CREATE TABLE IF NOT EXISTS access_token (
+                        token_hash \(.text) PRIMARY KEY, account_id \(.text) NOT NULL, family \(.text) NOT NULL,
+                        expires_at \(.double) NOT NULL)
+                    """,
+                    """
+                    CREATE TABLE IF NOT EXISTS refresh_token (
+                        token_hash \(.text) PRIMARY KEY, account_id \(.text) NOT NULL, family \(.text) NOT NULL,
+                        expires_at \(.double) NOT NULL, replaced \(.integer) NOT NULL)
+                    """,
+                    "CREATE INDEX IF NOT EXISTS access_token_family ON access_token (family)",
+                    "CREATE INDEX IF NOT EXISTS refresh_token_family ON refresh_token (family)",
+                ]),
+            ],
+            seed: { transaction in
+                for seed in seeds {
+                    let user = seed.user
+                    try await transaction.execute("""
+                        INSERT INTO account (id, name, email, display_name, password_hash)
+                        VALUES (\(user.id), \(user.name), \(user.email), \(user.displayName), \(seed.passwordHash))
+                        ON CONFLICT (id) DO NOTHING
+                        """)
+                }
+            })
+    }
+
+    /// Signs `name` in with `password`; nil when either is wrong (the same answer for both, and
+    /// the same work: an unknown name is checked against a decoy hash).
+    func signIn(name: String, password: String) async throws -> Tokens? {
+        let row = try await storage.transaction { transaction in
+            try await transaction.row("""
+                SELECT id, name, email, display_name, password_hash FROM account WHERE name = \(name)
+                """)
+        }
+        let hash = try row?.string("password_hash") ?? Self.decoyHash
+        // bcrypt is slow on purpose: off the cooperative pool, like any blocking work.
+        let matches = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash) }
+        guard matches, let row else { return nil }
+        return try await issue(to: try Self.user(row), family: Self.randomToken())
+    }
+
+    /// Exchanges a refresh token for a new pair; nil when it is unknown, expired or already used
+    /// (then every token of its sign-in is revoked).
+    func refresh(_ refreshToken: String) async throws -> Tokens? {
+        let hash = Self.digest(refreshToken)
+        let now = now()
+        let outcome = try await storage.transaction { transaction -> (user: User, family: String)? in
+            guard let row = try await transaction.row("""
+                SELECT r.family, r.expires_at, r.replaced, a.id, a.name, a.email, a.display_name
+                FROM refresh_token r JOIN account a ON a.id = r.account_id
+                WHERE r.token_hash = \(hash) \(.forUpdate)
+                """) else { return nil }
+            let family = try row.string("family")
+            if try row.int("replaced") != 0 {
+                try await Self.revoke(family: family, in: transaction)
+                return nil
+            }
+            guard try row.date("expires_at") > now else { return nil }
+            try await transaction.execute("UPDATE refresh_token SET replaced = 1 WHERE token_hash = \(hash)")
+            return (try Self.user(row), family)
+        }
+        guard let outcome else { return nil }
+        return try await issue(to: outcome.user, family: outcome.family)
+    }
+
+    /// The user an unexpired access token was issued to.
+    func user(forAccessToken token: String) async throws -> User? {
+        let hash = Self.digest(token)
+        let now = now()
+        return try await storage.transaction { transaction in
+            guard let row = try await transaction.row("""
+                SELECT a.id, a.name, a.email, a.display_name, t.expires_at
+                FROM access_token t JOIN account a ON a.id = t.account_id WHERE t.token_hash = \(hash)
+                """), try row.date("expires_at") > now else { return nil }
+            return try Self.user(row)
+        }
+    }
+
+    /// Ends the sign-in an access token belongs to: its family of access and refresh tokens.
+    func signOut(accessToken: String) async throws {
+        let hash = Self.digest(accessToken)
+        try await storage.transaction { transaction in
+            guard let row = try await transaction.row("SELECT family FROM access_token WHERE token_hash = \(hash)") else { return }
+            try await Self.revoke(family: try row.string("family"), in: transaction)
+        }
+    }
+
+    /// Deletes tokens that expired before now: they can no longer be used.
+    func purgeExpiredTokens() async throws {
+        let now = now()
+        try await storage.transaction { transaction in
+            try await transaction.execute("DELETE FROM access_token WHERE expires_at < \(now)")
+            try await transaction.execute("DELETE FROM refresh_token WHERE expires_at < \(now)")
+        }
+    }
+
+    private func issue(to user: User, family: String) async throws -> Tokens {
+        let access = Self.randomToken()
+        let refresh = Self.randomToken()
+        let now = now()
+        try await storage.transaction { transaction in
+            try await transaction.execute("""
+                INSERT INTO access_token (token_hash, account_id, family, expires_at)
+                VALUES (\(Self.digest(access)), \(user.id), \(family), \(now.addingTimeInterval(accessLifetime.timeInterval)))
+                """)
+            try await transaction.execute("""
+                INSERT INTO refresh_token (token_hash, account_id, family, expires_at, replaced)
+                VALUES (\(Self.digest(refresh)), \(user.id), \(family), \(now.addingTimeInterval(refreshLifetime.timeInterval)), 0)
+                """)
+        }
+        return Tokens(accessToken: access, refreshToken: refresh, expiresIn: Int(accessLifetime.components.seconds), user: user)
+    }
+
+    private static func revoke(family: String, in transaction: any SQLTransaction) async throws {
+        try await transaction.execute("DELETE FROM access_token WHERE family = \(family)")
+        try await transaction.execute("DELETE FROM refresh_token WHERE family = \(family)")
+    }
+
+    private static func user(_ row: SQLRow) throws -> User {
+        User(id: try row.string("id"), name: try row.string("name"), email: try row.string("email"),
+             displayName: try row.string("display_name"))
+    }
+
+    /// 256 random bits, base64url without padding.
+    static func randomToken() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+        return Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    static func digest(_ token: String) -> String {
+        SHA256.hash(data: Data(token.utf8)).hexEncoded
+    }
+
+    /// A hash no password matches, checked when the name is unknown so that both failures take
+    /// the same time.
+    static let decoyHash = "$2b$10$0000000000000000000000000000000000000000000000000000."
+}
