@@ -1,5 +1,6 @@
 public import Hummingbird
 public import Logging
+import ServiceLifecycle
 
 /// Builds the reference backend: routes grouped by feature, each feature in its own folder.
 ///
@@ -14,13 +15,7 @@ public func buildApplication(
 ) async throws -> some ApplicationProtocol {
     let storage = try await openServerStorage(
         configuration, schemas: [DomainStore.schema, ShopStore.schema, RecordStore.schema], logger: logger)
-    let router = Router(context: OfflineRequestContext.self)
-    router.addFaultSwitch(configuration)
-    router.addHealthRoutes()
-    router.addShopRoutes(storage: storage)
-    try router.addDomainRoutes(configuration, storage: storage)
-    router.addPackRoutes(configuration)
-    let recordServices = try await router.addRecordsRoutes(configuration, storage: storage)
+    let (router, recordServices) = try await buildRouter(configuration, storage: storage)
     return Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OfflineServer"),
@@ -28,4 +23,19 @@ public func buildApplication(
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger
     )
+}
+
+/// Every route of the reference backend over `storage`, and the services its features need
+/// running beside the server.
+func buildRouter(
+    _ configuration: ServerConfiguration, storage: any ServerStorage
+) async throws -> (Router<OfflineRequestContext>, [any Service]) {
+    let router = Router(context: OfflineRequestContext.self)
+    router.addFaultSwitch(configuration)
+    router.addHealthRoutes()
+    router.addShopRoutes(storage: storage)
+    try router.addDomainRoutes(configuration, storage: storage)
+    router.addPackRoutes(configuration)
+    let recordServices = try await router.addRecordsRoutes(configuration, storage: storage)
+    return (router, recordServices)
 }
