@@ -161,7 +161,7 @@ struct StorageBackendTests {
             }
             await #expect(throws: CancellationError.self) { try await cancelled.value }
             #expect(try await records.effects().isEmpty)
-            _ = try await records.apply(.put(["n": .number(1)]), collection: "c", id: "1", key: "next")
+            _ = try await records.apply(.put(["n": .number("1")]), collection: "c", id: "1", key: "next")
             #expect(try await records.effects() == ["next": 1])
             group.cancelAll()
         }
