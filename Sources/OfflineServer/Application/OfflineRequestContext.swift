@@ -10,4 +10,8 @@ public struct OfflineRequestContext: RequestContext {
 
     /// Uploads are small JSON documents; packs are served, never uploaded.
     public var maxUploadSize: Int { 1 << 20 }
+
+    /// `request.decode(as:context:)` checks every body before decoding it, so no route can take
+    /// a control character, deep nesting or UTF-16 that the checked routes refuse.
+    public var requestDecoder: CheckedJSONDecoder { CheckedJSONDecoder() }
 }
