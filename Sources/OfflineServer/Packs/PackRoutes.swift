@@ -84,8 +84,8 @@ struct PackHosting: Sendable {
     /// A version's manifest, cached while its file is unchanged.
     private func manifest(id: String, version: String) -> PackCatalog.ManifestData? {
         let key = id + "/" + version
-        let url = catalog.directory.appendingPathComponent(id).appendingPathComponent(version).appendingPathComponent("manifest.json")
-        guard let modified = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date else { return nil }
+        guard let url = catalog.manifestURL(id: id, version: version),
+              let modified = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date else { return nil }
         if let cached = cache.withLockedValue({ $0[key] }), cached.modified == modified { return cached.value }
         guard let loaded = catalog.manifestData(id: id, version: version) else { return nil }
         cache.withLockedValue { $0[key] = (modified, loaded) }
@@ -95,8 +95,15 @@ struct PackHosting: Sendable {
     func file(id: String, version: String, path: String, request: Request, context: OfflineRequestContext) async throws -> Response {
         guard let manifest = manifest(id: id, version: version) else { throw HTTPError(.notFound) }
         if path == "manifest.json" { return manifestResponse(manifest, request: request) }
-        guard let (url, entry) = catalog.fileURL(in: manifest.manifest, path: path) else { throw HTTPError(.notFound) }
-        let size = entry.size
+        guard let (url, entry, size) = catalog.fileURL(in: manifest.manifest, path: path) else { throw HTTPError(.notFound) }
+        // The file changed under its manifest (cut short, or written to): its ETag and length
+        // would be false, and announcing the manifest's length while sending another hangs the
+        // client, so say so instead.
+        guard size == entry.size else {
+            context.logger.error("pack file size differs from its manifest",
+                                 metadata: ["path": "\(id)/\(version)/\(path)", "manifest": "\(entry.size)", "disk": "\(size)"])
+            throw HTTPError(.internalServerError)
+        }
         let plan = faults.takePlan()
         let generation = faults.generation
         let entityTag = "\"" + entry.sha256.prefix(32) + (generation > 0 ? "-g\(generation)" : "") + "\""
