@@ -194,23 +194,39 @@ struct PackHosting: Sendable {
         case range(ClosedRange<Int64>)
     }
 
-    /// Parses a single `bytes=` range (RFC 9110 §14.1.2); several ranges are answered whole.
+    /// Parses a `Range` header for a file of `size` bytes (RFC 9110 §14.2).
+    ///
+    /// A header that is not one valid `bytes=` range (`bytes=--5`, `bytes=abc`, `items=0-1`,
+    /// `bytes=5-3`, several ranges) is ignored and the whole file sent, as §14.2 allows; a valid
+    /// range that starts at or past the end, or an empty suffix (`bytes=-0`), is unsatisfiable
+    /// (416). An end past the file, however many digits, is clamped to the last byte.
     static func parseRange(_ header: String, size: Int64) -> ParsedRange {
-        let value = header.trimmingCharacters(in: .whitespaces)
-        guard value.lowercased().hasPrefix("bytes="), !value.contains(",") else { return .whole }
-        let spec = value.dropFirst("bytes=".count)
-        let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let equals = header.firstIndex(of: "="), header[..<equals].lowercased() == "bytes" else { return .whole }
+        let parts = header[header.index(after: equals)...].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2 else { return .whole }
         if parts[0].isEmpty {
-            guard let suffix = Int64(parts[1]), suffix > 0 else { return .unsatisfiable }
-            guard size > 0 else { return .unsatisfiable }
+            guard let suffix = position(parts[1]) else { return .whole }
+            guard suffix > 0, size > 0 else { return .unsatisfiable }
             return .range(max(0, size - suffix)...(size - 1))
         }
-        guard let first = Int64(parts[0]) else { return .whole }
-        guard first < size else { return .unsatisfiable }
-        let last = parts[1].isEmpty ? size - 1 : min(Int64(parts[1]) ?? -1, size - 1)
+        guard let first = position(parts[0]) else { return .whole }
+        let last: Int64
+        if parts[1].isEmpty {
+            last = .max
+        } else {
+            guard let parsed = position(parts[1]) else { return .whole }
+            last = parsed
+        }
         guard last >= first else { return .whole }
-        return .range(first...last)
+        guard first < size else { return .unsatisfiable }
+        return .range(first...min(last, size - 1))
+    }
+
+    /// ASCII digits only (no sign, no spaces); a number too large for Int64 is Int64.max, which
+    /// is past any file.
+    private static func position(_ text: Substring) -> Int64? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return nil }
+        return Int64(text) ?? .max
     }
 }
 
