@@ -30,7 +30,10 @@ public func buildApplication(
 func buildRouter(
     _ configuration: ServerConfiguration, storage: any ServerStorage
 ) async throws -> (Router<OfflineRequestContext>, [any Service]) {
-    let router = Router(context: OfflineRequestContext.self)
+    // HEAD runs the GET route and drops its body, so a client can check a resource's headers
+    // (a pack file's length and ETag) without fetching it.
+    let router = Router(context: OfflineRequestContext.self, options: .autoGenerateHeadEndpoints)
+    router.add(middleware: HeadMiddleware())
     router.addFaultSwitch(configuration)
     router.addHealthRoutes()
     router.addShopRoutes(storage: storage)

@@ -12,6 +12,7 @@ extension Router where Context == OfflineRequestContext {
     /// - `GET /packs/PACK/VERSION/manifest.json`: one version's manifest.
     /// - `GET /packs/PACK/VERSION/PATH`: a file listed in that manifest, with `Accept-Ranges`,
     ///   a strong ETag, `Range`/`If-Range`, `Content-Range` and 416.
+    /// - `HEAD` on each of these: the same headers, no body.
     /// - `PUT`/`DELETE /_faults/packs`: the fault plan, only with `faultsEnabled`.
     func addPackRoutes(_ configuration: ServerConfiguration) {
         guard let directory = configuration.packsDirectory else { return }
@@ -104,7 +105,9 @@ struct PackHosting: Sendable {
                                  metadata: ["path": "\(id)/\(version)/\(path)", "manifest": "\(entry.size)", "disk": "\(size)"])
             throw HTTPError(.internalServerError)
         }
-        let plan = faults.takePlan()
+        // A HEAD sends no body: it neither uses up a fault plan's responses nor counts bytes.
+        let isHead = request.method == .head
+        let plan = isHead ? nil : faults.takePlan()
         let generation = faults.generation
         let entityTag = "\"" + entry.sha256.prefix(32) + (generation > 0 ? "-g\(generation)" : "") + "\""
 
@@ -137,7 +140,7 @@ struct PackHosting: Sendable {
             status = .ok
         }
         headers[.contentLength] = String(length)
-        guard length > 0 else { return Response(status: status, headers: headers) }
+        guard length > 0, !isHead else { return Response(status: status, headers: headers) }
 
         if let plan {
             return Response(status: status, headers: headers, body: faultedBody(url: url, range: served, plan: plan))
