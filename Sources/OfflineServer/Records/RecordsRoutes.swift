@@ -69,9 +69,15 @@ private func write(
     _ make: ([String: JSONValue]) -> RecordStore.Write
 ) async throws -> Response {
     var request = request
-    let collection = try context.pathParameter("collection")
-    let id = try context.pathParameter("id")
-    let object = try JSONBody.object(try await request.collectBody(upTo: context.maxUploadSize), maxBytes: context.maxUploadSize)
+    let body = try await request.collectBody(upTo: context.maxUploadSize)
+    let (collection, id, object): (String, String, [String: JSONValue])
+    do {
+        (collection, id) = (try context.pathParameter("collection"), try context.pathParameter("id"))
+        object = try JSONBody.object(body, maxBytes: context.maxUploadSize)
+    } catch let refusal as BadRequest {
+        // Returned, not thrown, so the idempotency key keeps this answer like any other 4xx.
+        return problemResponse(refusal.status, refusal.detail)
+    }
     if let refusal = RecordRules.refusal(request.method, object, collection: collection) { return refusal }
     let key = request.headers[IdempotencyMiddleware<OfflineRequestContext>.keyField].flatMap(IdempotencyMiddleware<OfflineRequestContext>.parseKey)
     guard let record = try await records.apply(make(object), collection: collection, id: id, key: key) else {

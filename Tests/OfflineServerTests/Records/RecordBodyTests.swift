@@ -116,6 +116,21 @@ struct RecordBodyTests {
         }
     }
 
+    @Test("a refused body completes its idempotency key: the retry gets the same 400, replayed")
+    func refusalIsReplayed() async throws {
+        let app = try await buildApplication(ServerConfiguration(port: 0))
+        let headers = Self.headers("refused-once")
+        try await app.test(.router) { client in
+            for replayed in [nil, "true"] {
+                try await client.execute(uri: "/api/records/notes/1", method: .put, headers: headers,
+                                         body: ByteBuffer(string: Self.nested(depth: 100))) { response in
+                    #expect(response.status == .badRequest)
+                    #expect(response.headers[HTTPField.Name("Idempotent-Replayed")!] == replayed)
+                }
+            }
+        }
+    }
+
     @Test("a percent-encoded id names the record the client means: PUT a%20b, then GET it back with id \"a b\"")
     func percentEncodedIDs() async throws {
         let app = try await buildApplication(ServerConfiguration(port: 0))
