@@ -22,7 +22,11 @@ extension Router where Context == OfflineRequestContext {
             try hosting.latest(id: context.parameters.require("id"), request: request)
         }
         get("/packs/:id/:version/**") { request, context in
-            let path = context.parameters.getCatchAll().joined(separator: "/")
+            // The router hands the path over still percent-encoded: a listed file "my notes.txt"
+            // is asked for as my%20notes.txt. Only paths the manifest lists are served.
+            let components = context.parameters.getCatchAll().map { $0.removingPercentEncoding }
+            guard !components.contains(nil) else { throw HTTPError(.notFound) }
+            let path = components.compactMap { $0 }.joined(separator: "/")
             return try await hosting.file(
                 id: context.parameters.require("id"), version: context.parameters.require("version"),
                 path: path, request: request, context: context)

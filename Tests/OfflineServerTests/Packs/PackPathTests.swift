@@ -71,6 +71,25 @@ struct PackPathTests {
         }
     }
 
+    @Test("a listed file whose name needs percent-encoding is served at its encoded path")
+    func percentEncodedPath() async throws {
+        try await Self.withFolders { packs, _, _ in
+            let source = packs.deletingLastPathComponent().appendingPathComponent("src-encoded")
+            try FileManager.default.createDirectory(at: source.appendingPathComponent("my notes"), withIntermediateDirectories: true)
+            try Data("100% tea".utf8).write(to: source.appendingPathComponent("my notes/100% tea.txt"))
+            try PackFolder.publish(id: "paris", version: "2", from: source, into: packs, createdAt: Self.created)
+            try await Self.app(packs).test(.router) { client in
+                try await client.execute(uri: "/packs/paris/2/my%20notes/100%25%20tea.txt", method: .get) { response in
+                    #expect(response.status == .ok)
+                    #expect(String(buffer: response.body) == "100% tea")
+                }
+                try await client.execute(uri: "/packs/paris/2/my%20notes/%zz", method: .get) { response in
+                    #expect(response.status == .notFound)
+                }
+            }
+        }
+    }
+
     @Test("a file shorter or longer on disk than its manifest says is answered 500, never with a length it cannot send",
           arguments: [500, 1500])
     func sizeMismatch(size: Int) async throws {
