@@ -131,6 +131,23 @@ struct RecordBodyTests {
         }
     }
 
+    @Test("a row written by the earlier JSONEncoder-based store still reads, and a patch keeps its values")
+    func earlierRows() async throws {
+        struct Earlier: Encodable { var title = "Tea/Coffee"; var count = 2.0; var tags = ["é", "\u{0}"]; var done = false }
+        let storage = try await openServerStorage(ServerConfiguration(port: 0), schemas: [RecordStore.schema], logger: .init(label: "test"))
+        let records = RecordStore(storage: storage)
+        let blob = try JSONEncoder().encode(Earlier())
+        try await storage.transaction { transaction in
+            try await transaction.execute("INSERT INTO records (collection, id, body, version) VALUES ('notes', 'old', \(blob), 1)")
+        }
+        let record = try #require(try await records.record("notes", id: "old"))
+        #expect(record.body["title"] == .string("Tea/Coffee"))
+        #expect(record.body["tags"] == .array([.string("é"), .string("\u{0}")]))
+        let patched = try #require(try await records.apply(.patch(["done": .bool(true)]), collection: "notes", id: "old", key: nil))
+        #expect(patched.body["count"] == record.body["count"])
+        #expect(try await records.list("notes").first?.body == patched.body)
+    }
+
     @Test("a percent-encoded id names the record the client means: PUT a%20b, then GET it back with id \"a b\"")
     func percentEncodedIDs() async throws {
         let app = try await buildApplication(ServerConfiguration(port: 0))
