@@ -13,17 +13,33 @@ public func buildApplication(
     logger: Logger = Logger(label: "offline.server"),
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
-    let storage = try await openServerStorage(
-        configuration,
-        schemas: [AccountStore.schema(seeds: configuration.accounts), IdempotentWrites.schema,
-                  DomainStore.schema, ShopStore.schema, RecordStore.schema],
-        logger: logger)
-    let accounts = AccountStore(storage: storage, accessLifetime: configuration.accessTokenLifetime,
-                                refreshLifetime: configuration.refreshTokenLifetime, now: { Date() })
-    let router = Router(context: OfflineRequestContext.self)
+    let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: logger)
+    return Application(
+        router: try buildRouter(configuration, storage: storage),
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OfflineServer"),
+        services: storage.services,
+        onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
+        logger: logger
+    )
+}
+
+/// Every feature's tables, in the order they are created.
+func serverSchemas(_ configuration: ServerConfiguration) -> [StorageSchema] {
+    [AccountStore.schema(seeds: configuration.accounts), IdempotentWrites.schema,
+     DomainStore.schema, ShopStore.schema, RecordStore.schema]
+}
+
+/// Every route of the reference backend over `storage`.
+func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorage) throws -> Router<OfflineRequestContext> {
+    // HEAD runs the GET route and drops its body, so a client can check a resource's headers
+    // (a pack file's length and ETag) without fetching it.
+    let router = Router(context: OfflineRequestContext.self, options: .autoGenerateHeadEndpoints)
+    router.add(middleware: HeadMiddleware())
     router.addFaultSwitch(configuration)
     router.addHealthRoutes()
     // Before every route that needs to know who is asking.
+    let accounts = AccountStore(storage: storage, accessLifetime: configuration.accessTokenLifetime,
+                                refreshLifetime: configuration.refreshTokenLifetime, now: { Date() })
     router.addAccountRoutes(accounts: accounts)
     // Every write after this point is exactly-once.
     router.add(middleware: IdempotentWrites(storage: storage, retention: configuration.idempotencyRetention, now: { Date() }))
@@ -31,11 +47,5 @@ public func buildApplication(
     try router.addDomainRoutes(configuration, storage: storage)
     router.addPackRoutes(configuration)
     router.addRecordsRoutes(storage: storage)
-    return Application(
-        router: router,
-        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OfflineServer"),
-        services: storage.services,
-        onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
-        logger: logger
-    )
+    return router
 }

@@ -21,4 +21,8 @@ public struct OfflineRequestContext: AuthRequestContext {
         }
         return identity
     }
+
+    /// `request.decode(as:context:)` checks every body before decoding it, so no route can take
+    /// a control character, deep nesting or UTF-16 that the checked routes refuse.
+    public var requestDecoder: CheckedJSONDecoder { CheckedJSONDecoder() }
 }

@@ -1,5 +1,10 @@
 import Crypto
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import NIOConcurrencyHelpers
 import OfflineCore
 
@@ -20,13 +25,33 @@ struct PackCatalog: Sendable {
     /// Every pack id with at least one valid version.
     func packIDs() throws -> [String] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-        return names.filter { PackManifest.isSafeFolderName($0) }.sorted()
+        return names.filter { PackManifest.isSafeFolderName($0) && resolvedInside(directory.appendingPathComponent($0)) != nil }.sorted()
+    }
+
+    /// Where `url` really is, with the links at every depth resolved, when that is inside the
+    /// packs folder; nil when it is elsewhere or missing. Checking names alone cannot see that a
+    /// pack, a version or a folder of files is a link to somewhere else on the disk.
+    func resolvedInside(_ url: URL) -> URL? {
+        guard let root = Self.realPath(directory.path), let real = Self.realPath(url.path),
+              real.hasPrefix(root.hasSuffix("/") ? root : root + "/") else { return nil }
+        return URL(fileURLWithPath: real)
+    }
+
+    private static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// The manifest of `id` at `version`, when both are plain names and it lies inside the folder.
+    func manifestURL(id: String, version: String) -> URL? {
+        guard PackManifest.isSafeFolderName(id), PackManifest.isSafeFolderName(version) else { return nil }
+        return resolvedInside(directory.appendingPathComponent(id).appendingPathComponent(version).appendingPathComponent("manifest.json"))
     }
 
     func manifestData(id: String, version: String) -> ManifestData? {
-        guard PackManifest.isSafeFolderName(id), PackManifest.isSafeFolderName(version) else { return nil }
-        let url = directory.appendingPathComponent(id).appendingPathComponent(version).appendingPathComponent("manifest.json")
-        guard let data = try? Data(contentsOf: url),
+        guard let url = manifestURL(id: id, version: version),
+              let data = try? Data(contentsOf: url),
               let manifest = try? PackManifest.decode(data),
               manifest.id == id, manifest.version == version
         else { return nil }
@@ -48,14 +73,16 @@ struct PackCatalog: Sendable {
         return lhs.version.compare(rhs.version, options: .numeric) == .orderedAscending
     }
 
-    /// The file of `manifest` at `path`, when the manifest lists it and it is a regular file.
-    func fileURL(in manifest: PackManifest, path: String) -> (URL, PackManifest.File)? {
-        guard let entry = manifest.file(at: path) else { return nil }
-        let url = directory.appendingPathComponent(manifest.id).appendingPathComponent(manifest.version).appendingPathComponent(path)
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
-              attributes[.type] as? FileAttributeType == .typeRegular
+    /// The file of `manifest` at `path`, when the manifest lists it and it is a regular file
+    /// inside the packs folder, with its size on disk.
+    func fileURL(in manifest: PackManifest, path: String) -> (url: URL, entry: PackManifest.File, size: Int64)? {
+        guard let entry = manifest.file(at: path),
+              let url = resolvedInside(directory.appendingPathComponent(manifest.id).appendingPathComponent(manifest.version).appendingPathComponent(path)),
+              let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
+              attributes[.type] as? FileAttributeType == .typeRegular,
+              let size = (attributes[.size] as? NSNumber)?.int64Value
         else { return nil }
-        return (url, entry)
+        return (url, entry, size)
     }
 }
 

@@ -12,6 +12,7 @@ extension Router where Context == OfflineRequestContext {
     /// - `GET /packs/PACK/VERSION/manifest.json`: one version's manifest.
     /// - `GET /packs/PACK/VERSION/PATH`: a file listed in that manifest, with `Accept-Ranges`,
     ///   a strong ETag, `Range`/`If-Range`, `Content-Range` and 416.
+    /// - `HEAD` on each of these: the same headers, no body.
     /// - `PUT`/`DELETE /_faults/packs`: the fault plan, only with `faultsEnabled`.
     func addPackRoutes(_ configuration: ServerConfiguration) {
         guard let directory = configuration.packsDirectory else { return }
@@ -21,7 +22,11 @@ extension Router where Context == OfflineRequestContext {
             try hosting.latest(id: context.parameters.require("id"), request: request)
         }
         get("/packs/:id/:version/**") { request, context in
-            let path = context.parameters.getCatchAll().joined(separator: "/")
+            // The router hands the path over still percent-encoded: a listed file "my notes.txt"
+            // is asked for as my%20notes.txt. Only paths the manifest lists are served.
+            let components = context.parameters.getCatchAll().map { $0.removingPercentEncoding }
+            guard !components.contains(nil) else { throw HTTPError(.notFound) }
+            let path = components.compactMap { $0 }.joined(separator: "/")
             return try await hosting.file(
                 id: context.parameters.require("id"), version: context.parameters.require("version"),
                 path: path, request: request, context: context)
@@ -84,8 +89,8 @@ struct PackHosting: Sendable {
     /// A version's manifest, cached while its file is unchanged.
     private func manifest(id: String, version: String) -> PackCatalog.ManifestData? {
         let key = id + "/" + version
-        let url = catalog.directory.appendingPathComponent(id).appendingPathComponent(version).appendingPathComponent("manifest.json")
-        guard let modified = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date else { return nil }
+        guard let url = catalog.manifestURL(id: id, version: version),
+              let modified = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date else { return nil }
         if let cached = cache.withLockedValue({ $0[key] }), cached.modified == modified { return cached.value }
         guard let loaded = catalog.manifestData(id: id, version: version) else { return nil }
         cache.withLockedValue { $0[key] = (modified, loaded) }
@@ -95,9 +100,18 @@ struct PackHosting: Sendable {
     func file(id: String, version: String, path: String, request: Request, context: OfflineRequestContext) async throws -> Response {
         guard let manifest = manifest(id: id, version: version) else { throw HTTPError(.notFound) }
         if path == "manifest.json" { return manifestResponse(manifest, request: request) }
-        guard let (url, entry) = catalog.fileURL(in: manifest.manifest, path: path) else { throw HTTPError(.notFound) }
-        let size = entry.size
-        let plan = faults.takePlan()
+        guard let (url, entry, size) = catalog.fileURL(in: manifest.manifest, path: path) else { throw HTTPError(.notFound) }
+        // The file changed under its manifest (cut short, or written to): its ETag and length
+        // would be false, and announcing the manifest's length while sending another hangs the
+        // client, so say so instead.
+        guard size == entry.size else {
+            context.logger.error("pack file size differs from its manifest",
+                                 metadata: ["path": "\(id)/\(version)/\(path)", "manifest": "\(entry.size)", "disk": "\(size)"])
+            throw HTTPError(.internalServerError)
+        }
+        // A HEAD sends no body: it neither uses up a fault plan's responses nor counts bytes.
+        let isHead = request.method == .head
+        let plan = isHead ? nil : faults.takePlan()
         let generation = faults.generation
         let entityTag = "\"" + entry.sha256.prefix(32) + (generation > 0 ? "-g\(generation)" : "") + "\""
 
@@ -130,7 +144,7 @@ struct PackHosting: Sendable {
             status = .ok
         }
         headers[.contentLength] = String(length)
-        guard length > 0 else { return Response(status: status, headers: headers) }
+        guard length > 0, !isHead else { return Response(status: status, headers: headers) }
 
         if let plan {
             return Response(status: status, headers: headers, body: faultedBody(url: url, range: served, plan: plan))
@@ -187,23 +201,39 @@ struct PackHosting: Sendable {
         case range(ClosedRange<Int64>)
     }
 
-    /// Parses a single `bytes=` range (RFC 9110 §14.1.2); several ranges are answered whole.
+    /// Parses a `Range` header for a file of `size` bytes (RFC 9110 §14.2).
+    ///
+    /// A header that is not one valid `bytes=` range (`bytes=--5`, `bytes=abc`, `items=0-1`,
+    /// `bytes=5-3`, several ranges) is ignored and the whole file sent, as §14.2 allows; a valid
+    /// range that starts at or past the end, or an empty suffix (`bytes=-0`), is unsatisfiable
+    /// (416). An end past the file, however many digits, is clamped to the last byte.
     static func parseRange(_ header: String, size: Int64) -> ParsedRange {
-        let value = header.trimmingCharacters(in: .whitespaces)
-        guard value.lowercased().hasPrefix("bytes="), !value.contains(",") else { return .whole }
-        let spec = value.dropFirst("bytes=".count)
-        let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let equals = header.firstIndex(of: "="), header[..<equals].lowercased() == "bytes" else { return .whole }
+        let parts = header[header.index(after: equals)...].split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2 else { return .whole }
         if parts[0].isEmpty {
-            guard let suffix = Int64(parts[1]), suffix > 0 else { return .unsatisfiable }
-            guard size > 0 else { return .unsatisfiable }
+            guard let suffix = position(parts[1]) else { return .whole }
+            guard suffix > 0, size > 0 else { return .unsatisfiable }
             return .range(max(0, size - suffix)...(size - 1))
         }
-        guard let first = Int64(parts[0]) else { return .whole }
-        guard first < size else { return .unsatisfiable }
-        let last = parts[1].isEmpty ? size - 1 : min(Int64(parts[1]) ?? -1, size - 1)
+        guard let first = position(parts[0]) else { return .whole }
+        let last: Int64
+        if parts[1].isEmpty {
+            last = .max
+        } else {
+            guard let parsed = position(parts[1]) else { return .whole }
+            last = parsed
+        }
         guard last >= first else { return .whole }
-        return .range(first...last)
+        guard first < size else { return .unsatisfiable }
+        return .range(first...min(last, size - 1))
+    }
+
+    /// ASCII digits only (no sign, no spaces); a number too large for Int64 is Int64.max, which
+    /// is past any file.
+    private static func position(_ text: Substring) -> Int64? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return nil }
+        return Int64(text) ?? .max
     }
 }
 

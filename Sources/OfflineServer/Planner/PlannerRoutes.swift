@@ -16,11 +16,11 @@ extension Router where Context == OfflineRequestContext {
         put("/api/planner") { request, context in
             let user = try context.requireUser()
             let body = try await request.body.collect(upTo: context.maxUploadSize)
-            let data = Data(buffer: body)
-            guard (try? JSONSerialization.jsonObject(with: data)) is [String: Any] else {
+            // Stored as sent (its numbers as written), once the checked reader takes it.
+            guard case .object? = try? JSONBody.parse(body, maxBytes: context.maxUploadSize) else {
                 return try DomainHTTP.problem("The planner could not be read.", status: .badRequest)
             }
-            try await store.savePlannerDocument(data, user: user.id, at: now())
+            try await store.savePlannerDocument(Data(body.readableBytesView), user: user.id, at: now())
             return Response(status: .noContent)
         }
         post("/api/planner/suggestions") { request, context in

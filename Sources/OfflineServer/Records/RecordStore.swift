@@ -6,10 +6,15 @@ import Foundation
 struct RecordStore: Sendable {
     let storage: any ServerStorage
 
-    struct Record: Codable, Sendable, Equatable {
+    struct Record: Sendable, Equatable {
         var id: String
         var version: Int
         var body: [String: JSONValue]
+
+        /// `{"body":…,"id":…,"version":…}`, keys sorted as the server has always sent them.
+        var json: JSONValue {
+            .object(["body": .object(body), "id": .string(id), "version": .number(String(version))])
+        }
     }
 
     static let schema = StorageSchema(migrations: [
@@ -38,7 +43,7 @@ struct RecordStore: Sendable {
             case .put(let body):
                 // One statement, so concurrent writers on other instances each get their own version.
                 let version = try await transaction.row("""
-                    INSERT INTO records (collection, id, body, version) VALUES (\(collection), \(id), \(try JSONEncoder().encode(body)), 1)
+                    INSERT INTO records (collection, id, body, version) VALUES (\(collection), \(id), \(Self.blob(body)), 1)
                     ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body, version = records.version + 1
                     RETURNING version
                     """)?.int("version") ?? 1
@@ -48,10 +53,10 @@ struct RecordStore: Sendable {
                 guard let row = try await transaction.row("""
                     SELECT body, version FROM records WHERE collection = \(collection) AND id = \(id) \(.forUpdate)
                     """) else { return nil }
-                let current = try JSONDecoder().decode([String: JSONValue].self, from: try row.data("body"))
+                let current = try Self.body(try row.data("body"))
                 let merged = Record(id: id, version: try row.int("version") + 1, body: current.merging(body) { _, new in new })
                 try await transaction.execute("""
-                    UPDATE records SET body = \(try JSONEncoder().encode(merged.body)), version = \(merged.version)
+                    UPDATE records SET body = \(Self.blob(merged.body)), version = \(merged.version)
                     WHERE collection = \(collection) AND id = \(id)
                     """)
                 result = merged
@@ -70,10 +75,14 @@ struct RecordStore: Sendable {
 
     func list(_ collection: String) async throws -> [Record] {
         try await storage.transaction { transaction in
-            try await transaction.rows("SELECT id, body, version FROM records WHERE collection = \(collection) ORDER BY id").map {
-                Record(id: try $0.string("id"), version: try $0.int("version"),
-                       body: try JSONDecoder().decode([String: JSONValue].self, from: try $0.data("body")))
-            }
+            try await transaction.rows("SELECT id, body, version FROM records WHERE collection = \(collection) ORDER BY id").map { try Self.record(from: $0) }
+        }
+    }
+
+    /// One record, read on its own (the collection may be large).
+    func record(_ collection: String, id: String) async throws -> Record? {
+        try await storage.transaction { transaction in
+            try await transaction.row("SELECT id, body, version FROM records WHERE collection = \(collection) AND id = \(id)").map { try Self.record(from: $0) }
         }
     }
 
@@ -84,36 +93,22 @@ struct RecordStore: Sendable {
             })
         }
     }
-}
 
-/// Any JSON value, for documents the server stores without knowing their shape.
-enum JSONValue: Codable, Sendable, Equatable {
-    case null
-    case bool(Bool)
-    case number(Double)
-    case string(String)
-    case array([JSONValue])
-    case object([String: JSONValue])
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() { self = .null }
-        else if let value = try? container.decode(Bool.self) { self = .bool(value) }
-        else if let value = try? container.decode(Double.self) { self = .number(value) }
-        else if let value = try? container.decode(String.self) { self = .string(value) }
-        else if let value = try? container.decode([JSONValue].self) { self = .array(value) }
-        else { self = .object(try container.decode([String: JSONValue].self)) }
+    private static func record(from row: SQLRow) throws -> Record {
+        Record(id: try row.string("id"), version: try row.int("version"), body: try body(try row.data("body")))
     }
 
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        switch self {
-        case .null: try container.encodeNil()
-        case .bool(let value): try container.encode(value)
-        case .number(let value): try container.encode(value)
-        case .string(let value): try container.encode(value)
-        case .array(let value): try container.encode(value)
-        case .object(let value): try container.encode(value)
+    /// A body as stored: JSON text in UTF-8, numbers as the client wrote them.
+    private static func blob(_ body: [String: JSONValue]) -> Data {
+        Data(JSONValue.object(body).jsonBytes)
+    }
+
+    /// A stored body. Rows written before by Foundation's `JSONEncoder` read the same way: it
+    /// wrote plain JSON, which ``JSONValue/Limits/stored`` takes in full.
+    private static func body(_ data: Data) throws -> [String: JSONValue] {
+        guard case .object(let body) = try JSONValue.parse(data, limits: .stored) else {
+            throw JSONValue.ParseError(reason: "A stored record is not a JSON object.", offset: 0)
         }
+        return body
     }
 }

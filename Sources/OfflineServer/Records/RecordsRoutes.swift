@@ -18,18 +18,17 @@ extension Router where Context == OfflineRequestContext {
     func addRecordsRoutes(storage: any ServerStorage) {
         let records = RecordStore(storage: storage)
         get("/api/record-effects") { _, _ in
-            try jsonResponse(["effects": try await records.effects()])
+            jsonResponse(.object(["effects": .object(try await records.effects().mapValues { .number(String($0)) })]))
         }
         let group = group("/api/records")
         group.get(":collection") { _, context in
-            try jsonResponse(try await records.list(context.parameters.require("collection")))
+            jsonResponse(.array(try await records.list(context.pathParameter("collection")).map(\.json)))
         }
         group.get(":collection/:id") { _, context in
-            let id = try context.parameters.require("id")
-            guard let record = try await records.list(context.parameters.require("collection")).first(where: { $0.id == id }) else {
+            guard let record = try await records.record(context.pathParameter("collection"), id: context.pathParameter("id")) else {
                 return Response(status: .notFound)
             }
-            return try jsonResponse(record)
+            return jsonResponse(record.json)
         }
         group.put(":collection/:id") { request, context in
             try await write(request, context, records) { .put($0) }
@@ -39,8 +38,8 @@ extension Router where Context == OfflineRequestContext {
         }
         group.delete(":collection/:id") { request, context in
             let key = request.headers[IdempotencyMiddleware<OfflineRequestContext>.keyField].flatMap(IdempotencyMiddleware<OfflineRequestContext>.parseKey)
-            _ = try await records.apply(.delete, collection: context.parameters.require("collection"),
-                                        id: context.parameters.require("id"), key: key)
+            _ = try await records.apply(.delete, collection: context.pathParameter("collection"),
+                                        id: context.pathParameter("id"), key: key)
             return Response(status: .noContent)
         }
     }
@@ -52,27 +51,36 @@ private func write(
 ) async throws -> Response {
     var request = request
     let body = try await request.collectBody(upTo: context.maxUploadSize)
-    guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(body.readableBytesView)) else {
-        return problem(.badRequest, "The body must be a JSON object.")
+    let (collection, id, object): (String, String, [String: JSONValue])
+    do {
+        (collection, id) = (try context.pathParameter("collection"), try context.pathParameter("id"))
+        object = try JSONBody.object(body, maxBytes: context.maxUploadSize)
+    } catch let refusal as BadRequest {
+        // Returned, not thrown, so the idempotency key keeps this answer like any other 4xx.
+        return problemResponse(refusal.status, refusal.detail)
     }
-    if let refusal = RecordRules.refusal(request.method, object, collection: try context.parameters.require("collection")) { return refusal }
+    if let refusal = RecordRules.refusal(request.method, object, collection: collection) { return refusal }
     let key = request.headers[IdempotencyMiddleware<OfflineRequestContext>.keyField].flatMap(IdempotencyMiddleware<OfflineRequestContext>.parseKey)
-    guard let record = try await records.apply(make(object), collection: context.parameters.require("collection"),
-                                               id: context.parameters.require("id"), key: key) else {
-        return problem(.notFound, "No such record.")
+    guard let record = try await records.apply(make(object), collection: collection, id: id, key: key) else {
+        return problemResponse(.notFound, "No such record.")
     }
-    return try jsonResponse(record)
+    return jsonResponse(record.json)
 }
 
-private func jsonResponse(_ value: some Encodable) throws -> Response {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys]
-    return Response(status: .ok, headers: [.contentType: "application/json"],
-                    body: ResponseBody(byteBuffer: ByteBuffer(bytes: try encoder.encode(value))))
+private func jsonResponse(_ value: JSONValue) -> Response {
+    Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: value.jsonBytes)))
 }
 
-private func problem(_ status: HTTPResponse.Status, _ detail: String) -> Response {
-    let body = (try? JSONSerialization.data(withJSONObject: ["status": Int(status.code), "detail": detail], options: [.sortedKeys])) ?? Data()
-    return Response(status: status, headers: [.contentType: "application/problem+json"],
-                    body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+extension OfflineRequestContext {
+    /// A path parameter as the client meant it. Hummingbird hands parameters over as they stand
+    /// in the URI, still percent-encoded: `/api/records/notes/a%20b` names the record "a b".
+    /// - Throws: ``BadRequest`` when the encoding is broken or decodes to a control character,
+    ///   which storage could cut or a later reader misread.
+    func pathParameter(_ name: String) throws -> String {
+        guard let decoded = try parameters.require(name).removingPercentEncoding,
+              !decoded.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw BadRequest(detail: "The \(name) in the path is not valid.")
+        }
+        return decoded
+    }
 }

@@ -74,6 +74,7 @@ enum ShopHTTP {
 
     static func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: OfflineRequestContext) async throws -> T {
         let buffer = try await request.body.collect(upTo: context.maxUploadSize)
+        _ = try JSONBody.parse(buffer, maxBytes: context.maxUploadSize)
         do {
             return try ShopCoding.decoder().decode(type, from: Data(buffer.readableBytesView))
         } catch {

@@ -74,7 +74,7 @@ enum InvitationRules {
         let email = input.email.trimmingCharacters(in: .whitespaces).lowercased()
         let parts = email.split(separator: "@", omittingEmptySubsequences: false)
         guard parts.count == 2, !parts[0].isEmpty, parts[1].contains("."), !parts[1].hasPrefix("."), !parts[1].hasSuffix("."),
-              email.count <= 254, !email.contains(" ") else {
+              email.count <= 254, !email.contains(where: \.isWhitespace) else {
             return .failure(.init(message: "Enter a valid email address.", field: "email"))
         }
         guard !blockedDomains.contains(String(parts[1])) else {

@@ -58,7 +58,7 @@ struct AccountTests {
         try await app.test(.router) { client in
             let ana = try await signedInJSON(client, "ana")
             let ben = try await signedInJSON(client, "ben")
-            try await client.execute(uri: "/api/planner", method: .put, headers: ana,
+            try await client.execute(uri: "/api/planner", method: .put, headers: keyed(ana),
                                      body: ByteBuffer(string: #"{"tasks":[{"title":"Ana's secret"}],"notes":[]}"#)) { response in
                 #expect(response.status == .noContent)
             }
@@ -79,7 +79,7 @@ struct AccountTests {
             let ben = try await signedInJSON(client, "ben")   // member
             let alice = try await signedInJSON(client, "alice")  // not a member
             for (headers, role) in [(ben, "member"), (ben, "admin"), (alice, "member")] {
-                try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: headers,
+                try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: keyed(headers),
                                          body: try Self.body(["email": "eve@example.com", "role": role])) { response throws in
                     #expect(response.status == .forbidden)
                     #expect(try Self.object(response)["message"] as? String == "Only an admin of this workspace can invite people.")
@@ -92,7 +92,7 @@ struct AccountTests {
                 let members = try #require(try Self.object(response)["members"] as? [[String: Any]])
                 #expect(!members.contains { $0["email"] as? String == "eve@example.com" })
             }
-            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: ana,
+            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: keyed(ana),
                                      body: try Self.body(["email": "eve@example.com", "role": "admin"])) { response in
                 #expect(response.status == .created)
             }

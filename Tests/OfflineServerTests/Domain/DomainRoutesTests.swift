@@ -35,20 +35,20 @@ struct DomainRoutesTests {
         let app = try await buildApplication(try await backend.configuration())
         try await app.test(.router) { client in
             let ana = try await signedInJSON(client, "ana")
-            try await client.execute(uri: "/api/planner/suggestions", method: .post, headers: ana,
+            try await client.execute(uri: "/api/planner/suggestions", method: .post, headers: keyed(ana),
                                      body: ByteBuffer(string: #"{"tasks":["Essay","Lab"]}"#)) { response throws in
                 #expect(response.status == .ok)
                 let suggestions = try #require(try Self.object(response)["suggestions"] as? [String])
                 #expect(suggestions.first?.contains("Essay") == true)
             }
-            try await client.execute(uri: "/api/planner", method: .put, headers: ana,
+            try await client.execute(uri: "/api/planner", method: .put, headers: keyed(ana),
                                      body: ByteBuffer(string: #"{"tasks":[{"title":"x"}],"notes":[]}"#)) { response in
                 #expect(response.status == .noContent)
             }
             try await client.execute(uri: "/api/planner", method: .get, headers: ana) { response throws in
                 #expect((try Self.object(response)["tasks"] as? [Any])?.count == 1)
             }
-            try await client.execute(uri: "/api/planner", method: .put, headers: ana, body: ByteBuffer(string: "not json")) { response in
+            try await client.execute(uri: "/api/planner", method: .put, headers: keyed(ana), body: ByteBuffer(string: "not json")) { response in
                 #expect(response.status == .badRequest)
             }
         }
@@ -64,11 +64,11 @@ struct DomainRoutesTests {
                 #expect(sessions.count == 3)
                 #expect(sessions.allSatisfy { ($0["packId"] as? String)?.hasPrefix("session-") == true })
             }
-            try await client.execute(uri: "/api/sessions/deep-focus/generate", method: .post, headers: ana) { response throws in
+            try await client.execute(uri: "/api/sessions/deep-focus/generate", method: .post, headers: keyed(ana)) { response throws in
                 #expect(response.status == .created)
                 #expect(try Self.object(response)["variation"] as? Int == 1)
             }
-            try await client.execute(uri: "/api/sessions/nope/generate", method: .post, headers: ana) { response throws in
+            try await client.execute(uri: "/api/sessions/nope/generate", method: .post, headers: keyed(ana)) { response throws in
                 #expect(response.status == .notFound)
                 #expect(try Self.object(response)["message"] as? String == "This session is no longer available.")
             }
@@ -86,12 +86,12 @@ struct DomainRoutesTests {
                 (#"{"email":"ana@example.com"}"#, "ana@example.com is already a member of this workspace."),
                 (#"{"email":"new@example.com","role":"owner"}"#, "Choose a role: member, admin or viewer."),
             ] {
-                try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: ana, body: ByteBuffer(string: body)) { response throws in
+                try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: keyed(ana), body: ByteBuffer(string: body)) { response throws in
                     #expect(response.status == .unprocessableContent)
                     #expect(try Self.object(response)["message"] as? String == message)
                 }
             }
-            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: ana,
+            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: keyed(ana),
                                      body: ByteBuffer(string: #"{"email":"New@Example.com","name":"Nia"}"#)) { response throws in
                 #expect(response.status == .created)
                 #expect(try Self.object(response)["email"] as? String == "new@example.com")
@@ -146,7 +146,7 @@ struct DomainRoutesTests {
                 #expect(response.status == .created)
                 #expect(try Self.object(response)["version"] as? String == "2")
             }
-            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: ana,
+            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: keyed(ana),
                                      body: ByteBuffer(string: #"{"email":"kept@example.com"}"#)) { response in
                 #expect(response.status == .created)
             }
@@ -159,7 +159,7 @@ struct DomainRoutesTests {
         let again = try await buildApplication(configuration)
         try await again.test(.router) { client in
             let ana = try await signedInJSON(client, "ana")
-            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: ana,
+            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: keyed(ana),
                                      body: ByteBuffer(string: #"{"email":"kept@example.com"}"#)) { response in
                 #expect(response.status == .unprocessableContent)
             }

@@ -91,7 +91,7 @@ struct StorageBackendTests {
                     for customer in customers {
                         for client in clients + clients {
                             group.addTask {
-                                try await client.execute(uri: "/shop/checkout", method: .post, headers: tokens[customer]!) { $0.status }
+                                try await client.execute(uri: "/shop/checkout", method: .post, headers: keyed(tokens[customer]!)) { $0.status }
                             }
                         }
                     }
@@ -113,7 +113,7 @@ struct StorageBackendTests {
                 let invitations = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
                     for client in clients {
                         group.addTask {
-                            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: admin,
+                            try await client.execute(uri: "/api/workspace/invitations", method: .post, headers: keyed(admin),
                                                      body: ByteBuffer(string: #"{"email":"race@example.com"}"#)) { $0.status }
                         }
                     }
@@ -165,7 +165,7 @@ struct StorageBackendTests {
             }
             await #expect(throws: CancellationError.self) { try await cancelled.value }
             #expect(try await records.effects().isEmpty)
-            _ = try await records.apply(.put(["n": .number(1)]), collection: "c", id: "1", key: "next")
+            _ = try await records.apply(.put(["n": .number("1")]), collection: "c", id: "1", key: "next")
             #expect(try await records.effects() == ["next": 1])
             group.cancelAll()
         }

@@ -21,7 +21,7 @@ struct PackRoutesTests {
     }
 
     func app(_ packs: URL) async throws -> some ApplicationProtocol {
-        try await buildApplication(ServerConfiguration(port: 0, packsDirectory: packs, faultsEnabled: true))
+        try await buildApplication(ServerConfiguration.testing(packsDirectory: packs, faultsEnabled: true))
     }
 
     @Test("serves the newest version's manifest with a strong ETag and answers If-None-Match with 304")

@@ -32,7 +32,7 @@ struct ShopRoutesTests {
                 #expect(response.headers[.eTag] == etag)
             }
             // A change gives a new validator.
-            try await client.execute(uri: "/shop/cart/items/mug", method: .patch, headers: alice, body: ByteBuffer(string: #"{"quantity":3}"#)) { response throws in
+            try await client.execute(uri: "/shop/cart/items/mug", method: .patch, headers: keyed(alice), body: ByteBuffer(string: #"{"quantity":3}"#)) { response throws in
                 #expect(response.status == .ok)
                 #expect(response.headers[.cacheControl] == "no-store")
             }
@@ -48,7 +48,7 @@ struct ShopRoutesTests {
         let app = try await buildApplication(try await backend.configuration())
         try await app.test(.router) { client in
             let alice = try await signedIn(client, "alice")
-            let order = try await client.execute(uri: "/shop/checkout", method: .post, headers: alice) { response throws in
+            let order = try await client.execute(uri: "/shop/checkout", method: .post, headers: keyed(alice)) { response throws in
                 #expect(response.status == .created)
                 return try Self.decode(ShopOrder.self, response)
             }
@@ -60,13 +60,13 @@ struct ShopRoutesTests {
             try await client.execute(uri: "/shop/cart", method: .get, headers: alice) { response throws in
                 #expect(try Self.decode(ShopCart.self, response).items.isEmpty)
             }
-            try await client.execute(uri: "/shop/checkout", method: .post, headers: alice) { response throws in
+            try await client.execute(uri: "/shop/checkout", method: .post, headers: keyed(alice)) { response throws in
                 #expect(response.status == .conflict)
             }
             try await client.execute(uri: "/shop/orders/\(order.id)/tracking", method: .get, headers: alice) { response throws in
                 #expect(try Self.decode(ShopTracking.self, response).steps == ["Order placed"])
             }
-            try await client.execute(uri: "/shop/orders/\(order.id)/rating", method: .post, headers: alice, body: ByteBuffer(string: #"{"stars":4}"#)) { response throws in
+            try await client.execute(uri: "/shop/orders/\(order.id)/rating", method: .post, headers: keyed(alice), body: ByteBuffer(string: #"{"stars":4}"#)) { response throws in
                 #expect(try Self.decode(ShopOrder.self, response).rating == 4)
             }
         }
@@ -78,7 +78,7 @@ struct ShopRoutesTests {
         try await app.test(.router) { client in
             let alice = try await signedIn(client, "alice")
             let bob = try await signedIn(client, "bob")
-            try await client.execute(uri: "/shop/cart/items/map", method: .patch, headers: alice, body: ByteBuffer(string: #"{"quantity":0}"#)) { response throws in
+            try await client.execute(uri: "/shop/cart/items/map", method: .patch, headers: keyed(alice), body: ByteBuffer(string: #"{"quantity":0}"#)) { response throws in
                 #expect(try Self.decode(ShopCart.self, response).items.count == 2)
             }
             try await client.execute(uri: "/shop/cart", method: .get, headers: bob) { response throws in
@@ -88,14 +88,14 @@ struct ShopRoutesTests {
                 #expect(response.status == .unauthorized)
             }
             for body in [#"{"quantity":-1}"#, #"{"quantity":100}"#, "not json"] {
-                try await client.execute(uri: "/shop/cart/items/mug", method: .patch, headers: alice, body: ByteBuffer(string: body)) { response throws in
+                try await client.execute(uri: "/shop/cart/items/mug", method: .patch, headers: keyed(alice), body: ByteBuffer(string: body)) { response throws in
                     #expect(response.status == .badRequest)
                 }
             }
-            try await client.execute(uri: "/shop/cart/items/nope", method: .patch, headers: alice, body: ByteBuffer(string: #"{"quantity":1}"#)) { response throws in
+            try await client.execute(uri: "/shop/cart/items/nope", method: .patch, headers: keyed(alice), body: ByteBuffer(string: #"{"quantity":1}"#)) { response throws in
                 #expect(response.status == .notFound)
             }
-            try await client.execute(uri: "/shop/orders/A-1039/rating", method: .post, headers: alice, body: ByteBuffer(string: #"{"stars":9}"#)) { response throws in
+            try await client.execute(uri: "/shop/orders/A-1039/rating", method: .post, headers: keyed(alice), body: ByteBuffer(string: #"{"stars":9}"#)) { response throws in
                 #expect(response.status == .badRequest)
             }
             try await client.execute(uri: "/shop/orders/missing/tracking", method: .get, headers: alice) { response throws in
@@ -116,11 +116,11 @@ struct ShopRoutesTests {
         let order = try await buildApplication(configuration).test(.router) { client in
             let alice = try await signedIn(client, "alice")
             let bob = try await signedIn(client, "bob")
-            try await client.execute(uri: "/shop/cart/items/mug", method: .patch, headers: alice, body: ByteBuffer(string: #"{"quantity":5}"#)) { _ in }
-            let order = try await client.execute(uri: "/shop/checkout", method: .post, headers: alice) { response throws in
+            try await client.execute(uri: "/shop/cart/items/mug", method: .patch, headers: keyed(alice), body: ByteBuffer(string: #"{"quantity":5}"#)) { _ in }
+            let order = try await client.execute(uri: "/shop/checkout", method: .post, headers: keyed(alice)) { response throws in
                 try Self.decode(ShopOrder.self, response)
             }
-            try await client.execute(uri: "/shop/cart/items/map", method: .patch, headers: bob,
+            try await client.execute(uri: "/shop/cart/items/map", method: .patch, headers: keyed(bob),
                                      body: ByteBuffer(string: #"{"quantity":0}"#)) { _ in }
             return order
         }
@@ -142,7 +142,7 @@ struct ShopRoutesTests {
                 #expect(try Self.decode(ShopCart.self, response).items.map(\.id) == ["mug", "bottle"])
             }
             // Order numbers carry on from where they were.
-            let next = try await client.execute(uri: "/shop/checkout", method: .post, headers: bob) { response throws in
+            let next = try await client.execute(uri: "/shop/checkout", method: .post, headers: keyed(bob)) { response throws in
                 try Self.decode(ShopOrder.self, response)
             }
             #expect(next.id != order.id)

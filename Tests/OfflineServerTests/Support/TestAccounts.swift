@@ -45,3 +45,11 @@ func signedInJSON(_ client: some TestClientProtocol, _ name: String) async throw
     headers[.contentType] = "application/json"
     return headers
 }
+
+/// `headers` with a new `Idempotency-Key`: one write, as a client sends it (the server runs every
+/// write route once per key, and refuses writes without one).
+func keyed(_ headers: HTTPFields = [:]) -> HTTPFields {
+    var headers = headers
+    headers[IdempotencyMiddleware<OfflineRequestContext>.keyField] = "\"\(UUID().uuidString)\""
+    return headers
+}

@@ -1,0 +1,108 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOConcurrencyHelpers
+import NIOCore
+@testable import OfflineServer
+import Testing
+
+/// Every state-changing route of the reference backend is exactly-once: listed from the router
+/// itself, so a write route added without the guard fails here.
+@Suite("Write routes are exactly-once", .timeLimit(.minutes(1)))
+struct WriteRoutesTests {
+    /// The only writes that run without a key: signing in and out, and the loopback-only controls.
+    static let unguarded: Set<String> = [
+        "POST /api/auth/sign-in", "POST /api/auth/refresh", "POST /api/auth/sign-out",
+        "PUT /_faults/routes", "DELETE /_faults/routes", "PUT /_faults/packs", "DELETE /_faults/packs",
+        "POST /_demo/packs/{pack}/publish",
+    ]
+
+    static func writeRoutes(_ router: Router<OfflineRequestContext>) -> [(method: HTTPRequest.Method, path: String)] {
+        router.routes.filter { IdempotentWrites.methods.contains($0.method) }.map { ($0.method, $0.path.description) }
+    }
+
+    @Test("every write route refuses a request without an Idempotency-Key, except the few listed as unguarded")
+    func everyWriteIsGuarded() async throws {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "offline-write-routes-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let configuration = ServerConfiguration.testing(packsDirectory: folder.appending(path: "packs"), faultsEnabled: true)
+        let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: .init(label: "test"))
+        let router = try buildRouter(configuration, storage: storage)
+        let writes = Self.writeRoutes(router)
+        #expect(writes.count >= 10, "\(writes)")
+        let listed = Set(writes.map { "\($0.method) \($0.path)" })
+        #expect(Self.unguarded.isSubset(of: listed), "an unguarded route named here no longer exists")
+        try await Application(router: router).test(.router) { client in
+            let ana = try await signedInJSON(client, "ana")
+            for (method, path) in writes where !Self.unguarded.contains("\(method) \(path)") {
+                let uri = path.replacingOccurrences(of: "{collection}", with: "notes").replacingOccurrences(of: "{id}", with: "1")
+                try await client.execute(uri: uri, method: method, headers: ana, body: ByteBuffer(string: "{}")) { response throws in
+                    #expect(response.status == .badRequest, "\(method) \(path)")
+                    let problem = try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any]
+                    #expect(problem?["title"] as? String == "Idempotency-Key missing", "\(method) \(path) is not guarded")
+                }
+            }
+        }
+        for route in Self.unguarded {
+            let parts = route.split(separator: " ", maxSplits: 1).map(String.init)
+            #expect(!IdempotentWrites.isGuarded(HTTPRequest.Method(parts[0])!, path: parts[1]), "\(route)")
+        }
+    }
+
+    @Test("a checkout retried after a lost answer gets the same order, not \"the cart is empty\"")
+    func checkoutRetried() async throws {
+        let app = try await buildApplication(.testing())
+        try await app.test(.router) { client in
+            let headers = keyed(try await signedIn(client, "alice"))
+            var answers: [(HTTPResponse.Status, String, String?)] = []
+            for _ in 0..<3 {
+                try await client.execute(uri: "/shop/checkout", method: .post, headers: headers) { response in
+                    answers.append((response.status, String(buffer: response.body), response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField]))
+                }
+            }
+            #expect(answers.map(\.0) == [.created, .created, .created])
+            #expect(Set(answers.map(\.1)).count == 1, "the same order each time")
+            #expect(answers.map(\.2) == [nil, "true", "true"])
+            try await client.execute(uri: "/shop/orders", method: .get, headers: headers) { response throws in
+                let orders = try ShopCoding.decoder().decode(ShopOrderHistory.self, from: Data(response.body.readableBytesView)).orders
+                #expect(orders.count == 4, "three seeded orders and one checkout")
+            }
+        }
+    }
+
+    @Test("a route that fails leaves neither its effect nor the key: the retry runs and succeeds")
+    func failureLeavesNothing() async throws {
+        let storage = try await SQLiteStorage.open(in: nil, schemas: [IdempotentWrites.schema, RecordStore.schema])
+        let records = RecordStore(storage: storage)
+        let attempts = CallCounter()
+        let router = Router(context: OfflineRequestContext.self)
+        router.add(middleware: IdempotentWrites(storage: storage, retention: .seconds(3600), now: { Date() }))
+        router.post("/flaky") { _, _ in
+            // The effect is written, then the route fails the first time: both must be undone.
+            _ = try await records.apply(.put(["n": .number("1")]), collection: "flaky", id: "x", key: "flaky-write")
+            if attempts.next() == 1 { throw HTTPError(.serviceUnavailable) }
+            return Response(status: .created)
+        }
+        try await Application(router: router).test(.router) { client in
+            let headers = keyed()
+            try await client.execute(uri: "/flaky", method: .post, headers: headers) { #expect($0.status == .serviceUnavailable) }
+            #expect(try await records.list("flaky").isEmpty, "the failed attempt's effect was rolled back")
+            try await client.execute(uri: "/flaky", method: .post, headers: headers) { response in
+                #expect(response.status == .created)
+                #expect(response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField] == nil)
+            }
+            try await client.execute(uri: "/flaky", method: .post, headers: headers) { response in
+                #expect(response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField] == "true")
+            }
+            #expect(try await records.effects()["flaky-write"] == 1, "one effect in all")
+            #expect(try await records.list("flaky").map(\.version) == [1])
+        }
+    }
+}
+
+/// Counts calls from any task.
+final class CallCounter: Sendable {
+    private let value = NIOLockedValueBox(0)
+    func next() -> Int { value.withLockedValue { $0 += 1; return $0 } }
+}
