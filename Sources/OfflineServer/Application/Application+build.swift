@@ -14,10 +14,13 @@ public func buildApplication(
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
     let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: logger)
+    let purge = ExpiredDataPurge(
+        storage: storage, accounts: accountStore(configuration, storage: storage), retention: configuration.idempotencyRetention,
+        interval: configuration.purgeInterval, clock: ContinuousClock(), now: { Date() }, logger: logger)
     return Application(
         router: try buildRouter(configuration, storage: storage),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OfflineServer"),
-        services: storage.services,
+        services: storage.services + [purge],
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger
     )
@@ -38,9 +41,7 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     router.addFaultSwitch(configuration)
     router.addHealthRoutes()
     // Before every route that needs to know who is asking.
-    let accounts = AccountStore(storage: storage, accessLifetime: configuration.accessTokenLifetime,
-                                refreshLifetime: configuration.refreshTokenLifetime, now: { Date() })
-    router.addAccountRoutes(accounts: accounts)
+    router.addAccountRoutes(accounts: accountStore(configuration, storage: storage))
     // Every write after this point is exactly-once.
     router.add(middleware: IdempotentWrites(storage: storage, retention: configuration.idempotencyRetention, now: { Date() }))
     router.addShopRoutes(storage: storage)
@@ -48,4 +49,9 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     router.addPackRoutes(configuration)
     router.addRecordsRoutes(storage: storage)
     return router
+}
+
+func accountStore(_ configuration: ServerConfiguration, storage: any ServerStorage) -> AccountStore {
+    AccountStore(storage: storage, accessLifetime: configuration.accessTokenLifetime,
+                 refreshLifetime: configuration.refreshTokenLifetime, now: { Date() })
 }

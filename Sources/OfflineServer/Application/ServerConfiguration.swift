@@ -15,6 +15,8 @@ public struct ServerConfiguration: Sendable {
     public var faultsEnabled: Bool
     /// How long idempotency keys and their stored responses are kept.
     public var idempotencyRetention: Duration
+    /// How often expired idempotency keys and tokens are deleted.
+    public var purgeInterval: Duration
     /// Accounts created at start when missing (``AccountSeed/demo`` for the demo); none by default.
     public var accounts: [AccountSeed]
     /// How long an access token works; the client refreshes it after that.
@@ -31,6 +33,7 @@ public struct ServerConfiguration: Sendable {
         postgresURL: String? = nil,
         faultsEnabled: Bool = false,
         idempotencyRetention: Duration = .seconds(24 * 3600),
+        purgeInterval: Duration = .seconds(10 * 60),
         accounts: [AccountSeed] = [],
         accessTokenLifetime: Duration = .seconds(15 * 60),
         refreshTokenLifetime: Duration = .seconds(30 * 24 * 3600)
@@ -42,6 +45,7 @@ public struct ServerConfiguration: Sendable {
         self.postgresURL = postgresURL
         self.faultsEnabled = faultsEnabled
         self.idempotencyRetention = idempotencyRetention
+        self.purgeInterval = purgeInterval
         self.accounts = accounts
         self.accessTokenLifetime = accessTokenLifetime
         self.refreshTokenLifetime = refreshTokenLifetime
