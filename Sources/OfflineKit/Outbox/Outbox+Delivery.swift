@@ -50,13 +50,16 @@ extension Outbox {
         let retention = policy.retention
         return try await writer.write { db in
             if try Self.isPaused(db) { return ([], nil) }
+            // Only the signed-in account's entries go out; a lane is ordered within its account.
+            let account = try Self.account(db)
             // The oldest active entry of each lane (nothing behind it in its lane may go first),
             // due ones first: a lane waiting out a backoff never keeps a due lane out of the window,
             // and the window stays small however long the queue is.
             let headCondition = """
                 +o.state = 'pending'
                 AND NOT EXISTS (SELECT 1 FROM offlinekit_outbox p INDEXED BY offlinekit_outbox_lane
-                                WHERE p.lane = o.lane AND p.sequence < o.sequence AND p.state IN ('pending', 'in-flight'))
+                                WHERE p.lane = o.lane AND p.account IS o.account AND p.sequence < o.sequence AND p.state IN ('pending', 'in-flight'))
+                AND o.account IS ?
                 """
             // Four heads per free slot leave room for heads still waiting on a dependency.
             let window = max(limit * 4, 16)
@@ -68,13 +71,13 @@ extension Outbox {
                 SELECT o.* FROM offlinekit_outbox o
                 WHERE \(headCondition) AND +o.nextAttemptAt <= ?
                 ORDER BY o.sequence LIMIT ?
-                """), arguments: [now.timeIntervalSince1970, window])
+                """), arguments: [account, now.timeIntervalSince1970, window])
             // The next waiting head, for the wake-up time (and its retention).
             heads += try OutboxEntry.fetchAll(db.cachedStatement(sql: """
                 SELECT o.* FROM offlinekit_outbox o INDEXED BY offlinekit_outbox_state
                 WHERE o.state = 'pending' AND \(headCondition) AND o.nextAttemptAt > ?
                 ORDER BY o.nextAttemptAt LIMIT 1
-                """), arguments: [now.timeIntervalSince1970])
+                """), arguments: [account, now.timeIntervalSince1970])
             heads.sort { ($0.sequence ?? 0) < ($1.sequence ?? 0) }
             let dependencies = Set(heads.flatMap(\.dependsOn))
             var dependencyStates: [String: OutboxEntryState] = [:]

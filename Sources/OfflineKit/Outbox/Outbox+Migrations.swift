@@ -44,5 +44,14 @@ extension DatabaseMigrator {
                 t.column("updatedAt", .double).notNull()
             }
         }
+        registerMigration("offlinekit.outbox.v2-accounts") { db in
+            // The account signed in when the entry was queued; NULL for apps without accounts.
+            try db.alter(table: "offlinekit_outbox") { t in t.add(column: "account", .text) }
+            // One row: the account signed in now, whose entries are the only ones sent.
+            try db.create(table: "offlinekit_outbox_account") { t in
+                t.primaryKey("id", .integer, onConflict: .replace).check { $0 == 1 }
+                t.column("account", .text)
+            }
+        }
     }
 }

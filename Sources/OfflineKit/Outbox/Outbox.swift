@@ -112,10 +112,11 @@ public final class Outbox: Sendable {
         guard operations[operation.name] != nil else { throw OutboxError.unknownOperation(operation.name) }
         let lane = lane ?? record?.description ?? path
         let now = now()
+        let account = try Self.account(db)
 
         if !operation.coalescing.isEmpty {
             let queued = try OutboxEntry
-                .filter(Column("lane") == lane)
+                .filter(Column("lane") == lane && Column("account") == account)
                 .filter([OutboxEntryState.pending.rawValue, OutboxEntryState.inFlight.rawValue].contains(Column("state")))
                 .order(Column("sequence"))
                 .fetchAll(db)
@@ -150,6 +151,7 @@ public final class Outbox: Sendable {
             path: path,
             payload: payload,
             idempotencyKey: UUID().uuidString.lowercased(),
+            account: account,
             lane: lane,
             record: record,
             dependsOn: dependsOn,
@@ -238,6 +240,51 @@ public final class Outbox: Sendable {
         }
     }
 
+    // MARK: - Accounts
+
+    /// The account signed in now: writes queued from now on belong to it, and only its entries are
+    /// sent. Nil when no one is signed in (or the app has no accounts).
+    public func account() async throws -> String? {
+        try await writer.read { db in try Self.account(db) }
+    }
+
+    /// Tells the outbox who is signed in: after a sign-in, an account switch, or with nil after
+    /// sign-out.
+    ///
+    /// Entries queued under another account stay in the queue, paused, and are sent again only
+    /// when that account signs in (``OutboxSnapshot/waitingForOtherAccounts`` counts them): a write
+    /// is never sent with someone else's credentials. An app that will not sign that account in
+    /// again discards them with ``discardEntries(of:)``.
+    public func setAccount(_ account: String?) async throws {
+        try await writer.write { db in
+            try db.execute(sql: "INSERT INTO offlinekit_outbox_account (id, account) VALUES (1, ?)", arguments: [account])
+        }
+        wakeups.signal()
+    }
+
+    /// Removes every entry queued under `account` (the user chose to drop what another account
+    /// left unsent), running each operation's `onDismissed` hook in the same transaction so that
+    /// optimistic changes are rolled back.
+    ///
+    /// - Returns: how many entries were removed.
+    @discardableResult
+    public func discardEntries(of account: String) async throws -> Int {
+        try await OfflineStoreError.mapping {
+            try await writer.write { db in
+                let entries = try OutboxEntry.filter(Column("account") == account).order(Column("sequence")).fetchAll(db)
+                for entry in entries.reversed() {
+                    try self.operations[entry.operation]?.onDismissed?(db, entry)
+                    try entry.delete(db)
+                }
+                return entries.count
+            }
+        }
+    }
+
+    static func account(_ db: Database) throws -> String? {
+        try String.fetchOne(db.cachedStatement(sql: "SELECT account FROM offlinekit_outbox_account WHERE id = 1"))
+    }
+
     /// Resumes delivery after the app refreshed the credentials the server refused.
     public func resume() async throws {
         try await writer.write { db in
@@ -249,8 +296,10 @@ public final class Outbox: Sendable {
 
 /// The queue's state, for badges, banners and debugging screens.
 public struct OutboxSnapshot: Sendable, Hashable {
-    /// Entries waiting to be sent.
+    /// Entries of the signed-in account waiting to be sent.
     public var pendingCount: Int
+    /// Entries queued under another account, kept (paused) until it signs in again.
+    public var waitingForOtherAccounts = 0
     /// Entries being sent right now.
     public var inFlightCount: Int
     /// When the next waiting entry is due; nil when none waits.
@@ -264,10 +313,11 @@ public struct OutboxSnapshot: Sendable, Hashable {
     public var isEmpty: Bool { pendingCount == 0 && inFlightCount == 0 }
 
     static func fetch(_ db: Database) throws -> OutboxSnapshot {
+        let account = try Outbox.account(db)
         let counts = try Row.fetchAll(db, sql: """
             SELECT state, COUNT(*) AS count, MIN(nextAttemptAt) AS next FROM offlinekit_outbox
-            WHERE state IN ('pending', 'in-flight') GROUP BY state
-            """)
+            WHERE state IN ('pending', 'in-flight') AND account IS ? GROUP BY state
+            """, arguments: [account])
         var snapshot = OutboxSnapshot(pendingCount: 0, inFlightCount: 0, nextRetryAt: nil, failures: [], pausedFor: nil)
         for row in counts {
             let state: String = row["state"]
@@ -278,6 +328,9 @@ public struct OutboxSnapshot: Sendable, Hashable {
                 snapshot.inFlightCount = row["count"]
             }
         }
+        snapshot.waitingForOtherAccounts = try Int.fetchOne(db, sql: """
+            SELECT COUNT(*) FROM offlinekit_outbox WHERE state IN ('pending', 'in-flight') AND account IS NOT ?
+            """, arguments: [account]) ?? 0
         snapshot.failures = try OutboxEntry
             .filter([OutboxEntryState.rejected.rawValue, OutboxEntryState.deadLetter.rawValue].contains(Column("state")))
             .order(Column("sequence"))

@@ -31,6 +31,9 @@ public struct OutboxEntry: Sendable, Hashable, Identifiable {
     public var payload: Data?
     /// Sent as the `Idempotency-Key` header on every attempt.
     public var idempotencyKey: String
+    /// The account signed in when the write was queued (``Outbox/setAccount(_:)``): the entry is
+    /// sent only while that account is signed in. Nil when the app has no accounts.
+    public var account: String? = nil
     /// Entries of one lane are delivered strictly in order; lanes are independent.
     public var lane: String
     /// The record this entry changes, for pending markers.
@@ -67,6 +70,7 @@ extension OutboxEntry: FetchableRecord, PersistableRecord {
         path = row["path"]
         payload = row["payload"]
         idempotencyKey = row["idempotencyKey"]
+        account = row["account"]
         lane = row["lane"]
         if let collection: String = row["recordCollection"], let recordID: String = row["recordID"] {
             record = RecordKey(collection, recordID)
@@ -94,6 +98,7 @@ extension OutboxEntry: FetchableRecord, PersistableRecord {
         container["path"] = path
         container["payload"] = payload
         container["idempotencyKey"] = idempotencyKey
+        container["account"] = account
         container["lane"] = lane
         container["recordCollection"] = record?.collection
         container["recordID"] = record?.id
