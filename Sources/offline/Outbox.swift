@@ -87,7 +87,7 @@ extension Offline.Outbox {
     /// every idempotency key applied exactly once.
     struct Verify: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Count lost and duplicated effects of `drive` on the server; exits non-zero if any.")
+            abstract: "Count lost and duplicated effects of `drive` on the server (started with --faults); exits non-zero if any.")
 
         @Option(help: "Base URL of the server.") var server: String
         @Option(help: "How many numbered writes were queued.") var count: Int
@@ -100,6 +100,9 @@ extension Offline.Outbox {
             let (records, effects) = try await HTTPClientTransport.withTransport { transport in
                 let records = try await transport.send(HTTPRequest(url: baseURL.appendingPathComponent("api/records/\(collection)")))
                 let effects = try await transport.send(HTTPRequest(url: baseURL.appendingPathComponent("api/record-effects")))
+                guard effects.status == 200 else {
+                    throw ValidationError("The server does not count applied writes: start it with `offline serve --faults`.")
+                }
                 return (try JSONDecoder().decode([Record].self, from: records.body),
                         try JSONDecoder().decode(Effects.self, from: effects.body).effects)
             }

@@ -50,7 +50,7 @@ struct DemoHarness: Sendable {
 func withDemo<T: Sendable>(
     directory: URL? = nil,
     condition: NetworkCondition = .online,
-    configuration: ServerConfiguration = ServerConfiguration(port: 0, accounts: AccountSeed.demo),
+    configuration: ServerConfiguration = ServerConfiguration(port: 0, faultsEnabled: true, accounts: AccountSeed.demo),
     _ body: @Sendable (DemoHarness) async throws -> T
 ) async throws -> T {
     let folder = directory ?? FileManager.default.temporaryDirectory.appending(path: "offline-demo-test-\(UUID().uuidString)")

@@ -47,7 +47,7 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     router.addShopRoutes(storage: storage)
     try router.addDomainRoutes(configuration, storage: storage)
     router.addPackRoutes(configuration)
-    router.addRecordsRoutes(storage: storage)
+    router.addRecordsRoutes(storage: storage, faultsEnabled: configuration.faultsEnabled)
     return router
 }
 

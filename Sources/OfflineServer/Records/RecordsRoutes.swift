@@ -11,14 +11,17 @@ extension Router where Context == OfflineRequestContext {
     /// - `PATCH /api/records/COLLECTION/ID`: merges a JSON object into it (404 if missing).
     /// - `DELETE /api/records/COLLECTION/ID`: deletes it (204, also when already gone).
     /// - `GET /api/records/COLLECTION` and `GET /api/records/COLLECTION/ID`: reads.
-    /// - `GET /api/record-effects`: how many times a write with each idempotency key ran.
+    /// - `GET /api/record-effects`: how many times a write with each idempotency key ran, for the
+    ///   crash labs; only with `faultsEnabled` (`offline serve --faults`), never on a server others use.
     ///
     /// Writes need an `Idempotency-Key`: like every write route, they run exactly once
     /// (``IdempotentWrites``), the effect counted in the same transaction as the key.
-    func addRecordsRoutes(storage: any ServerStorage) {
+    func addRecordsRoutes(storage: any ServerStorage, faultsEnabled: Bool) {
         let records = RecordStore(storage: storage)
-        get("/api/record-effects") { _, _ in
-            jsonResponse(.object(["effects": .object(try await records.effects().mapValues { .number(String($0)) })]))
+        if faultsEnabled {
+            get("/api/record-effects") { _, _ in
+                jsonResponse(.object(["effects": .object(try await records.effects().mapValues { .number(String($0)) })]))
+            }
         }
         let group = group("/api/records")
         group.get(":collection") { _, context in

@@ -9,10 +9,11 @@ import Testing
 
 /// Runs `body` against a real OfflineServer on a free loopback port, then stops it.
 ///
-/// - Parameter faults: enables the server's fault switch (`/_faults/routes`).
+/// - Parameter faults: enables the server's fault switch (`/_faults/routes`) and its count of
+///   applied writes (`/api/record-effects`).
 func withOutboxServer<T: Sendable>(
     dataDirectory: URL? = nil,
-    faults: Bool = false,
+    faults: Bool = true,
     _ body: @Sendable (URL) async throws -> T
 ) async throws -> T {
     let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)

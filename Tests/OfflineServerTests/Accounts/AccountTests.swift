@@ -160,7 +160,7 @@ struct AccountTests {
 
     @Test("a write retried after a token refresh is replayed, not run again; another user's same key runs for them")
     func idempotencyAcrossRefresh() async throws {
-        let app = try await buildApplication(.testing())
+        let app = try await buildApplication(.testing(faultsEnabled: true))
         try await app.test(.router) { client in
             let first = try await OfflineServerTests.signIn(client, "ana")
             let put = { (token: String) async throws -> (HTTPResponse.Status, String?) in

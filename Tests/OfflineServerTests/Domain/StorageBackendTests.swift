@@ -19,7 +19,7 @@ struct StorageBackendTests {
 
     @Test("records: put, patch, delete and list; each applied write's effect counted once", arguments: StorageBackend.available)
     func records(backend: StorageBackend) async throws {
-        let app = try await buildApplication(try await backend.configuration())
+        let app = try await buildApplication(try await backend.configuration(.testing(faultsEnabled: true)))
         try await app.test(.router) { client in
             try await client.execute(uri: "/api/records/notes/a", method: .put, headers: Self.key("k1"),
                                      body: ByteBuffer(string: #"{"title":"Tea","done":false}"#)) { response throws in

@@ -50,6 +50,18 @@ struct WriteRoutesTests {
         }
     }
 
+    @Test("the count of applied writes is a lab endpoint: it exists only on a server started with faults")
+    func effectsOnlyWithFaults() async throws {
+        for faults in [false, true] {
+            let app = try await buildApplication(.testing(faultsEnabled: faults))
+            try await app.test(.router) { client in
+                try await client.execute(uri: "/api/record-effects", method: .get) { response in
+                    #expect(response.status == (faults ? .ok : .notFound), "faults \(faults)")
+                }
+            }
+        }
+    }
+
     @Test("a checkout retried after a lost answer gets the same order, not \"the cart is empty\"")
     func checkoutRetried() async throws {
         let app = try await buildApplication(.testing())
