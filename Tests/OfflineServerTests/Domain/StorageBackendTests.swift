@@ -135,6 +135,24 @@ struct StorageBackendTests {
                     return try await group.reduce(into: [Int]()) { $0.append($1) }
                 }
                 #expect(versions.sorted() == Array(1...20))
+
+                // One write sent to both instances at once with one key (a proxy resending it to the
+                // other instance): the second waits on the first's transaction, then replays its answer.
+                let sameKey = keyed([.contentType: "application/json"])
+                let answers = try await withThrowingTaskGroup(of: (body: String, replayed: String?).self) { group in
+                    for client in clients {
+                        group.addTask {
+                            try await client.execute(uri: "/api/records/race/once", method: .put, headers: sameKey,
+                                                     body: ByteBuffer(string: #"{"n":1}"#)) { response in
+                                (String(buffer: response.body), response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField])
+                            }
+                        }
+                    }
+                    return try await group.reduce(into: [(body: String, replayed: String?)]()) { $0.append($1) }
+                }
+                #expect(answers.count == 2 && answers[0].body == answers[1].body, "\(answers)")
+                #expect(answers.compactMap(\.replayed) == ["true"], "one ran, one replayed")
+                #expect(answers.first?.body.contains(#""version":1"#) == true, "applied once")
             }
         }
     }
