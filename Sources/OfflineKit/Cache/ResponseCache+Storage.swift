@@ -1,0 +1,186 @@
+import Crypto
+import Foundation
+import GRDB
+import OfflineCore
+
+/// Fetching a copy from the network and keeping it: validators, lifetimes, digests, records.
+extension ResponseCache {
+    // MARK: - Fetching and storing
+
+    func storedEntry(for query: CacheQuery) async throws -> CacheEntry? {
+        try await database.writer.read { db in try CacheEntry.fetchOne(db, for: query) }
+    }
+
+    func requireEntry(_ entry: CacheEntry?) throws -> CacheEntry {
+        guard let entry else { throw CacheError.notCached }
+        return entry
+    }
+
+    /// - Parameter records: for a collection kept as rows, how the body becomes rows.
+    func fetch(
+        _ query: CacheQuery, entry: CacheEntry?, timeout: Duration?, fallBackToCache: Bool, records: RecordWriter? = nil
+    ) async throws -> CachedResponse {
+        if query.isPrivate, cipher == nil { throw CacheError.encryptionUnavailable }
+        var request = query.request
+        request.requirement = .networkRequired
+        let deadline = timeout ?? request.timeout ?? defaultTimeout
+        request.timeout = deadline
+        if let etag = entry?.etag {
+            request.headers["If-None-Match"] = etag
+        } else if let lastModified = entry?.lastModified {
+            request.headers["If-Modified-Since"] = lastModified
+        }
+
+        let failure: CacheError
+        do {
+            let transport = transport
+            let maxBodyBytes = maxBodyBytes
+            let sent = request
+            let response = try await withDeadline(deadline) { try await transport.send(sent, maxBodyBytes: maxBodyBytes) }
+            switch (response.status, entry) {
+            case (304, let entry?):
+                return try await revalidated(query, entry: entry, response: response)
+            case (200..<300, _):
+                return try await store(query, response: response, records: records)
+            case (500..., _):
+                failure = .unavailable(.serverError(status: response.status))
+            default:
+                throw CacheError.rejected(status: response.status)
+            }
+        } catch is NetworkRequiredError {
+            failure = .offline
+        } catch CacheError.unavailable(.invalidResponse) {
+            // A body the collection cannot read replaces nothing.
+            failure = .unavailable(.invalidResponse)
+        } catch TransportError.timeout {
+            failure = .unavailable(.timeout)
+        } catch TransportError.cancelled {
+            throw CancellationError()
+        } catch is TransportError {
+            failure = .unavailable(.unreachable)
+        }
+        if fallBackToCache, let entry, entry.freshness.mayServeOnError(at: now()) {
+            return try response(from: entry, source: .cache)
+        }
+        throw failure
+    }
+
+    /// A `304`: the stored body is confirmed; only the timestamp and lifetimes move.
+    private func revalidated(_ query: CacheQuery, entry: CacheEntry, response: HTTPResponse) async throws -> CachedResponse {
+        var entry = entry
+        let control = CacheControl(parsing: response.headers["Cache-Control"])
+        entry.fetchedAt = fetchTime(response.headers).timeIntervalSince1970
+        if response.headers["Cache-Control"] != nil {
+            entry.maxAge = control.maxAge
+            entry.staleWhileRevalidate = control.staleWhileRevalidate
+            entry.staleIfError = control.staleIfError
+        }
+        if let etag = response.headers["ETag"] { entry.etag = etag }
+        let updated = entry
+        try await database.writer.write { db in try updated.update(db) }
+        networkHashes.withLock { $0[query.key] = updated.bodyHash }
+        return try self.response(from: updated, source: .network)
+    }
+
+    private func store(_ query: CacheQuery, response: HTTPResponse, records: RecordWriter?) async throws -> CachedResponse {
+        let control = CacheControl(parsing: response.headers["Cache-Control"])
+        let vary = Vary(parsing: response.headers)
+        // Decoded before the write: a malformed body fails here and the stored copy stays.
+        let rows = try records.map { try $0.prepare(response.body) }
+        let headers = CredentialHeaders.strip(response.headers)
+        let fetchedAt = fetchTime(response.headers)
+        var stored = response.body
+        var hash = Self.digest(response.body)
+        if query.isPrivate {
+            guard let cipher else { throw CacheError.encryptionUnavailable }
+            stored = try cipher.seal(response.body)
+            hash = cipher.authenticator(response.body)
+        }
+        let entry = CacheEntry(
+            key: query.key, scope: query.scope, url: query.request.url.absoluteString, status: response.status,
+            headers: CredentialHeaders.encode(headers), body: stored, bodyHash: hash,
+            etag: response.headers["ETag"], lastModified: response.headers["Last-Modified"],
+            fetchedAt: fetchedAt.timeIntervalSince1970, maxAge: control.maxAge,
+            staleWhileRevalidate: control.staleWhileRevalidate, staleIfError: control.staleIfError,
+            isEncrypted: query.isPrivate, varySelection: vary.selection(of: query.request))
+        let key = query.key
+        if control.noStore || vary.matchesNothing {
+            // The server forbids keeping it (or no later request could reuse it): answer, and
+            // forget any older copy.
+            try await database.writer.write { db in
+                try records?.delete(db, collection: key)
+                _ = try CacheEntry.deleteOne(db, key: key)
+            }
+        } else {
+            networkHashes.withLock { $0[key] = hash }
+            if let records, let rows, !query.isPrivate {
+                // Kept as rows: decoded once here, read back as records at every open. The old
+                // rows, the new rows and the metadata change in one transaction.
+                var metadataRow = entry
+                metadataRow.body = Data()
+                metadataRow.recordTable = records.table
+                let row = metadataRow
+                try await database.writer.write { db in
+                    try records.delete(db, collection: key)
+                    try rows.insert(db, key)
+                    try row.save(db)
+                }
+            } else {
+                // Whole responses, and private collections: those stay one sealed body.
+                try await database.writer.write { db in
+                    try records?.delete(db, collection: key)
+                    try entry.save(db)
+                }
+            }
+        }
+        return CachedResponse(
+            status: response.status, headers: headers, body: response.body,
+            metadata: CacheMetadata(source: .network, fetchedAt: fetchedAt, validator: entry.validator, isStale: false),
+            bodyHash: hash)
+    }
+
+    /// Now, moved back by the response's `Age` (how long it sat in caches on the way).
+    private func fetchTime(_ headers: HTTPHeaders) -> Date {
+        let age = headers["Age"].flatMap(Double.init).map { max(0, $0) } ?? 0
+        return now().addingTimeInterval(-age)
+    }
+
+    func response(from entry: CacheEntry, source: ResponseSource) throws -> CachedResponse {
+        var body = entry.body
+        if entry.isEncrypted {
+            guard let cipher else { throw CacheError.unreadableRecord }
+            do { body = try cipher.open(entry.body) } catch { throw CacheError.unreadableRecord }
+        }
+        let fresh = entry.freshness.isFresh(at: now())
+        return CachedResponse(
+            status: entry.status, headers: CredentialHeaders.decode(entry.headers), body: body,
+            metadata: CacheMetadata(
+                source: source, fetchedAt: Date(timeIntervalSince1970: entry.fetchedAt),
+                validator: entry.validator, isStale: !fresh),
+            bodyHash: entry.bodyHash)
+    }
+
+    static func requireCacheable(_ query: CacheQuery) throws {
+        let method = query.request.method.uppercased()
+        guard method == "GET" else { throw CacheError.notCacheable(method: method) }
+    }
+
+    static func digest(_ data: Data) -> String {
+        SHA256.hash(data: data).hexEncoded
+    }
+
+    /// Runs `body` with a deadline measured on the injected clock; the loser is cancelled.
+    private func withDeadline<T: Sendable>(_ deadline: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let clock = clock
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await clock.sleep(for: deadline)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else { throw TransportError.timeout }
+            return value
+        }
+    }
+}
