@@ -52,6 +52,22 @@ struct AccountTests {
         }
     }
 
+    @Test("requests with made-up tokens create nothing: no customer rows are seeded for them")
+    func madeUpTokensSeedNothing() async throws {
+        let configuration = ServerConfiguration.testing()
+        let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: .init(label: "test"))
+        try await Application(router: try buildRouter(configuration, storage: storage)).test(.router) { client in
+            for index in 0..<50 {
+                try await client.execute(uri: "/shop/cart", method: .get, headers: [.authorization: "Bearer customer-\(index)"]) { response in
+                    #expect(response.status == .unauthorized)
+                }
+            }
+            _ = try await client.execute(uri: "/shop/cart", method: .get, headers: try await signedIn(client, "alice")) { $0.status }
+        }
+        let customers = try await storage.transaction { try await $0.row("SELECT COUNT(*) AS count FROM shop_customer")?.int("count") }
+        #expect(customers == 1, "only the signed-in customer's cart was seeded")
+    }
+
     @Test("each user sees only their own planner and cart")
     func dataIsOwned() async throws {
         let app = try await buildApplication(.testing())
