@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 
+# Every target declares each module it imports (Xcode's explicit-module builds require it).
+python3 scripts/check-imports.py
+
 swift build --build-tests
 swift build --product offline
 
