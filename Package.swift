@@ -1,4 +1,4 @@
-// swift-tools-version: 6.1
+// swift-tools-version: 6.2
 import PackageDescription
 
 let strict: [SwiftSetting] = [
@@ -71,6 +71,10 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // This package's own test and benchmark helpers that drive real processes (nginx): Linux
+        // and macOS only, so no product an app links contains them.
+        .target(name: "OfflineTestSupport", swiftSettings: strict),
+
         // The reference backend. Shares only OfflineCore's wire types with the client.
         .target(
             name: "OfflineServer",
@@ -128,6 +132,7 @@ let package = Package(
                 "OfflineCore",
                 "OfflineKit",
                 "OfflineKitTesting",
+                "OfflineTestSupport",
                 "OfflineServer",
                 "OfflineDemo",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -150,6 +155,7 @@ let package = Package(
                 "OfflineCore",
                 "OfflineKit",
                 "OfflineKitTesting",
+                "OfflineTestSupport",
                 "OfflineServer",
                 .product(name: "Clocks", package: "swift-clocks"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -4,6 +4,7 @@ import OfflineCore
 import OfflineKit
 import OfflineKitTesting
 import OfflineServer
+import OfflineTestSupport
 
 /// Pack downloads from nginx on loopback, beside curl on the same file in the same run.
 ///

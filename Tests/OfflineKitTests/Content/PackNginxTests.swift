@@ -6,6 +6,7 @@ import OfflineServer
 import Testing
 #if canImport(Glibc)
 import Glibc
+import OfflineTestSupport
 #endif
 
 let integration = ProcessInfo.processInfo.environment["OFFLINEKIT_INTEGRATION"] != nil

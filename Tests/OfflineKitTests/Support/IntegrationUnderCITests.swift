@@ -1,6 +1,7 @@
 import Foundation
 import OfflineKitTesting
 import Testing
+import OfflineTestSupport
 
 /// Under CI every suite runs: the integration suites are turned on by `OFFLINEKIT_INTEGRATION`
 /// and need root, the built binary, nginx, PostgreSQL and tmux. A suite that would quietly skip

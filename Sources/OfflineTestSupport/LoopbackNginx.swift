@@ -98,7 +98,7 @@ public final class LoopbackNginx: Sendable {
     }
 
     static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, streamSocketType, 0)
         guard fd >= 0 else { throw LoopbackNginxError.noFreePort }
         defer { close(fd) }
         var address = sockaddr_in()
@@ -114,7 +114,7 @@ public final class LoopbackNginx: Sendable {
     }
 
     static func accepts(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_INET, streamSocketType, 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
         var address = sockaddr_in()
@@ -140,3 +140,10 @@ public enum LoopbackNginxError: Error, CustomStringConvertible {
         }
     }
 }
+
+/// `SOCK_STREAM` as `socket(2)` takes it: an enum case on Glibc, a plain `Int32` on Darwin.
+#if canImport(Glibc)
+private let streamSocketType = Int32(SOCK_STREAM.rawValue)
+#else
+private let streamSocketType = SOCK_STREAM
+#endif
