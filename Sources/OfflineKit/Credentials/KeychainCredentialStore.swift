@@ -22,6 +22,9 @@ public struct KeychainCredentialStore: CredentialStore {
             kSecAttrAccount as String: account,
         ]
         if let accessGroup { query[kSecAttrAccessGroup as String] = accessGroup }
+        // On macOS, the data-protection keychain (as on iOS): items follow the device's lock
+        // state and access groups, instead of the legacy file keychain with its ACL prompts.
+        query[kSecUseDataProtectionKeychain as String] = true
         return query
     }
 

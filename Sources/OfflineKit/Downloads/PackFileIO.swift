@@ -120,7 +120,10 @@ final class RawFile: @unchecked Sendable {
 
     func sync() throws {
         #if canImport(Darwin)
-        let result = fsync(descriptor)
+        // On Apple platforms fsync only reaches the drive's cache; F_FULLFSYNC asks the drive to
+        // write it out, which is what surviving a power loss takes. Some file systems refuse it.
+        var result = fcntl(descriptor, F_FULLFSYNC)
+        if result != 0 { result = fsync(descriptor) }
         #else
         let result = fdatasync(descriptor)
         #endif
@@ -173,7 +176,14 @@ func syncFolder(_ path: String) throws {
     let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     guard descriptor >= 0 else { throw FileSystemError(operation: "open", path: path, code: errno) }
     defer { close(descriptor) }
+    #if canImport(Darwin)
+    // As in RawFile.sync(): past the drive's cache where the file system allows it.
+    guard fcntl(descriptor, F_FULLFSYNC) == 0 || fsync(descriptor) == 0 else {
+        throw FileSystemError(operation: "sync", path: path, code: errno)
+    }
+    #else
     guard fsync(descriptor) == 0 else { throw FileSystemError(operation: "sync", path: path, code: errno) }
+    #endif
 }
 
 /// Renames `source` to `destination` in one step.
@@ -189,7 +199,17 @@ func isSymbolicLink(_ url: URL) -> Bool {
 }
 
 /// Bytes free on the volume holding `url`, or nil when the system does not say.
+///
+/// On iOS and macOS the figure is the one the system offers for content the user asked for
+/// ("important usage"), which counts space it can free by purging caches; `statvfs` would
+/// understate it.
 func availableCapacity(at url: URL) -> Int64? {
+    #if canImport(Darwin)
+    if let capacity = try? url.resourceValues(forKeys: [.volumeAvailableCapacityForImportantUsageKey])
+        .volumeAvailableCapacityForImportantUsage {
+        return capacity
+    }
+    #endif
     var info = statvfs()
     guard statvfs(url.path, &info) == 0 else { return nil }
     return Int64(info.f_bavail) * Int64(info.f_frsize)

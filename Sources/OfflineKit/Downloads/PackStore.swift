@@ -113,6 +113,7 @@ public final class PackStore: Sendable {
         self.networkCost = networkCost
         self.now = now
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        Self.excludeFromBackup(directory)
         var packs: [String: PackState] = [:]
         for id in (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [] where PackManifest.isSafeIdentifier(id) {
             let layout = PackLayout(root: directory, id: id)
@@ -293,5 +294,18 @@ public enum PackStoreError: Error, Sendable, Hashable, CustomStringConvertible {
         case .noSuchFile(let path): "the pack has no file \(path)"
         case .manifestMismatch(let expected, let actual): "asked for pack \(expected) but the server sent \(actual)"
         }
+    }
+}
+
+extension PackStore {
+    /// Packs can be downloaded again, so they stay out of the user's iCloud and computer backups
+    /// (as Apple's storage guidelines ask). Elsewhere there is no such flag.
+    static func excludeFromBackup(_ directory: URL) {
+        #if canImport(Darwin)
+        var directory = directory
+        var values = URLResourceValues()
+        values.isExcludedFromBackup = true
+        try? directory.setResourceValues(values)
+        #endif
     }
 }

@@ -52,6 +52,26 @@ struct PackManifestTests {
         }
     }
 
+    @Test("refuses paths that name one file on a case-insensitive, normalization-insensitive disk (APFS, HFS+)")
+    func refusesCollisionsOnApplePlatforms() {
+        let composed = "caf\u{E9}.txt"          // é as one scalar (NFC)
+        let decomposed = "cafe\u{301}.txt"      // e + combining acute (NFD)
+        #expect(composed.unicodeScalars.count != decomposed.unicodeScalars.count)
+        #expect(throws: PackManifestError.duplicatePath(decomposed)) {
+            try manifest([.init(path: composed, size: 1, sha256: Self.hash), .init(path: decomposed, size: 1, sha256: Self.hash)]).validate()
+        }
+        #expect(throws: PackManifestError.duplicatePath("CAF\u{C9}.TXT")) {
+            try manifest([.init(path: decomposed, size: 1, sha256: Self.hash), .init(path: "CAF\u{C9}.TXT", size: 1, sha256: Self.hash)]).validate()
+        }
+        // A folder in one form and a file in the other are one name too.
+        #expect(throws: PackManifestError.self) {
+            try manifest([.init(path: "Caf\u{E9}", size: 1, sha256: Self.hash), .init(path: "cafe\u{301}/menu.txt", size: 1, sha256: Self.hash)]).validate()
+        }
+        #expect(throws: Never.self) {
+            try manifest([.init(path: "cafe.txt", size: 1, sha256: Self.hash), .init(path: composed, size: 1, sha256: Self.hash)]).validate()
+        }
+    }
+
     @Test("refuses a declared total that does not add up, and unsafe ids")
     func refusesTotals() throws {
         var bad = manifest([.init(path: "a", size: 5, sha256: Self.hash)])
