@@ -11,6 +11,12 @@ import Testing
 struct OutboxAccountTests {
     static let base = URL(string: "http://127.0.0.1:9")!
 
+    static func makeOutbox() throws -> (OfflineDatabase, Outbox) {
+        let database = try OfflineDatabase.inMemory()
+        try Items.create(database)
+        return (database, Outbox(database: database, operations: OutboxOperation.testOperations))
+    }
+
     /// A transport that answers every record write 200 and remembers the paths in order.
     static func accepting() -> RecordingTransport {
         let transport = RecordingTransport()
@@ -20,9 +26,7 @@ struct OutboxAccountTests {
 
     @Test("entries are stamped with the signed-in account; another account's entries wait, then go when it signs in again")
     func otherAccountsWait() async throws {
-        let database = try OfflineDatabase.inMemory()
-        try Items.create(database)
-        let outbox = Outbox(database: database, operations: OutboxOperation.testOperations)
+        let (_, outbox) = try Self.makeOutbox()
         try await outbox.setAccount("ana")
         let anas = try #require(try await outbox.write(.setItem, path: "/api/records/a/1", json: ItemBody(value: "ana's"), record: RecordKey("a", "1")))
         #expect(anas.account == "ana")
@@ -54,9 +58,7 @@ struct OutboxAccountTests {
 
     @Test("a lane is ordered within its account: one account's unsent write does not hold up another's write to the same record")
     func lanesPerAccount() async throws {
-        let database = try OfflineDatabase.inMemory()
-        try Items.create(database)
-        let outbox = Outbox(database: database, operations: OutboxOperation.testOperations)
+        let (_, outbox) = try Self.makeOutbox()
         try await outbox.setAccount("ana")
         try await outbox.write(.setItem, path: "/api/records/shared/1", json: ItemBody(value: "a"), record: RecordKey("shared", "1"))
         try await outbox.setAccount("ben")
@@ -70,9 +72,7 @@ struct OutboxAccountTests {
 
     @Test("discarding another account's entries runs their dismissal hooks and leaves the current account's")
     func discard() async throws {
-        let database = try OfflineDatabase.inMemory()
-        try Items.create(database)
-        let outbox = Outbox(database: database, operations: OutboxOperation.testOperations)
+        let (database, outbox) = try Self.makeOutbox()
         try await outbox.setAccount("ana")
         try await outbox.write(.addItem, path: "/api/records/x/1", json: ItemBody(value: "draft"), record: RecordKey("x", "1")) { db in
             try db.execute(sql: "INSERT INTO item (id, value) VALUES ('1', 'draft')")
