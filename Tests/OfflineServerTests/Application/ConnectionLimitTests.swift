@@ -44,7 +44,8 @@ struct ConnectionLimitTests {
             }
             let closed = try #require(closedAfter, "the slow client was still connected after 50 bytes")
             #expect(closed < .seconds(5), "closed only after \(closed)")
-            #expect(answers.count >= 3, "the slow client was closed before /health was asked a few times")
+            // One /health per byte sent: how many fit before the close depends on the machine's load.
+            #expect(!answers.isEmpty, "the slow client was closed before /health was asked")
             #expect(answers.allSatisfy { $0 == "HTTP/1.1 204 No Content" }, "\(answers)")
             #expect(healthy.get("/health") == "HTTP/1.1 204 No Content", "the healthy connection was closed with the slow one")
         }
