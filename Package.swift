@@ -118,6 +118,7 @@ let package = Package(
                 "OfflineServer",
                 "OfflineDemo",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
             ],
             swiftSettings: strict
         ),
