@@ -25,8 +25,8 @@ public struct ServerConfiguration: Sendable {
     /// How long a connection may wait, with no request under way, for the first byte of its next
     /// request before the server closes it.
     public var idleTimeout: Duration
-    /// How long a client has, from a request's first byte, to send the whole request head. Every
-    /// byte resets no clock, so a client trickling a header a byte at a time is closed too.
+    /// How long a client has, from a request's first byte, to send the whole request head. Later
+    /// bytes do not extend it, so a client trickling a header a byte at a time is closed too.
     public var requestHeadTimeout: Duration
     /// How long a client has, from a request's head, to send the whole body.
     public var requestBodyTimeout: Duration
