@@ -7,6 +7,7 @@ let benchmarks: [(name: String, run: () async throws -> Void)] = [
     ("cache", runCacheBenchmark),
     ("outbox", runOutboxBenchmark),
     ("demo", runDemoBenchmark),
+    ("server-slow-clients", runServerSlowClientsBenchmark),
 ]
 
 let requested = Set(CommandLine.arguments.dropFirst())

@@ -21,10 +21,23 @@ extension Offline {
         var demoAccounts = false
         @Option(name: .customLong("idempotency-retention"), help: "Hours to keep idempotency keys and their stored responses.")
         var idempotencyRetention: Double = 24
+        @Option(name: .customLong("idle-timeout"), help: "Seconds a connection may wait for its next request before it is closed.")
+        var idleTimeout: Double = 60
+        @Option(name: .customLong("request-head-timeout"), help: "Seconds a client has, from a request's first byte, to send the whole request head.")
+        var requestHeadTimeout: Double = 10
+        @Option(name: .customLong("request-body-timeout"), help: "Seconds a client has, from a request's head, to send the whole body.")
+        var requestBodyTimeout: Double = 30
+        @Option(name: .customLong("max-connections"), help: "Connections served at once; more wait in the listen queue until one closes.")
+        var maxConnections = 2048
 
         func validate() throws {
             guard (0...65_535).contains(port) else { throw ValidationError("--port must be between 0 and 65535.") }
             guard idempotencyRetention > 0 else { throw ValidationError("--idempotency-retention must be positive.") }
+            for (name, seconds) in [("--idle-timeout", idleTimeout), ("--request-head-timeout", requestHeadTimeout),
+                                    ("--request-body-timeout", requestBodyTimeout)] where !(seconds > 0) {
+                throw ValidationError("\(name) must be positive.")
+            }
+            guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive.") }
         }
 
         func run() async throws {
@@ -36,7 +49,11 @@ extension Offline {
                 postgresURL: postgres,
                 faultsEnabled: faults,
                 idempotencyRetention: .seconds(idempotencyRetention * 3600),
-                accounts: demoAccounts ? AccountSeed.demo : []
+                accounts: demoAccounts ? AccountSeed.demo : [],
+                idleTimeout: .seconds(idleTimeout),
+                requestHeadTimeout: .seconds(requestHeadTimeout),
+                requestBodyTimeout: .seconds(requestBodyTimeout),
+                maxConnections: maxConnections
             )
             let app = try await buildApplication(configuration) { port in
                 print("offline serve: listening on http://\(configuration.host):\(port)")

@@ -1,5 +1,6 @@
 import Foundation
 public import Hummingbird
+import HummingbirdCore
 public import Logging
 
 /// Builds the reference backend: routes grouped by feature, each feature in its own folder.
@@ -19,7 +20,15 @@ public func buildApplication(
         interval: configuration.purgeInterval, clock: ContinuousClock(), now: { Date() }, logger: logger)
     return Application(
         router: try buildRouter(configuration, storage: storage),
-        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "OfflineServer"),
+        // Slow and silent clients are closed, and however many there are, they hold at most
+        // `maxConnections`: past it, new connections wait in the listen queue until one closes.
+        server: .http1(idleTimeout: configuration.idleTimeout, requestHeadTimeout: configuration.requestHeadTimeout,
+                       requestBodyTimeout: configuration.requestBodyTimeout),
+        configuration: .init(
+            address: .hostname(configuration.host, port: configuration.port),
+            serverName: "OfflineServer",
+            availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections, logger: logger)
+        ),
         services: storage.services + [purge],
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger

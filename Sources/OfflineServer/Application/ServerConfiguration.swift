@@ -24,6 +24,17 @@ public struct ServerConfiguration: Sendable {
     /// How long a refresh token works if unused: how long a device may stay offline and still
     /// come back signed in.
     public var refreshTokenLifetime: Duration
+    /// How long a connection may wait, with no request under way, for the first byte of its next
+    /// request before the server closes it.
+    public var idleTimeout: Duration
+    /// How long a client has, from a request's first byte, to send the whole request head. Later
+    /// bytes do not extend it, so a client trickling a header a byte at a time is closed too.
+    public var requestHeadTimeout: Duration
+    /// How long a client has, from a request's head, to send the whole body.
+    public var requestBodyTimeout: Duration
+    /// The most connections served at once. Past it the server accepts no new connection until one
+    /// closes: they wait in the kernel's listen queue (then are refused once that is full).
+    public var maxConnections: Int
 
     public init(
         host: String = "127.0.0.1",
@@ -36,7 +47,11 @@ public struct ServerConfiguration: Sendable {
         purgeInterval: Duration = .seconds(10 * 60),
         accounts: [AccountSeed] = [],
         accessTokenLifetime: Duration = .seconds(15 * 60),
-        refreshTokenLifetime: Duration = .seconds(30 * 24 * 3600)
+        refreshTokenLifetime: Duration = .seconds(30 * 24 * 3600),
+        idleTimeout: Duration = .seconds(60),
+        requestHeadTimeout: Duration = .seconds(10),
+        requestBodyTimeout: Duration = .seconds(30),
+        maxConnections: Int = 2048
     ) {
         self.host = host
         self.port = port
@@ -49,5 +64,9 @@ public struct ServerConfiguration: Sendable {
         self.accounts = accounts
         self.accessTokenLifetime = accessTokenLifetime
         self.refreshTokenLifetime = refreshTokenLifetime
+        self.idleTimeout = idleTimeout
+        self.requestHeadTimeout = requestHeadTimeout
+        self.requestBodyTimeout = requestBodyTimeout
+        self.maxConnections = maxConnections
     }
 }

@@ -1,0 +1,55 @@
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// Hummingbird's HTTP/1 channel with ``RequestDeadlineHandler`` in its pipeline.
+///
+/// Hummingbird's `additionalChannelHandlers` go after its own HTTP codec, where neither raw bytes
+/// nor an unfinished head can be seen, so this wraps the channel's setup instead: the bytes
+/// observer goes in front of the pipeline, the deadline handler right after NIO's decoder.
+struct HTTP1ChannelWithDeadlines: ServerChildChannel {
+    typealias Value = HTTP1Channel.Value
+
+    let http1: HTTP1Channel
+    let headTimeout: Duration
+    let bodyTimeout: Duration
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        do {
+            // Before Hummingbird's handlers, which are all added at the back.
+            try channel.pipeline.syncOperations.addHandler(RequestBytesObserver())
+        } catch {
+            return channel.eventLoop.makeFailedFuture(error)
+        }
+        let (headTimeout, bodyTimeout) = (headTimeout, bodyTimeout)
+        return http1.setup(channel: channel, logger: logger).flatMapThrowing { value in
+            let pipeline = channel.pipeline.syncOperations
+            let decoder = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+            try pipeline.addHandler(
+                RequestDeadlineHandler(headTimeout: headTimeout, bodyTimeout: bodyTimeout, logger: logger),
+                position: .after(decoder)
+            )
+            return value
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await http1.handle(value: value, logger: logger)
+    }
+}
+
+extension HTTPServerBuilder {
+    /// HTTP/1 with an idle timeout and request head and body deadlines.
+    static func http1(
+        idleTimeout: Duration, requestHeadTimeout: Duration, requestBodyTimeout: Duration
+    ) -> HTTPServerBuilder {
+        HTTPServerBuilder { responder in
+            HTTP1ChannelWithDeadlines(
+                http1: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: TimeAmount(idleTimeout))),
+                headTimeout: requestHeadTimeout,
+                bodyTimeout: requestBodyTimeout
+            )
+        }
+    }
+}

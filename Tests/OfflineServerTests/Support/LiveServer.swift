@@ -1,0 +1,39 @@
+import Hummingbird
+import Logging
+@testable import OfflineServer
+
+/// Runs the reference backend built from `configuration` on a real socket while `body` runs, and
+/// stops it after. For tests that need what `app.test(.live)` cannot give: raw sockets, and the
+/// server's own connection limit (the live test framework rebuilds the configuration without it,
+/// and its client holds a connection of its own).
+func withLiveServer<Value: Sendable>(
+    _ configuration: ServerConfiguration, _ body: @Sendable (_ port: Int) async throws -> Value
+) async throws -> Value {
+    var logger = Logger(label: "offline.server.test")
+    logger.logLevel = .warning
+    let (ports, reportPort) = AsyncStream.makeStream(of: Int.self)
+    let app = try await buildApplication(configuration, logger: logger) { port in reportPort.yield(port) }
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await app.runService(gracefulShutdownSignals: []) }
+        defer { group.cancelAll() }
+        var reported = ports.makeAsyncIterator()
+        guard let port = await reported.next() else { throw CancellationError() }
+        return try await body(port)
+    }
+}
+
+extension ServerConfiguration {
+    /// A test server (see ``testing(dataDirectory:packsDirectory:faultsEnabled:)``) with its own
+    /// connection timeouts and limit.
+    static func testing(
+        idleTimeout: Duration, requestHeadTimeout: Duration, requestBodyTimeout: Duration = .seconds(30),
+        maxConnections: Int = 256
+    ) -> ServerConfiguration {
+        var configuration = ServerConfiguration.testing()
+        configuration.idleTimeout = idleTimeout
+        configuration.requestHeadTimeout = requestHeadTimeout
+        configuration.requestBodyTimeout = requestBodyTimeout
+        configuration.maxConnections = maxConnections
+        return configuration
+    }
+}
