@@ -8,7 +8,7 @@
 # the time from the kill until nginx acknowledged the next write.
 #
 #   SERVER_CRASH_KILLS     SIGKILLs to deliver, client and servers together (default 200)
-#   SERVER_CRASH_BATCH     new writes queued by each client run (default 20)
+#   SERVER_CRASH_BATCH     new writes queued by each client run (default 40)
 #   SERVER_CRASH_SECONDS   time allowed for the kills (default 200 + KILLS / 2)
 #   OFFLINEKIT_BIN         the `offline` binary (default .build/debug/offline)
 #
@@ -19,7 +19,7 @@ cd "$(dirname "$0")/../.."
 
 bin=${OFFLINEKIT_BIN:-$PWD/.build/debug/offline}
 kills_wanted=${SERVER_CRASH_KILLS:-200}
-batch=${SERVER_CRASH_BATCH:-20}
+batch=${SERVER_CRASH_BATCH:-40}
 time_limit=${SERVER_CRASH_SECONDS:-$((200 + kills_wanted / 2))}
 lab=server-crash
 [[ -x "$bin" ]] || { echo "$lab: no offline binary at $bin (swift build --product offline)"; exit 1; }
@@ -45,26 +45,30 @@ cleanup() {
         [[ -n "${server_pid[$i]}" ]] && kill -9 "${server_pid[$i]}" 2>/dev/null || true
     done
     [[ -n "$nginx_pid" ]] && kill "$nginx_pid" 2>/dev/null && wait "$nginx_pid" 2>/dev/null || true
-    [[ -n "$pg_started" ]] && runuser -u postgres -- "$pg_bin/pg_ctl" -D "$work/pg/data" -m immediate -w stop >/dev/null 2>&1 || true
+    [[ -n "$pg_started" ]] && as_postgres "$pg_bin/pg_ctl" -D "$work/pg/data" -m immediate -w stop >/dev/null 2>&1 || true
     wait 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT
 
+# From /, which the postgres user can always enter, whatever folder the lab was started in.
+as_postgres() { (cd / && runuser -u postgres -- "$@"); }
 now() { echo "$EPOCHREALTIME"; }
 note() { echo "$(now) $*" >>"$events"; }
 accepts() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# SIGKILLs process $1 and reaps it, without bash's "Killed" report for the job.
+kill_and_reap() { { kill -9 "$1" && wait "$1"; } 2>/dev/null || [[ $? -eq 137 ]]; }
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-psql_lab() { runuser -u postgres -- "$pg_bin/psql" -h 127.0.0.1 -p "$pg_port" -U postgres -X -q -At "$@"; }
+psql_lab() { as_postgres "$pg_bin/psql" -h 127.0.0.1 -p "$pg_port" -U postgres -X -q -At "$@"; }
 
 # PostgreSQL: a throwaway cluster. Durability settings are off because PostgreSQL itself is never
 # killed here: only the servers and the client are.
-runuser -u postgres -- "$pg_bin/initdb" -D "$work/pg/data" -A trust -U postgres -N >"$work/pg/initdb.log" 2>&1 \
+as_postgres "$pg_bin/initdb" -D "$work/pg/data" -A trust -U postgres -N >"$work/pg/initdb.log" 2>&1 \
     || { echo "$lab: initdb failed"; cat "$work/pg/initdb.log"; exit 1; }
 pg_port=""
 for _ in 1 2 3 4 5; do
     port=$((30000 + RANDOM % 30000))
-    if runuser -u postgres -- "$pg_bin/pg_ctl" -D "$work/pg/data" -l "$work/pg/log" -w \
+    if as_postgres "$pg_bin/pg_ctl" -D "$work/pg/data" -l "$work/pg/log" -w \
         -o "-p $port -k $work/pg -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200" \
         start >/dev/null 2>&1; then
         pg_port=$port
@@ -194,9 +198,8 @@ while ((kills < kills_wanted)); do
     sleep "0.$(printf '%03d' $((50 + RANDOM % 400)))"
     victim=$((RANDOM % 3))
     if ((victim == 2)); then
-        if kill -9 "$child_pid" 2>/dev/null; then
+        if [[ -n "$child_pid" ]] && kill_and_reap "$child_pid"; then
             note "client-kill"
-            wait "$child_pid" 2>/dev/null || true
             child_pid=""
             kills=$((kills + 1))
             client_kills=$((client_kills + 1))
@@ -209,9 +212,8 @@ while ((kills < kills_wanted)); do
             skipped=$((skipped + 1))
             continue
         fi
-        kill -9 "${server_pid[$i]}" 2>/dev/null || true
+        kill_and_reap "${server_pid[$i]}" || true
         note "server$i-kill"
-        wait "${server_pid[$i]}" 2>/dev/null || true
         start_server "$i" "${server_port[$i]}"
         kills=$((kills + 1))
         server_kills[$i]=$((server_kills[i] + 1))
@@ -246,8 +248,12 @@ duplicated=$(awk '/^duplicated:/ {print $2}' "$work/verify.txt")
 stall=$(python3 "$(dirname "$0")/exactly_once_servers.py" stalls "$events" "$work/nginx/logs/access.log")
 echo "$lab: $stall"
 longest=$(echo "$stall" | grep -o 'longest stall [0-9.]* s' | head -1)
-replays=$(grep -c ' PUT 2.. .*statuses=[0-9]*, ' "$work/nginx/logs/access.log" || true)
-echo "$lab: $replays writes resent by nginx to the other instance after the first one failed"
+# nginx logs every upstream attempt that failed: a write cut off by a kill, or a connection
+# refused by an instance that was down or still starting.
+cut_off=$(grep -E 'prematurely closed|reset by peer|broken pipe' "$work/nginx/logs/error.log" | grep -c '"PUT ' || true)
+refused=$(grep 'Connection refused' "$work/nginx/logs/error.log" | grep -c '"PUT ' || true)
+resent=$(grep -c ' PUT 2.. .*statuses=[0-9]*, ' "$work/nginx/logs/access.log" || true)
+echo "$lab: nginx: $cut_off writes cut off mid-request by a server kill, $refused refused by an instance that was down; $resent writes acknowledged by the second instance tried"
 
 if ((verify_status != 0)); then
     echo "$lab: FAILED: lost or duplicated writes; what the database holds:"
@@ -264,5 +270,5 @@ if ((verify_status != 0)); then
     echo "-- server errors:"
     grep -hi 'error' "$work/server0.log" "$work/server1.log" | sort | uniq -c | sort -rn | head -20 || true
 fi
-echo "server crash lab: $kills kills (client $client_kills, server 0 ${server_kills[0]}, server 1 ${server_kills[1]}), $count writes, ${lost:-?} lost, ${duplicated:-?} duplicated, ${longest:-longest stall unknown}, $((SECONDS - start)) s"
+echo "server crash lab: $kills kills (client $client_kills, server 0 ${server_kills[0]}, server 1 ${server_kills[1]}), $count writes, ${lost:-?} lost, ${duplicated:-?} duplicated, ${longest:-longest stall unknown} with a client sending, $((SECONDS - start)) s"
 exit "$verify_status"
