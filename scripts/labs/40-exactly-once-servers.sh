@@ -82,7 +82,7 @@ pg_url="postgres://postgres@127.0.0.1:$pg_port/crashlab"
 
 # Starts server $1 on port $2 (0 picks one) in the background, appending to its log.
 start_server() {
-    "$bin" serve --postgres "$pg_url" --port "$2" --demo-accounts >>"$work/server$1.log" 2>&1 &
+    "$bin" serve --postgres "$pg_url" --port "$2" --demo-accounts --faults >>"$work/server$1.log" 2>&1 &
     server_pid[$1]=$!
 }
 # Waits until server $1 logs its port (first start) and accepts connections.
