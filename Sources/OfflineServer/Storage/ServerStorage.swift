@@ -84,7 +84,8 @@ extension ServerStorage {
     /// savepoint: what `body` did is undone if it throws, and otherwise commits (or not) with the
     /// outer transaction. This is how a write route's effect, its idempotency key and the response
     /// stored for the key commit as one (``IdempotentWrites``), while stores keep calling
-    /// `transaction` as if alone.
+    /// `transaction` as if alone. The open transaction is one connection: a route must not reach
+    /// the storage from several child tasks at once while it runs.
     func transaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws -> T {
         if let open = OpenTransaction.current, open.storage == identity {
             let outer = open.transaction
