@@ -55,7 +55,7 @@ struct PackCatalog: Sendable {
               let manifest = try? PackManifest.decode(data),
               manifest.id == id, manifest.version == version
         else { return nil }
-        let tag = "\"" + SHA256.hash(data: data).prefix(16).map { String(format: "%02x", $0) }.joined() + "\""
+        let tag = "\"" + SHA256.hash(data: data).prefix(16).hexEncoded + "\""
         return ManifestData(manifest: manifest, data: data, entityTag: tag)
     }
 

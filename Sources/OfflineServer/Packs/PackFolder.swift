@@ -84,7 +84,7 @@ public enum PackFolder {
             hasher.update(data: chunk)
             size += Int64(chunk.count)
         }
-        let digest = hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        let digest = hasher.finalize().hexEncoded
         return PackManifest.File(path: path, size: size, sha256: digest, mediaType: mediaType ?? Self.mediaType(forPath: path))
     }
 
