@@ -21,51 +21,52 @@ public enum DemoRuntime {
 
         let http = HTTPClientTransport(defaultTimeout: .seconds(10), connectTimeout: .seconds(3))
         do {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                let upstream = try await startBackend(options, serverDirectory: serverDirectory, in: &group)
-                let network = NetworkSwitch(upstreamHost: upstream.host, upstreamPort: upstream.port, condition: options.initialNetwork)
-                let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-                group.addTask { try await network.run { portContinuation.yield($0) } }
-                guard let port = await ports.first(where: { _ in true }),
-                      let serverURL = URL(string: "http://127.0.0.1:\(port)") else { throw CancellationError() }
+            try await withBackend(options, serverDirectory: serverDirectory) { upstream in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    let network = NetworkSwitch(upstreamHost: upstream.host, upstreamPort: upstream.port, condition: options.initialNetwork)
+                    let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+                    group.addTask { try await network.run { portContinuation.yield($0) } }
+                    guard let port = await ports.first(where: { _ in true }),
+                          let serverURL = URL(string: "http://127.0.0.1:\(port)") else { throw CancellationError() }
 
-                // The library's own monitor, probing the backend's health endpoint through the
-                // switch, exactly as an app would; no OS link events (the switch is not a link).
-                let monitor = ConnectivityMonitor(
-                    probe: ConnectivityProbe(url: serverURL.appending(path: "health")),
-                    policy: demoPolicy,
-                    linkMonitor: nil)
-                group.addTask { try await monitor.run() }
-                group.addTask {
-                    // Turning the switch is the demo's link change: the monitor checks at once.
-                    for await _ in network.conditionUpdates().dropFirst() { monitor.checkNow() }
-                }
-
-                let database = try OfflineDatabase.open(at: clientDirectory.appending(path: "app.sqlite"))
-                let environment = DemoEnvironment(
-                    serverURL: serverURL,
-                    rawTransport: http,
-                    connectivity: monitor,
-                    database: database,
-                    directory: clientDirectory)
-                group.addTask { await environment.tasks.run() }
-
-                let app = try await makeApp(environment: environment, network: network)
-                group.addTask {
-                    for await status in monitor.statusUpdates() {
-                        for scenario in app.scenarios { scenario.connectivityChanged(status) }
-                        environment.changed()
+                    // The library's own monitor, probing the backend's health endpoint through the
+                    // switch, exactly as an app would; no OS link events (the switch is not a link).
+                    let monitor = ConnectivityMonitor(
+                        probe: ConnectivityProbe(url: serverURL.appending(path: "health")),
+                        policy: demoPolicy,
+                        linkMonitor: nil)
+                    group.addTask { try await monitor.run() }
+                    group.addTask {
+                        // Turning the switch is the demo's link change: the monitor checks at once.
+                        for await _ in network.conditionUpdates().dropFirst() { monitor.checkNow() }
                     }
-                }
 
-                if let script = options.script {
-                    try await runScript(script, app: app, options: options, output: output)
-                } else if terminal.isInteractive {
-                    await runInteractive(app: app, terminal: terminal)
-                } else {
-                    output(app.frame(width: options.width, height: options.height).text)
+                    let database = try OfflineDatabase.open(at: clientDirectory.appending(path: "app.sqlite"))
+                    let environment = DemoEnvironment(
+                        serverURL: serverURL,
+                        rawTransport: http,
+                        connectivity: monitor,
+                        database: database,
+                        directory: clientDirectory)
+                    group.addTask { await environment.tasks.run() }
+
+                    let app = try await makeApp(environment: environment, network: network)
+                    group.addTask {
+                        for await status in monitor.statusUpdates() {
+                            for scenario in app.scenarios { scenario.connectivityChanged(status) }
+                            environment.changed()
+                        }
+                    }
+
+                    if let script = options.script {
+                        try await runScript(script, app: app, options: options, output: output)
+                    } else if terminal.isInteractive {
+                        await runInteractive(app: app, terminal: terminal)
+                    } else {
+                        output(app.frame(width: options.width, height: options.height).text)
+                    }
+                    group.cancelAll()
                 }
-                group.cancelAll()
             }
         } catch {
             try? await http.shutdown()
@@ -100,12 +101,14 @@ public enum DemoRuntime {
         return DemoApp(scenarios: scenarios, environment: environment, network: network)
     }
 
-    private static func startBackend(
-        _ options: DemoOptions, serverDirectory: URL, in group: inout ThrowingTaskGroup<Void, any Error>
-    ) async throws -> (host: String, port: Int) {
+    /// Runs `body` with the backend to use: the given server, or the embedded one, which stops
+    /// gracefully once `body` ends.
+    private static func withBackend(
+        _ options: DemoOptions, serverDirectory: URL, _ body: (_ upstream: (host: String, port: Int)) async throws -> Void
+    ) async throws {
         if let url = options.serverURL {
             guard let host = url.host() else { throw DemoError.invalidServerURL(url.absoluteString) }
-            return (host, url.port ?? (url.scheme == "https" ? 443 : 80))
+            return try await body((host, url.port ?? (url.scheme == "https" ? 443 : 80)))
         }
         var logger = Logger(label: "offline.demo.server")
         logger.logLevel = .critical
@@ -113,11 +116,7 @@ public enum DemoRuntime {
             host: "127.0.0.1", port: 0, dataDirectory: serverDirectory,
             packsDirectory: serverDirectory.appending(path: "packs", directoryHint: .isDirectory), faultsEnabled: true,
             accounts: AccountSeed.demo)
-        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let backend = try await buildApplication(configuration, logger: logger) { continuation.yield($0) }
-        group.addTask { try await backend.run() }
-        guard let port = await ports.first(where: { _ in true }) else { throw CancellationError() }
-        return ("127.0.0.1", port)
+        try await withRunningServer(configuration, logger: logger) { server in try await body(("127.0.0.1", server.port)) }
     }
 
     private static func runInteractive(app: DemoApp, terminal: Terminal) async {

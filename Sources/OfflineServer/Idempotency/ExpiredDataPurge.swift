@@ -19,16 +19,21 @@ struct ExpiredDataPurge<C: Clock>: Service where C.Duration == Duration {
     let logger: Logger
 
     func run() async throws {
-        try await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                do {
-                    try await purge()
-                } catch {
-                    // A failed purge (a database restarting) is retried at the next interval.
-                    logger.warning("purging expired keys and tokens failed: \(error)")
+        do {
+            try await cancelWhenGracefulShutdown {
+                while !Task.isCancelled {
+                    do {
+                        try await purge()
+                    } catch {
+                        // A failed purge (a database restarting) is retried at the next interval.
+                        logger.warning("purging expired keys and tokens failed: \(error)")
+                    }
+                    try await clock.sleep(for: interval)
                 }
-                try await clock.sleep(for: interval)
             }
+        } catch is CancellationError {
+            // Shutting down ends the wait for the next pass; that is this service's normal end,
+            // not a failure its service group should report.
         }
     }
 

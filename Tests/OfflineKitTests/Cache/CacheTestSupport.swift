@@ -8,19 +8,11 @@ import OfflineServer
 /// customers alice and bob are signed in first (``shopRequest(_:_:user:method:body:)`` sends
 /// their tokens).
 func withShopServer<T: Sendable>(_ body: @escaping @Sendable (URL) async throws -> T) async throws -> T {
-    let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
     let configuration = ServerConfiguration(port: 0, accounts: ShopTokens.users.map(AccountSeed.withDemoPassword))
-    let app = try await buildApplication(configuration, onServerRunning: { continuation.yield($0) })
-    return try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await app.run(); return nil }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next(), let base = URL(string: "http://127.0.0.1:\(port)") else { throw CancellationError() }
+    return try await withRunningServer(configuration) { server in
+        let base = URL(string: "http://127.0.0.1:\(server.port)")!
         try await ShopTokens.signIn(at: base)
-        group.addTask { try await body(base) }
-        while let result = try await group.next() {
-            if let result { group.cancelAll(); return result }
-        }
-        throw CancellationError()
+        return try await body(base)
     }
 }
 

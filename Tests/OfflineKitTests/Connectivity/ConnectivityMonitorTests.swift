@@ -158,26 +158,22 @@ struct ConnectivityMonitorTests {
 
     @Test("probes a real server on loopback: online while it answers, offline-soft once it is gone")
     func realServerOnLoopback() async throws {
-        let ports = AsyncStream.makeStream(of: Int.self)
-        let app = try await buildApplication(ServerConfiguration(port: 0)) { port in ports.continuation.yield(port) }
-        let server = Task { try await app.run() }
-        var portIterator = ports.stream.makeAsyncIterator()
-        let port = try #require(await portIterator.next())
-        let probe = ConnectivityProbe(url: URL(string: "http://127.0.0.1:\(port)/health")!, timeout: .seconds(2))
-        var policy = ConnectivityPolicy()
-        policy.minimumDwell = .zero
-        policy.offlineBackoffInitial = .milliseconds(100)
-        policy.foregroundProbeFreshness = .zero
-        let monitor = ConnectivityMonitor(probe: probe, policy: policy, linkMonitor: nil)
-        let kinds = try await withMonitor(monitor) { updates in
-            var updates = updates
-            let online = await updates.first(.online)
-            server.cancel()
-            _ = await server.result
-            monitor.appDidBecomeActive()
-            // The first failure is confirmed by a second probe after the confirmation delay.
-            let soft = await updates.first(.offlineSoft)
-            return [online?.kind, soft?.kind, soft.map { _ in monitor.status.evidence.recentFailures >= 2 ? .offlineSoft : .unknown }]
+        let kinds = try await withRunningServer(ServerConfiguration(port: 0)) { server in
+            let probe = ConnectivityProbe(url: URL(string: "http://127.0.0.1:\(server.port)/health")!, timeout: .seconds(2))
+            var policy = ConnectivityPolicy()
+            policy.minimumDwell = .zero
+            policy.offlineBackoffInitial = .milliseconds(100)
+            policy.foregroundProbeFreshness = .zero
+            let monitor = ConnectivityMonitor(probe: probe, policy: policy, linkMonitor: nil)
+            return try await withMonitor(monitor) { updates in
+                var updates = updates
+                let online = await updates.first(.online)
+                await server.stop()
+                monitor.appDidBecomeActive()
+                // The first failure is confirmed by a second probe after the confirmation delay.
+                let soft = await updates.first(.offlineSoft)
+                return [online?.kind, soft?.kind, soft.map { _ in monitor.status.evidence.recentFailures >= 2 ? .offlineSoft : .unknown }]
+            }
         }
         #expect(kinds == [.online, .offlineSoft, .offlineSoft])
     }

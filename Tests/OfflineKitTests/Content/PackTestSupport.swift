@@ -43,24 +43,10 @@ func publish(_ id: String, _ version: String, _ files: [String: Data], into pack
 
 /// Runs a real OfflineServer on a free loopback port serving `packs`, with faults enabled.
 func withPackServer<T: Sendable>(packs: URL, _ body: @escaping @Sendable (URL) async throws -> T) async throws -> T {
-    let (ports, continuation) = AsyncStream<Int>.makeStream()
     var logger = Logger(label: "pack-tests")
     logger.logLevel = .critical  // shutting the server down mid-connection logs errors that are expected here
-    let app = try await buildApplication(
-        ServerConfiguration(port: 0, packsDirectory: packs, faultsEnabled: true),
-        logger: logger,
-        onServerRunning: { continuation.yield($0) }
-    )
-    return try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await app.run(); return nil }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw CancellationError() }
-        let base = URL(string: "http://127.0.0.1:\(port)")!
-        group.addTask { try await body(base) }
-        while let result = try await group.next() {
-            if let result { group.cancelAll(); return result }
-        }
-        throw CancellationError()
+    return try await withRunningServer(ServerConfiguration(port: 0, packsDirectory: packs, faultsEnabled: true), logger: logger) { server in
+        try await body(URL(string: "http://127.0.0.1:\(server.port)")!)
     }
 }
 

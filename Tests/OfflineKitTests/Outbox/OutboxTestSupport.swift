@@ -16,26 +16,8 @@ func withOutboxServer<T: Sendable>(
     faults: Bool = true,
     _ body: @Sendable (URL) async throws -> T
 ) async throws -> T {
-    let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-    let app = try await buildApplication(ServerConfiguration(port: 0, dataDirectory: dataDirectory, faultsEnabled: faults)) { port in
-        portContinuation.yield(port)
-    }
-    return try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask {
-            try await app.runService(gracefulShutdownSignals: [])
-            return nil
-        }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw CancellationError() }
-        let url = URL(string: "http://127.0.0.1:\(port)")!
-        do {
-            let result = try await body(url)
-            group.cancelAll()
-            return result
-        } catch {
-            group.cancelAll()
-            throw error
-        }
+    try await withRunningServer(ServerConfiguration(port: 0, dataDirectory: dataDirectory, faultsEnabled: faults)) { server in
+        try await body(URL(string: "http://127.0.0.1:\(server.port)")!)
     }
 }
 

@@ -11,15 +11,7 @@ func withLiveServer<Value: Sendable>(
 ) async throws -> Value {
     var logger = Logger(label: "offline.server.test")
     logger.logLevel = .warning
-    let (ports, reportPort) = AsyncStream.makeStream(of: Int.self)
-    let app = try await buildApplication(configuration, logger: logger) { port in reportPort.yield(port) }
-    return try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await app.runService(gracefulShutdownSignals: []) }
-        defer { group.cancelAll() }
-        var reported = ports.makeAsyncIterator()
-        guard let port = await reported.next() else { throw CancellationError() }
-        return try await body(port)
-    }
+    return try await withRunningServer(configuration, logger: logger) { server in try await body(server.port) }
 }
 
 extension ServerConfiguration {

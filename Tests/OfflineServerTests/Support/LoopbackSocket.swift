@@ -112,6 +112,25 @@ final class LoopbackSocket {
         }
     }
 
+    /// Reads one response with a `Content-Length` body, head and body as text, waiting at most
+    /// `deadline` in all. Nil when the connection closed or the deadline passed first.
+    func readResponse(within deadline: Duration) -> String? {
+        let clock = ContinuousClock()
+        let end = clock.now.advanced(by: deadline)
+        var received: [UInt8] = []
+        while true {
+            if let text = String(validating: received, as: UTF8.self), let split = text.range(of: "\r\n\r\n") {
+                let length = text[..<split.lowerBound].split(separator: "\r\n")
+                    .first { $0.lowercased().hasPrefix("content-length:") }
+                    .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+                if text[split.upperBound...].utf8.count >= length { return text }
+            }
+            let remaining = clock.now.duration(to: end)
+            guard remaining > .zero, case .bytes(let bytes) = read(within: remaining) else { return nil }
+            received += bytes
+        }
+    }
+
     /// Sends `GET path` and returns the response's status line, nil if none came within `deadline`.
     func get(_ path: String, within deadline: Duration = .seconds(5)) -> String? {
         guard send("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") else { return nil }
