@@ -18,7 +18,7 @@ import NIOCore
 /// - a route that throws, or answers `5xx`, changes nothing and stores nothing: a retry runs again.
 ///
 /// Keys are scoped by the signed-in user (a token refresh does not change the scope) and kept for
-/// `retention` (``KeyPurge`` deletes older ones). For a route whose effects are outside the
+/// `retention` (``ExpiredDataPurge`` deletes older ones). For a route whose effects are outside the
 /// database (a file, a call to another service), use ``IdempotencyMiddleware`` instead: it can
 /// only promise at-most-once across a crash of the server.
 struct IdempotentWrites: RouterMiddleware {
