@@ -38,7 +38,7 @@ public func buildApplication(
 /// Every feature's tables, in the order they are created.
 func serverSchemas(_ configuration: ServerConfiguration) -> [StorageSchema] {
     [AccountStore.schema(seeds: configuration.accounts), IdempotentWrites.schema,
-     DomainStore.schema, ShopStore.schema, RecordStore.schema]
+     DomainStore.schema, ShopStore.schema, RecordStore.schema, ChangeFeed.schema]
 }
 
 /// Every route of the reference backend over `storage`.
@@ -57,6 +57,7 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     try router.addDomainRoutes(configuration, storage: storage)
     router.addPackRoutes(configuration)
     router.addRecordsRoutes(storage: storage, faultsEnabled: configuration.faultsEnabled)
+    router.addSyncRoutes(storage: storage)
     return router
 }
 

@@ -1,0 +1,72 @@
+import Foundation
+import Hummingbird
+import NIOCore
+
+extension Router where Context == OfflineRequestContext {
+    /// The signed-in user's changes, a page at a time:
+    ///
+    /// - `GET /api/sync/COLLECTION?cursor=…&limit=…` →
+    ///   `{"changes": [{"id", "position", "value"} or {"id", "position", "deleted": true}], "cursor", "hasMore"}`.
+    ///   Without a cursor, the live rows; with one, every change after it, tombstones included.
+    ///   Send the answer's `cursor` next time, at once while `hasMore` is true.
+    /// - `410` problem: the cursor cannot be followed (too old, or the server's data was reset);
+    ///   sync again from the start, without a cursor.
+    ///
+    /// The feed is the user's own (`user:ID`): no one reads another user's changes.
+    func addSyncRoutes(storage: any ServerStorage) {
+        let feed = ChangeFeed(storage: storage, now: { Date() })
+        get("/api/sync/:collection") { request, context in
+            let user = try context.requireUser()
+            let collection = try context.pathParameter("collection")
+            var cursor: SyncCursor?
+            if let text = request.uri.queryParameters["cursor"].map(String.init), !text.isEmpty {
+                guard let parsed = SyncCursor(text) else { throw BadRequest(detail: "The cursor is not one this server gave out.") }
+                cursor = parsed
+            }
+            var limit = SyncLimits.defaultPage
+            if let text = request.uri.queryParameters["limit"] {
+                guard let parsed = Int(text), parsed > 0 else { throw BadRequest(detail: "The limit must be a positive number.") }
+                limit = Swift.min(parsed, SyncLimits.maximumPage)
+            }
+            do {
+                let page = try await feed.page(ChangeFeed.Name(audience: "user:" + user.id, collection: collection),
+                                               after: cursor, limit: limit)
+                return Response(status: .ok, headers: [.contentType: "application/json"],
+                                body: ResponseBody(byteBuffer: ByteBuffer(bytes: page.jsonBytes)))
+            } catch is ChangeFeed.ResyncRequired {
+                return problemResponse(.gone, "This sync position is no longer kept. Sync again from the start.")
+            }
+        }
+    }
+}
+
+/// How many changes a page carries.
+enum SyncLimits {
+    static let defaultPage = 500
+    static let maximumPage = 2_000
+}
+
+extension ChangeFeed.Page {
+    /// The page as JSON, each stored value copied in as it is (it was written as JSON by the
+    /// store that recorded the change), never decoded to answer.
+    var jsonBytes: [UInt8] {
+        var bytes = Array(#"{"changes":["#.utf8)
+        for (index, change) in changes.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes += #"{"id":"#.utf8
+            bytes += JSONValue.string(change.id).jsonBytes
+            bytes += #","position":\#(change.position)"#.utf8
+            if let value = change.value {
+                bytes += #","value":"#.utf8
+                bytes += value
+            } else {
+                bytes += #","deleted":true"#.utf8
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+        bytes += #"],"cursor":"#.utf8
+        bytes += JSONValue.string(cursor.description).jsonBytes
+        bytes += #","hasMore":\#(hasMore)}"#.utf8
+        return bytes
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+@testable import OfflineServer
+import Testing
+
+@Suite("Sync route", .timeLimit(.minutes(1)))
+struct SyncRoutesTests {
+    struct Page: Decodable {
+        struct Change: Decodable, Equatable {
+            var id: String
+            var position: Int
+            var value: [String: String]?
+            var deleted: Bool?
+        }
+        var changes: [Change]
+        var cursor: String
+        var hasMore: Bool
+    }
+
+    /// Runs `body` with a client of the whole backend and the change feed of its storage.
+    static func withBackend(_ body: @Sendable (any TestClientProtocol, ChangeFeed) async throws -> Void) async throws {
+        let configuration = ServerConfiguration.testing()
+        let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: Logger(label: "test.sync"))
+        let router = try buildRouter(configuration, storage: storage)
+        try await Application(router: router).test(.router) { client in
+            try await body(client, ChangeFeed(storage: storage, now: { Date() }))
+        }
+    }
+
+    static func page(_ client: some TestClientProtocol, _ uri: String, as user: HTTPFields) async throws -> Page {
+        try await client.execute(uri: uri, method: .get, headers: user) { response throws in
+            try #require(response.status == .ok, "\(uri): \(response.status)")
+            return try JSONDecoder().decode(Page.self, from: Data(response.body.readableBytesView))
+        }
+    }
+
+    @Test("pages follow the cursor: values as stored, deletions as tombstones, hasMore until the end; only the signed-in user's feed")
+    func pages() async throws {
+        try await Self.withBackend { client, feed in
+            let ana = try await signIn(client, "ana")
+            let headers: HTTPFields = [.authorization: "Bearer " + ana.accessToken]
+            let notes = ChangeFeed.Name(audience: "user:" + ana.user.id, collection: "notes")
+            try await feed.record(notes, id: "a", value: Data(#"{"text":"one"}"#.utf8))
+            try await feed.record(notes, id: "b \"quoted\"", value: Data(#"{"text":"two"}"#.utf8))
+            try await feed.record(ChangeFeed.Name(audience: "user:someone-else", collection: "notes"), id: "x", value: Data("{}".utf8))
+
+            let first = try await Self.page(client, "/api/sync/notes?limit=1", as: headers)
+            #expect(first.changes == [.init(id: "a", position: 1, value: ["text": "one"])] && first.hasMore)
+            let second = try await Self.page(client, "/api/sync/notes?limit=1&cursor=\(first.cursor)", as: headers)
+            #expect(second.changes == [.init(id: "b \"quoted\"", position: 2, value: ["text": "two"])] && !second.hasMore)
+
+            try await feed.record(notes, id: "a", value: nil)
+            let third = try await Self.page(client, "/api/sync/notes?cursor=\(second.cursor)", as: headers)
+            #expect(third.changes == [.init(id: "a", position: 3, deleted: true)])
+
+            let ben = try await signedIn(client, "ben")
+            #expect(try await Self.page(client, "/api/sync/notes", as: ben).changes.isEmpty, "Ben's feed is his own")
+        }
+    }
+
+    @Test("without a token 401; a cursor not given out 400; a limit that is not a positive number 400; a cursor no longer kept 410")
+    func refusals() async throws {
+        try await Self.withBackend { client, _ in
+            try await client.execute(uri: "/api/sync/notes", method: .get) { response in
+                #expect(response.status == .unauthorized)
+            }
+            let ana = try await signedIn(client, "ana")
+            for uri in ["/api/sync/notes?cursor=nonsense", "/api/sync/notes?limit=0", "/api/sync/notes?limit=x"] {
+                try await client.execute(uri: uri, method: .get, headers: ana) { response in
+                    #expect(response.status == .badRequest, "\(uri)")
+                }
+            }
+            try await client.execute(uri: "/api/sync/notes?cursor=abc123.7", method: .get, headers: ana) { response in
+                #expect(response.status == .gone)
+                #expect(response.headers[.contentType] == "application/problem+json")
+            }
+        }
+    }
+}
