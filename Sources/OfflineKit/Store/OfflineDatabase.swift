@@ -77,6 +77,7 @@ public struct OfflineDatabase: Sendable {
         var migrator = DatabaseMigrator()
         migrator.registerOutboxMigrations()
         migrator.registerCacheMigrations()
+        migrator.registerSyncMigrations()
         return migrator
     }
 

@@ -15,6 +15,16 @@ public func buildApplication(
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
     let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: logger)
+    return try buildApplication(configuration, storage: storage, logger: logger, onServerRunning: onServerRunning)
+}
+
+/// The reference backend over storage that is already open (tests reach the same storage).
+func buildApplication(
+    _ configuration: ServerConfiguration,
+    storage: any ServerStorage,
+    logger: Logger,
+    onServerRunning: @escaping @Sendable (Int) async -> Void
+) throws -> some ApplicationProtocol {
     let purge = ExpiredDataPurge(
         storage: storage, accounts: accountStore(configuration, storage: storage), retention: configuration.idempotencyRetention,
         interval: configuration.purgeInterval, clock: ContinuousClock(), now: { Date() }, logger: logger)

@@ -73,8 +73,21 @@ public func withRunningServer<Value: Sendable>(
     gracePeriod: Duration = .seconds(5),
     _ body: (RunningServer) async throws -> Value
 ) async throws -> Value {
+    let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: logger)
+    return try await withRunningServer(configuration, storage: storage, logger: logger, gracePeriod: gracePeriod, body)
+}
+
+/// ``withRunningServer(_:logger:gracePeriod:_:)`` over storage that is already open, for tests
+/// that reach into the same storage.
+func withRunningServer<Value: Sendable>(
+    _ configuration: ServerConfiguration,
+    storage: any ServerStorage,
+    logger: Logger = Logger(label: "offline.server"),
+    gracePeriod: Duration = .seconds(5),
+    _ body: (RunningServer) async throws -> Value
+) async throws -> Value {
     let (ports, reportPort) = AsyncStream.makeStream(of: Int.self)
-    let app = try await buildApplication(configuration, logger: logger) { port in reportPort.yield(port) }
+    let app = try buildApplication(configuration, storage: storage, logger: logger) { port in reportPort.yield(port) }
     var groupConfiguration = ServiceGroupConfiguration(services: [app], logger: logger)
     groupConfiguration.maximumGracefulShutdownDuration = gracePeriod
     let services = ServiceGroup(configuration: groupConfiguration)

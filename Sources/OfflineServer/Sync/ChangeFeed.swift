@@ -45,6 +45,8 @@ struct ChangeFeed: Sendable {
         var cursor: SyncCursor
         /// More changes follow the cursor already: ask again at once.
         var hasMore: Bool
+        /// The newest position the feed had when the page was read, for a client's progress.
+        var head = 0
     }
 
     /// The cursor cannot be followed (too old, or from a feed that was recreated): the client
@@ -142,7 +144,8 @@ struct ChangeFeed: Sendable {
                 // was read before the rows, so nothing at or below it can be missing from them.
                 through = max(through, try head.int("position"))
             }
-            return Page(changes: changes, cursor: SyncCursor(epoch: epoch, position: through), hasMore: hasMore)
+            return Page(changes: changes, cursor: SyncCursor(epoch: epoch, position: through), hasMore: hasMore,
+                        head: try head.int("position"))
         }
     }
 

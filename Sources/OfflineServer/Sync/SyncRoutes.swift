@@ -6,7 +6,7 @@ extension Router where Context == OfflineRequestContext {
     /// The signed-in user's changes, a page at a time:
     ///
     /// - `GET /api/sync/COLLECTION?cursor=…&limit=…` →
-    ///   `{"changes": [{"id", "position", "value"} or {"id", "position", "deleted": true}], "cursor", "hasMore"}`.
+    ///   `{"changes": [{"id", "position", "value"} or {"id", "position", "deleted": true}], "cursor", "hasMore", "head"}`.
     ///   Without a cursor, the live rows; with one, every change after it, tombstones included.
     ///   Send the answer's `cursor` next time, at once while `hasMore` is true.
     /// - `410` problem: the cursor cannot be followed (too old, or the server's data was reset);
@@ -66,7 +66,7 @@ extension ChangeFeed.Page {
         }
         bytes += #"],"cursor":"#.utf8
         bytes += JSONValue.string(cursor.description).jsonBytes
-        bytes += #","hasMore":\#(hasMore)}"#.utf8
+        bytes += #","hasMore":\#(hasMore),"head":\#(head)}"#.utf8
         return bytes
     }
 }

@@ -1,0 +1,31 @@
+import GRDB
+
+extension DatabaseMigrator {
+    /// The sync engine's tables: where each collection stands, the rows seen during a full
+    /// resync, and the server's versions of rows a local write is holding.
+    ///
+    /// Shipped migrations are never edited: a change to these tables comes as a new migration.
+    mutating func registerSyncMigrations() {
+        registerMigration("offlinekit.sync.v1") { db in
+            try db.create(table: "offlinekit_sync_state") { t in
+                t.primaryKey("collection", .text)
+                // The server's cursor after the last page applied; NULL before the first.
+                t.column("cursor", .text)
+                // 1 while a full resync runs: rows seen are noted, the rest swept at its end.
+                t.column("resyncing", .integer).notNull().defaults(to: 0)
+            }
+            try db.create(table: "offlinekit_sync_seen") { t in
+                t.column("collection", .text).notNull()
+                t.column("id", .text).notNull()
+                t.primaryKey(["collection", "id"])
+            }
+            try db.create(table: "offlinekit_sync_held") { t in
+                t.column("collection", .text).notNull()
+                t.column("id", .text).notNull()
+                // The server's latest version; NULL when the server deleted the row.
+                t.column("value", .blob)
+                t.primaryKey(["collection", "id"])
+            }
+        }
+    }
+}

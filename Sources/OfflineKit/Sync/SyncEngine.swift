@@ -1,0 +1,331 @@
+public import Foundation
+import GRDB
+public import OfflineCore
+
+/// Brings the server's changes down into the app's own tables, a page at a time after a saved
+/// cursor, beside the ``Outbox`` that carries the app's changes up.
+///
+/// ```swift
+/// let sync = SyncEngine(database: database, baseURL: server, transport: transport,
+///                       connectivity: monitor, collections: [notes])
+/// try await sync.run()        // pulls now, on reconnect, on pullNow(), until cancelled
+/// ```
+///
+/// - **Resumable.** Each page and the cursor after it commit in one transaction: an app killed
+///   mid-pull starts again after the last page it applied, and never applies a page twice.
+/// - **Flat memory.** A page is read, applied and dropped; a first sync of any size holds one
+///   page at a time. ``progress()`` reports rows and bytes, and how far through the server's
+///   changes the pull is.
+/// - **Read your writes.** A pulled row that a queued write (pending or being sent) also
+///   changes is held: the user keeps seeing their change, with its pending marker, until the
+///   write settles; then the held server version lands in the same transaction as the next page,
+///   so the row never flickers back. See ``SyncConflictPolicy``.
+/// - **Starting again.** When the server no longer keeps the cursor's position (`410`), the
+///   collection is pulled again from the start; rows the server no longer has are removed at
+///   the end, except those a queued write holds. Nothing local is lost.
+/// - **Gated.** Pulls are network actions: offline, none is sent.
+public final class SyncEngine: Sendable {
+    public let database: OfflineDatabase
+    public let baseURL: URL
+    let transport: any HTTPTransport
+    let connectivity: any ConnectivitySource
+    let collections: [SyncedCollection]
+    let pageSize: Int
+    let clock: any Clock<Duration>
+    let outbox: Outbox?
+    let wakeups = WakeSignal()
+    let progressUpdates = Broadcast(SyncProgress(collection: nil, rows: 0, bytes: 0, fraction: nil, isPulling: false))
+
+    /// - Parameters:
+    ///   - transport: how pages are fetched; wrapped in ``GatedTransport`` so offline nothing is
+    ///     sent and every outcome is connectivity evidence. Put credentials in it
+    ///     (``BearerTokenTransport``): the server sends each user only their own changes.
+    ///   - outbox: the app's outbox, so ``run()`` pulls again when writes settle (held rows then
+    ///     take the server's version). Pending writes are found through the database either way.
+    ///   - pageSize: changes per request.
+    ///   - clock: for backing off after a failed pull.
+    public init(
+        database: OfflineDatabase,
+        baseURL: URL,
+        transport: any HTTPTransport,
+        connectivity: any ConnectivitySource,
+        collections: [SyncedCollection],
+        outbox: Outbox? = nil,
+        pageSize: Int = 500,
+        clock: any Clock<Duration> = ContinuousClock()
+    ) {
+        self.database = database
+        self.baseURL = baseURL
+        self.transport = transport is GatedTransport ? transport : GatedTransport(transport, connectivity: connectivity)
+        self.connectivity = connectivity
+        self.collections = collections
+        self.outbox = outbox
+        self.pageSize = max(1, pageSize)
+        self.clock = clock
+    }
+
+    /// Where pulls stand, the latest first: rows and bytes received by the current pull.
+    public func progress() -> AsyncStream<SyncProgress> {
+        progressUpdates.subscribe()
+    }
+
+    /// Asks ``run()`` to pull now (a push from the server said something changed, or the user
+    /// pulled to refresh).
+    public func pullNow() {
+        wakeups.signal()
+    }
+
+    /// Pulls every collection until it has what the server has now.
+    ///
+    /// - Throws: `NetworkRequiredError` offline; ``SyncError``; database errors. What was
+    ///   applied before a failure stays applied; the next pull goes on from there.
+    public func pull() async throws {
+        for collection in collections {
+            try await pull(collection)
+        }
+    }
+
+    /// Pulls until cancelled: at once, whenever connectivity comes back, after ``pullNow()``,
+    /// and when queued writes settle. A failed pull is retried with backoff (1 s doubling to a
+    /// minute). Cancellation ends it without an error.
+    public func run() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [connectivity, wakeups] in
+                for await status in connectivity.statusUpdates() where status.isReachable { wakeups.signal() }
+            }
+            if let outbox {
+                group.addTask { [wakeups] in
+                    var active = Int.max
+                    for try await snapshot in outbox.snapshots() {
+                        let now = snapshot.pendingCount + snapshot.inFlightCount
+                        if now < active { wakeups.signal() }
+                        active = now
+                    }
+                }
+            }
+            group.addTask { try await self.pullLoop() }
+            defer { group.cancelAll() }
+            try await group.next()
+        }
+    }
+
+    private func pullLoop() async throws {
+        var failures = 0
+        while !Task.isCancelled {
+            await wakeups.wait()
+            guard connectivity.status.isReachable else { continue }
+            do {
+                try await pull()
+                failures = 0
+            } catch is CancellationError {
+                return
+            } catch {
+                failures += 1
+                try? await clock.sleep(for: .seconds(min(60, 1 << min(failures - 1, 6))))
+                wakeups.signal()
+            }
+        }
+    }
+
+    private func pull(_ collection: SyncedCollection) async throws {
+        var rows = 0
+        var bytes = 0
+        var restarts = 0
+        var startPosition: Int?
+        var fraction: Double?
+        defer {
+            // Also after a failure: the pull is over either way.
+            progressUpdates.send(SyncProgress(collection: collection.name, rows: rows, bytes: bytes, fraction: fraction, isPulling: false))
+        }
+        while true {
+            try Task.checkCancellation()
+            let state = try await database.writer.read { db in try SyncState.fetch(db, collection.name) }
+            let response = try await transport.send(request(collection.name, cursor: state.cursor), maxBodyBytes: 256 << 20)
+            if response.status == 410 {
+                // The server no longer keeps this position: start again, sweeping at the end.
+                restarts += 1
+                guard restarts <= 2 else { throw SyncError.unavailable(status: response.status) }
+                try await database.writer.write { db in try SyncState.restart(db, collection.name) }
+                startPosition = nil
+                continue
+            }
+            guard response.status == 200 else { throw SyncError.unavailable(status: response.status) }
+            let page: SyncPage
+            do {
+                page = try SyncPage(json: response.body)
+            } catch {
+                throw SyncError.malformedPage(String(describing: error))
+            }
+            try await database.writer.write { db in
+                try Self.apply(page, to: collection, resyncing: state.resyncing, in: db)
+            }
+            rows += page.changes.count
+            bytes += response.body.count
+            let position = SyncState.position(of: page.cursor)
+            if startPosition == nil { startPosition = SyncState.position(of: state.cursor) ?? 0 }
+            fraction = Self.fraction(from: startPosition, at: position, of: page.head, done: !page.hasMore)
+            if !page.hasMore { return }
+            progressUpdates.send(SyncProgress(collection: collection.name, rows: rows, bytes: bytes, fraction: fraction, isPulling: true))
+        }
+    }
+
+    private func request(_ collection: String, cursor: String?) -> HTTPRequest {
+        var components = URLComponents(url: baseURL.appendingPathComponent("api/sync").appendingPathComponent(collection),
+                                       resolvingAgainstBaseURL: false)!
+        components.queryItems = [URLQueryItem(name: "limit", value: String(pageSize))] + (cursor.map { [URLQueryItem(name: "cursor", value: $0)] } ?? [])
+        return HTTPRequest(url: components.url!, headers: ["Accept": "application/json"], requirement: .networkRequired)
+    }
+
+    static func fraction(from start: Int?, at position: Int?, of head: Int?, done: Bool) -> Double? {
+        if done { return 1 }
+        guard let start, let position, let head, head > start else { return nil }
+        return min(1, max(0, Double(position - start) / Double(head - start)))
+    }
+
+    /// Applies one page in the caller's transaction, with the cursor after it.
+    static func apply(_ page: SyncPage, to collection: SyncedCollection, resyncing: Bool, in db: Database) throws {
+        try settleHeldRows(of: collection, except: Set(page.changes.map(\.id)), in: db)
+        for change in page.changes {
+            if resyncing {
+                try db.execute(sql: "INSERT OR IGNORE INTO offlinekit_sync_seen (collection, id) VALUES (?, ?)",
+                               arguments: [collection.name, change.id])
+            }
+            let pending = try pendingPayloads(collection.name, change.id, in: db)
+            guard !pending.isEmpty else {
+                if let value = change.value {
+                    try collection.upsert(db, SyncedRow(id: change.id, value: value))
+                } else {
+                    try collection.delete(db, change.id)
+                }
+                continue
+            }
+            // A queued write holds the row: keep the server's version for when it settles.
+            try db.execute(sql: "INSERT OR REPLACE INTO offlinekit_sync_held (collection, id, value) VALUES (?, ?, ?)",
+                           arguments: [collection.name, change.id, change.value])
+            guard let value = change.value else { continue }
+            let server = SyncedRow(id: change.id, value: value)
+            let shown: Data? = switch collection.conflictPolicy {
+            case .serverWins: nil
+            case .mergeFields(let inside): try mergeFields(server.value, pending, inside: inside)
+            case .custom(let decide): try decide(server, pending)
+            }
+            if let shown { try collection.upsert(db, SyncedRow(id: change.id, value: shown)) }
+        }
+        try SyncState.save(db, collection.name, cursor: page.cursor)
+        if resyncing, !page.hasMore {
+            let seen = try Set(String.fetchAll(db, sql: "SELECT id FROM offlinekit_sync_seen WHERE collection = ?", arguments: [collection.name]))
+            for id in try collection.ids(db) where !seen.contains(id) {
+                if try pendingPayloads(collection.name, id, in: db).isEmpty { try collection.delete(db, id) }
+            }
+            try SyncState.finishResync(db, collection.name)
+        }
+    }
+
+    /// Rows held for writes that have settled since: the server's version lands now, unless the
+    /// page being applied carries a newer one (`except`), which lands instead.
+    static func settleHeldRows(of collection: SyncedCollection, except newer: Set<String>, in db: Database) throws {
+        let settled = try Row.fetchAll(db, sql: """
+            SELECT id, value FROM offlinekit_sync_held AS held WHERE collection = ? AND NOT EXISTS (
+                SELECT 1 FROM offlinekit_outbox WHERE recordCollection = held.collection AND recordID = held.id
+                AND state IN ('pending', 'in-flight'))
+            """, arguments: [collection.name])
+        for row in settled {
+            let id: String = row["id"]
+            if newer.contains(id) {
+                // Settled below, by the page's newer version.
+            } else if let value: Data = row["value"] {
+                try collection.upsert(db, SyncedRow(id: id, value: value))
+            } else {
+                try collection.delete(db, id)
+            }
+            try db.execute(sql: "DELETE FROM offlinekit_sync_held WHERE collection = ? AND id = ?", arguments: [collection.name, id])
+        }
+    }
+
+    /// The payloads of the writes to a row that are still on their way, oldest first.
+    static func pendingPayloads(_ collection: String, _ id: String, in db: Database) throws -> [Data] {
+        try Row.fetchAll(db, sql: """
+            SELECT payload FROM offlinekit_outbox WHERE recordCollection = ? AND recordID = ?
+            AND state IN ('pending', 'in-flight') ORDER BY sequence
+            """, arguments: [collection, id]).map { $0["payload"] ?? Data() }
+    }
+
+    /// The server's JSON object with the top-level fields of `pending` set over it (inside the
+    /// object at key `inside`, when given). Nil when either side is not a JSON object.
+    static func mergeFields(_ server: Data, _ pending: [Data], inside: String?) throws -> Data? {
+        guard var root = try JSONSerialization.jsonObject(with: server) as? [String: Any] else { return nil }
+        var target = inside.map { root[$0] as? [String: Any] } ?? root
+        guard target != nil else { return nil }
+        for payload in pending {
+            guard let fields = try? JSONSerialization.jsonObject(with: payload) as? [String: Any] else { continue }
+            target!.merge(fields) { _, local in local }
+        }
+        if let inside { root[inside] = target } else { root = target! }
+        return try JSONSerialization.data(withJSONObject: root, options: [.sortedKeys])
+    }
+}
+
+/// Where a pull stands: rows and bytes received by the current (or last) pull of a collection.
+public struct SyncProgress: Sendable, Hashable {
+    /// The collection being pulled; nil before the first pull.
+    public var collection: String?
+    public var rows: Int
+    public var bytes: Int
+    /// How far through the server's changes, `0...1`, when the server said how many there are.
+    public var fraction: Double?
+    /// True while more pages are coming.
+    public var isPulling: Bool
+}
+
+/// Why a pull stopped. For logs; the user sees the connectivity state and the data's age, never
+/// these.
+public enum SyncError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The server answered something other than a page.
+    case unavailable(status: Int)
+    /// The page could not be read.
+    case malformedPage(String)
+
+    public var description: String {
+        switch self {
+        case .unavailable(let status): "The server answered the pull with status \(status)."
+        case .malformedPage(let reason): reason
+        }
+    }
+}
+
+/// A collection's row in `offlinekit_sync_state`.
+struct SyncState: Sendable {
+    var cursor: String?
+    var resyncing: Bool
+
+    static func fetch(_ db: Database, _ collection: String) throws -> SyncState {
+        guard let row = try Row.fetchOne(db, sql: "SELECT cursor, resyncing FROM offlinekit_sync_state WHERE collection = ?",
+                                         arguments: [collection]) else { return SyncState(cursor: nil, resyncing: false) }
+        return SyncState(cursor: row["cursor"], resyncing: row["resyncing"] != 0)
+    }
+
+    static func save(_ db: Database, _ collection: String, cursor: String) throws {
+        try db.execute(sql: """
+            INSERT INTO offlinekit_sync_state (collection, cursor) VALUES (?, ?)
+            ON CONFLICT (collection) DO UPDATE SET cursor = excluded.cursor
+            """, arguments: [collection, cursor])
+    }
+
+    static func restart(_ db: Database, _ collection: String) throws {
+        try db.execute(sql: """
+            INSERT INTO offlinekit_sync_state (collection, cursor, resyncing) VALUES (?, NULL, 1)
+            ON CONFLICT (collection) DO UPDATE SET cursor = NULL, resyncing = 1
+            """, arguments: [collection])
+        try db.execute(sql: "DELETE FROM offlinekit_sync_seen WHERE collection = ?", arguments: [collection])
+    }
+
+    static func finishResync(_ db: Database, _ collection: String) throws {
+        try db.execute(sql: "UPDATE offlinekit_sync_state SET resyncing = 0 WHERE collection = ?", arguments: [collection])
+        try db.execute(sql: "DELETE FROM offlinekit_sync_seen WHERE collection = ?", arguments: [collection])
+    }
+
+    /// The position in a cursor (`EPOCH.POSITION`), for progress only: cursors are otherwise opaque.
+    static func position(of cursor: String?) -> Int? {
+        cursor?.split(separator: ".").last.flatMap { Int($0) }
+    }
+}

@@ -1,0 +1,241 @@
+import Foundation
+import GRDB
+import Logging
+import OfflineCore
+@testable import OfflineKit
+import OfflineKitTesting
+@testable import OfflineServer
+import Testing
+
+/// The sync engine against the real server and its change feed, on loopback.
+@Suite("Sync engine", .timeLimit(.minutes(1)))
+struct SyncEngineTests {
+    static let ana = AccountSeed.demo[0].user
+
+    /// The app's table and every value the engine ever wrote into it, to tell a flicker.
+    final class Notes: Sendable {
+        let database: OfflineDatabase
+        private let written = Locked<[String: [String?]]>([:])
+
+        init() throws {
+            database = try OfflineDatabase.inMemory()
+            try database.writer.write { db in try db.execute(sql: "CREATE TABLE note (id TEXT PRIMARY KEY, text TEXT NOT NULL)") }
+        }
+
+        func collection(_ policy: SyncConflictPolicy = .serverWins) -> SyncedCollection {
+            SyncedCollection("notes", conflictPolicy: policy,
+                upsert: { [written] db, row in
+                    let text = try JSONSerialization.jsonObject(with: row.value) as? [String: Any]
+                    let shown = (text?["text"] as? String) ?? ""
+                    written.withLock { $0[row.id, default: []].append(shown) }
+                    try db.execute(sql: "INSERT OR REPLACE INTO note (id, text) VALUES (?, ?)", arguments: [row.id, shown])
+                },
+                delete: { [written] db, id in
+                    written.withLock { $0[id, default: []].append(nil) }
+                    try db.execute(sql: "DELETE FROM note WHERE id = ?", arguments: [id])
+                },
+                ids: { db in try String.fetchAll(db, sql: "SELECT id FROM note") })
+        }
+
+        func rows() async throws -> [String: String] {
+            try await database.writer.read { db in
+                Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT id, text FROM note").map { ($0["id"], $0["text"]) })
+            }
+        }
+
+        func history(_ id: String) -> [String?] { written.withLock { $0[id] ?? [] } }
+    }
+
+    /// Runs `body` with a server on loopback, Ana's feed of notes on it, and a transport signed
+    /// in as Ana that counts the pulls.
+    static func withServer(_ body: @Sendable (URL, ChangeFeed, RecordingTransport) async throws -> Void) async throws {
+        let configuration = ServerConfiguration(port: 0, accounts: AccountSeed.demo)
+        let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: Logger(label: "test.sync"))
+        var logger = Logger(label: "test.sync")
+        logger.logLevel = .warning
+        try await withRunningServer(configuration, storage: storage, logger: logger) { server in
+            let url = URL(string: "http://127.0.0.1:\(server.port)")!
+            try await HTTPClientTransport.withTransport { http in
+                let session = SignInSession(serverURL: url, name: "ana", password: AccountSeed.demoPassword, transport: http)
+                let wire = RecordingTransport(forwardingTo: BearerTokenTransport(http, tokens: session))
+                wire.allow("GET", "/api/sync/*")
+                try await body(url, ChangeFeed(storage: storage, now: { Date() }), wire)
+            }
+        }
+    }
+
+    static let notes = ChangeFeed.Name(audience: "user:" + ana.id, collection: "notes")
+    static func text(_ text: String) -> Data { Data(#"{"text":"\#(text)"}"#.utf8) }
+
+    @Test("a first pull comes in pages with the cursor saved after each; the next pull asks only for what changed")
+    func pagesAndIncrements() async throws {
+        try await Self.withServer { url, feed, wire in
+            for number in 0..<25 { try await feed.record(Self.notes, id: "n\(number)", value: Self.text("v\(number)")) }
+            let notes = try Notes()
+            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
+                                    collections: [notes.collection()], pageSize: 10)
+            let progress = engine.progress()
+            try await engine.pull()
+            #expect(try await notes.rows().count == 25)
+            #expect(wire.requests.count == 3, "25 rows in pages of 10")
+            var updates = progress.makeAsyncIterator()
+            var last: SyncProgress?
+            while let update = await updates.next() {
+                last = update
+                if !update.isPulling, update.rows == 25 { break }
+            }
+            #expect(last?.fraction == 1 && last?.bytes ?? 0 > 25 * 10)
+
+            try await feed.record(Self.notes, id: "n3", value: Self.text("changed"))
+            try await feed.record(Self.notes, id: "n4", value: nil)
+            try await engine.pull()
+            let rows = try await notes.rows()
+            #expect(rows.count == 24 && rows["n3"] == "changed" && rows["n4"] == nil)
+            #expect(wire.requests.count == 4, "one page for two changes")
+            #expect(wire.requests.last?.url.query?.contains("cursor=") == true)
+        }
+    }
+
+    @Test("a pull cut off after two pages keeps them; the next one goes on from the saved cursor")
+    func resumesAfterAnInterruption() async throws {
+        try await Self.withServer { url, feed, wire in
+            for number in 0..<25 { try await feed.record(Self.notes, id: "n\(number)", value: Self.text("v\(number)")) }
+            let notes = try Notes()
+            struct CutOff: Error {}
+            let pages = Locked(0)
+            let failing = RecordingTransport(forwardingTo: wire)
+            failing.allow("GET", "/api/sync/*") { request in
+                guard pages.withLock({ $0 += 1; return $0 }) <= 2 else { throw CutOff() }
+                return try await wire.send(request, maxBodyBytes: 1 << 20)
+            }
+            let interrupted = SyncEngine(database: notes.database, baseURL: url, transport: failing,
+                                         connectivity: FakeConnectivityMonitor(.online), collections: [notes.collection()], pageSize: 10)
+            await #expect(throws: CutOff.self) { try await interrupted.pull() }
+            #expect(try await notes.rows().count == 20)
+
+            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
+                                    collections: [notes.collection()], pageSize: 10)
+            try await engine.pull()
+            #expect(try await notes.rows().count == 25)
+            #expect(wire.requests.count == 3, "two pages before the cut, one after it")
+            #expect((0..<25).allSatisfy { notes.history("n\($0)").count == 1 }, "no page applied twice")
+        }
+    }
+
+    @Test("a pulled row under a queued write keeps the user's value; once the write is acknowledged the server's version lands, never the older one")
+    func readYourWrites() async throws {
+        try await Self.withServer { url, feed, wire in
+            try await feed.record(Self.notes, id: "a", value: Self.text("first"))
+            let notes = try Notes()
+            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
+                                    collections: [notes.collection()])
+            try await engine.pull()
+
+            let operation = OutboxOperation(name: "setNote", method: "PUT", change: .update)
+            let outbox = Outbox(database: notes.database, operations: [operation])
+            let entry = try #require(try await outbox.write(operation, path: "/api/records/notes/a", payload: Self.text("mine"),
+                                                            record: RecordKey("notes", "a")) { db in
+                try db.execute(sql: "UPDATE note SET text = 'mine' WHERE id = 'a'")
+            })
+            // Another device changes the row meanwhile.
+            try await feed.record(Self.notes, id: "a", value: Self.text("theirs"))
+            try await engine.pull()
+            #expect(try await notes.rows()["a"] == "mine", "the user's change shows while it is on its way")
+
+            // The write reaches the server (its version now includes it), and is acknowledged.
+            try await feed.record(Self.notes, id: "a", value: Self.text("mine, saved"))
+            let accepting = RecordingTransport()
+            accepting.allow("PUT", "/api/records/notes/a") { _ in HTTPResponse(status: 200, body: Self.text("mine, saved")) }
+            try await OutboxDrainer(outbox: outbox, baseURL: url, transport: accepting, connectivity: FakeConnectivityMonitor(.online)).drain()
+            #expect(try await outbox.entry(entry.id)?.state != .pending)
+            try await engine.pull()
+            #expect(try await notes.rows()["a"] == "mine, saved")
+            #expect(notes.history("a") == ["first", "mine, saved"], "the held version never reached the table")
+        }
+    }
+
+    @Test("a refused write rolls back, and the server's latest version (held meanwhile) takes the row")
+    func rejectedWriteTakesTheServersVersion() async throws {
+        try await Self.withServer { url, feed, wire in
+            let notes = try Notes()
+            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
+                                    collections: [notes.collection()])
+            let operation = OutboxOperation(name: "setNote", method: "PUT", change: .update, onRejected: { db, _ in
+                try db.execute(sql: "DELETE FROM note WHERE id = 'a'")
+            })
+            let outbox = Outbox(database: notes.database, operations: [operation])
+            try await outbox.write(operation, path: "/api/records/notes/a", payload: Self.text("mine"), record: RecordKey("notes", "a")) { db in
+                try db.execute(sql: "INSERT INTO note (id, text) VALUES ('a', 'mine')")
+            }
+            try await feed.record(Self.notes, id: "a", value: Self.text("theirs"))
+            try await engine.pull()
+            #expect(try await notes.rows()["a"] == "mine")
+
+            let refusing = RecordingTransport()
+            refusing.allow("PUT", "/api/records/notes/a") { _ in HTTPResponse(status: 422) }
+            try await OutboxDrainer(outbox: outbox, baseURL: url, transport: refusing, connectivity: FakeConnectivityMonitor(.online)).drain()
+            #expect(try await notes.rows()["a"] == nil, "the rollback ran")
+            try await engine.pull()
+            #expect(try await notes.rows()["a"] == "theirs", "the server's version, held while the write was on its way")
+        }
+    }
+
+    @Test("merge by fields: the server's other fields show at once, the fields the user set stay as set")
+    func mergeFields() throws {
+        let merged = try SyncEngine.mergeFields(Data(#"{"body":{"title":"old","done":true},"id":"a"}"#.utf8),
+                                                [Data(#"{"title":"new"}"#.utf8), Data(#"{"title":"newer","tag":"x"}"#.utf8)], inside: "body")
+        let mergedJSON = try #require(merged)
+        let object = try #require(try JSONSerialization.jsonObject(with: mergedJSON) as? [String: Any])
+        let body = try #require(object["body"] as? [String: Any])
+        #expect(body["title"] as? String == "newer" && body["done"] as? Bool == true && body["tag"] as? String == "x")
+        #expect(object["id"] as? String == "a")
+        #expect(try SyncEngine.mergeFields(Data("[1]".utf8), [], inside: nil) == nil)
+    }
+
+    @Test("a cursor the server no longer keeps: the collection is pulled again, rows the server dropped go, a row a queued write holds stays")
+    func resyncFromTheStart() async throws {
+        try await Self.withServer { url, feed, wire in
+            try await feed.record(Self.notes, id: "kept", value: Self.text("kept"))
+            try await feed.record(Self.notes, id: "gone", value: Self.text("gone"))
+            let notes = try Notes()
+            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
+                                    collections: [notes.collection()])
+            try await engine.pull()
+            let operation = OutboxOperation(name: "addNote", method: "PUT", change: .add)
+            let outbox = Outbox(database: notes.database, operations: [operation])
+            try await outbox.write(operation, path: "/api/records/notes/local", payload: Self.text("local"), record: RecordKey("notes", "local")) { db in
+                try db.execute(sql: "INSERT INTO note (id, text) VALUES ('local', 'local')")
+            }
+
+            // The deletion of "gone" is recorded, then forgotten: this client's cursor is now too old.
+            try await feed.record(Self.notes, id: "gone", value: nil)
+            try await feed.purgeTombstones(before: Date().addingTimeInterval(60))
+            try await engine.pull()
+            #expect(try await notes.rows() == ["kept": "kept", "local": "local"])
+            #expect(wire.requests.count == 3, "the first pull, the refused cursor, the pull from the start")
+        }
+    }
+
+    @Test("offline, a pull is refused before any request is sent")
+    func offline() async throws {
+        let notes = try Notes()
+        let wire = RecordingTransport()
+        let engine = SyncEngine(database: notes.database, baseURL: URL(string: "http://127.0.0.1:9")!, transport: wire,
+                                connectivity: FakeConnectivityMonitor(.offlineHard), collections: [notes.collection()])
+        await #expect(throws: NetworkRequiredError.self) { try await engine.pull() }
+        #expect(wire.requests.isEmpty)
+    }
+
+    @Test("pages are read as sent: values byte for byte, escapes in ids, tombstones; broken pages are refused")
+    func pageReading() throws {
+        let json = #"{"changes":[{"id":"a\"b","position":1,"value":{"n":9007199254740993,"s":"x,}]"}},{"id":"c","position":2,"deleted":true}],"cursor":"e.2","hasMore":false,"head":2}"#
+        let page = try SyncPage(json: Data(json.utf8))
+        #expect(page.changes.map(\.id) == ["a\"b", "c"])
+        #expect(page.changes[0].value == Data(#"{"n":9007199254740993,"s":"x,}]"}"#.utf8))
+        #expect(page.changes[1].value == nil && page.cursor == "e.2" && !page.hasMore && page.head == 2)
+        for broken in [#"{"changes":[{"id":"a","position":1}],"cursor":"e.1","hasMore":false}"#, #"{"changes":[],"cursor":"e"#,
+                       "[]", #"{"x":"# + String(repeating: "[", count: 2_000)] {
+            #expect(throws: SyncPage.Malformed.self, "\(broken.prefix(40))") { try SyncPage(json: Data(broken.utf8)) }
+        }
+    }
+}
