@@ -216,6 +216,31 @@ struct SyncEngineTests {
         }
     }
 
+    @Test("running, it pulls when connectivity comes back and when asked to")
+    func runsOnReconnectAndOnDemand() async throws {
+        try await Self.withServer { url, feed, wire in
+            try await feed.record(Self.notes, id: "a", value: Self.text("one"))
+            let notes = try Notes()
+            let monitor = FakeConnectivityMonitor(.offlineHard)
+            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: monitor,
+                                    collections: [notes.collection()])
+            let pulls = engine.progress()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await engine.run() }
+                defer { group.cancelAll() }
+                monitor.set(.online)
+                _ = try await pulls.first("a pull after reconnecting", within: .seconds(10)) { !$0.isPulling && $0.rows == 1 }
+                #expect(try await notes.rows() == ["a": "one"])
+                #expect(wire.requests.count == 1)
+
+                try await feed.record(Self.notes, id: "b", value: Self.text("two"))
+                engine.pullNow()
+                try await eventually("the second change pulled on demand", within: .seconds(10)) { notes.history("b") == ["two"] }
+                #expect(wire.requests.count == 2)
+            }
+        }
+    }
+
     @Test("offline, a pull is refused before any request is sent")
     func offline() async throws {
         let notes = try Notes()
