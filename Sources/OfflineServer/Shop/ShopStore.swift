@@ -2,6 +2,10 @@ import Foundation
 
 /// The shop's data, per customer, in the server's storage (SQLite or PostgreSQL). A customer's
 /// cart and order history are seeded on their first request.
+///
+/// Orders are a synced collection: every order placed or changed is also recorded in the
+/// customer's change feed (`orders`), in the same transaction, so `GET /api/sync/orders` brings
+/// an app's order history up to date by delta.
 struct ShopStore: Sendable {
     struct Account {
         var cart: [ShopCartItem]
@@ -18,6 +22,11 @@ struct ShopStore: Sendable {
 
     let storage: any ServerStorage
     let now: @Sendable () -> Date
+
+    /// The customer's orders as a change feed.
+    static func ordersFeed(of user: String) -> ChangeFeed.Name { ChangeFeed.Name(audience: "user:" + user, collection: "orders") }
+
+    private var feed: ChangeFeed { ChangeFeed(storage: storage, now: now) }
 
     /// The first order number the shop hands out.
     static let firstOrderNumber = 1_042
@@ -45,6 +54,18 @@ struct ShopStore: Sendable {
             try await transaction.execute("""
                 INSERT INTO shop_counter (name, next_value) VALUES ('order', \(firstOrderNumber)) ON CONFLICT (name) DO NOTHING
                 """)
+            // Customers from before orders were synced: their history enters the feed once.
+            let unsynced = try await transaction.rows("""
+                SELECT id FROM shop_customer AS customer WHERE NOT EXISTS (
+                    SELECT 1 FROM sync_feed WHERE audience = 'user:' || customer.id AND collection = 'orders')
+                """)
+            for row in unsynced {
+                let user = try row.string("id")
+                for order in try await orders(of: user, in: transaction).reversed() {
+                    try await ChangeFeed.record(ordersFeed(of: user), id: order.id, value: try ShopCoding.encoder().encode(order),
+                                                at: Date(), in: transaction)
+                }
+            }
         })
 
     static func seed() -> Account {
@@ -95,7 +116,7 @@ struct ShopStore: Sendable {
                 UPDATE shop_counter SET next_value = next_value + 1 WHERE name = 'order' RETURNING next_value - 1 AS number
                 """)?.int("number") ?? Self.firstOrderNumber
             let order = ShopOrder(id: "A-\(number)", placedAt: now(), status: .placed, totalCents: ShopCart(items: items).totalCents)
-            try await Self.insert(order, of: user, in: transaction)
+            try await insert(order, of: user, in: transaction)
             try await transaction.execute("DELETE FROM shop_cart_item WHERE customer = \(user)")
             return order
         }
@@ -119,6 +140,7 @@ struct ShopStore: Sendable {
         return try await account(user) { transaction in
             try await transaction.execute("UPDATE shop_order SET rating = \(stars) WHERE customer = \(user) AND id = \(id)")
             guard let order = try await Self.orders(of: user, in: transaction, id: id).first else { throw Failure.unknownOrder }
+            try await feed.record(Self.ordersFeed(of: user), id: order.id, value: try ShopCoding.encoder().encode(order))
             return order
         }
     }
@@ -137,18 +159,19 @@ struct ShopStore: Sendable {
                         """)
                 }
                 for order in seed.orders.reversed() {
-                    try await Self.insert(order, of: user, in: transaction)
+                    try await insert(order, of: user, in: transaction)
                 }
             }
             return try await body(transaction)
         }
     }
 
-    private static func insert(_ order: ShopOrder, of user: String, in transaction: any SQLTransaction) async throws {
+    private func insert(_ order: ShopOrder, of user: String, in transaction: any SQLTransaction) async throws {
         try await transaction.execute("""
             INSERT INTO shop_order (customer, id, placed_at, status, total_cents, currency, rating)
             VALUES (\(user), \(order.id), \(order.placedAt), \(order.status.rawValue), \(order.totalCents), \(order.currency), \(nullable: order.rating))
             """)
+        try await feed.record(Self.ordersFeed(of: user), id: order.id, value: try ShopCoding.encoder().encode(order))
     }
 
     private static func cartItems(of user: String, in transaction: any SQLTransaction) async throws -> [ShopCartItem] {

@@ -80,25 +80,31 @@ struct ChangeFeed: Sendable {
     @discardableResult
     func record(_ feed: Name, id: String, value: Data?) async throws -> Int {
         try await storage.transaction { transaction in
-            try await transaction.execute("""
-                INSERT INTO sync_feed (audience, collection, epoch, position, horizon)
-                VALUES (\(feed.audience), \(feed.collection), \(Self.newEpoch()), 0, 0)
-                ON CONFLICT (audience, collection) DO NOTHING
-                """)
-            // Locks the feed's counter until this transaction ends: see "No gaps" above.
-            guard let position = try await transaction.row("""
-                UPDATE sync_feed SET position = position + 1
-                WHERE audience = \(feed.audience) AND collection = \(feed.collection)
-                RETURNING position
-                """)?.int("position") else { throw StorageError.unexpectedValue(column: "sync_feed.position") }
-            try await transaction.execute("""
-                INSERT INTO sync_row (audience, collection, id, position, value, changed_at)
-                VALUES (\(feed.audience), \(feed.collection), \(id), \(position), \(nullable: value), \(now()))
-                ON CONFLICT (audience, collection, id)
-                DO UPDATE SET position = excluded.position, value = excluded.value, changed_at = excluded.changed_at
-                """)
-            return position
+            try await Self.record(feed, id: id, value: value, at: now(), in: transaction)
         }
+    }
+
+    /// ``record(_:id:value:)`` in `transaction`, for schema seeds that have no storage yet.
+    @discardableResult
+    static func record(_ feed: Name, id: String, value: Data?, at date: Date, in transaction: any SQLTransaction) async throws -> Int {
+        try await transaction.execute("""
+            INSERT INTO sync_feed (audience, collection, epoch, position, horizon)
+            VALUES (\(feed.audience), \(feed.collection), \(Self.newEpoch()), 0, 0)
+            ON CONFLICT (audience, collection) DO NOTHING
+            """)
+        // Locks the feed's counter until this transaction ends: see "No gaps" above.
+        guard let position = try await transaction.row("""
+            UPDATE sync_feed SET position = position + 1
+            WHERE audience = \(feed.audience) AND collection = \(feed.collection)
+            RETURNING position
+            """)?.int("position") else { throw StorageError.unexpectedValue(column: "sync_feed.position") }
+        try await transaction.execute("""
+            INSERT INTO sync_row (audience, collection, id, position, value, changed_at)
+            VALUES (\(feed.audience), \(feed.collection), \(id), \(position), \(nullable: value), \(date))
+            ON CONFLICT (audience, collection, id)
+            DO UPDATE SET position = excluded.position, value = excluded.value, changed_at = excluded.changed_at
+            """)
+        return position
     }
 
     /// The changes of `feed` after `cursor`, at most `limit`, in position order. From no cursor

@@ -81,3 +81,73 @@ struct SyncRoutesTests {
         }
     }
 }
+
+@Suite("Orders sync", .timeLimit(.minutes(1)))
+struct OrdersSyncTests {
+    struct Order: Decodable, Equatable {
+        var id: String
+        var rating: Int?
+    }
+
+    struct Page: Decodable {
+        struct Change: Decodable {
+            var id: String
+            var value: Order?
+        }
+        var changes: [Change]
+        var cursor: String
+    }
+
+    static func orders(_ client: some TestClientProtocol, _ user: HTTPFields, after cursor: String? = nil) async throws -> Page {
+        let uri = "/api/sync/orders" + (cursor.map { "?cursor=" + $0 } ?? "")
+        return try await client.execute(uri: uri, method: .get, headers: user) { response throws in
+            try #require(response.status == .ok)
+            return try JSONDecoder().decode(Page.self, from: Data(response.body.readableBytesView))
+        }
+    }
+
+    @Test("the order history comes down by delta: the seeded orders, then a placed order and a rating, each once")
+    func delta() async throws {
+        try await SyncRoutesTests.withBackend { client, _ in
+            let ana = try await signedIn(client, "ana")
+            try await client.execute(uri: "/shop/orders", method: .get, headers: ana) { #expect($0.status == .ok) }
+            let first = try await Self.orders(client, ana)
+            let seeded = ShopStore.seed().orders.map(\.id)
+            #expect(Set(first.changes.map(\.id)) == Set(seeded))
+
+            try await client.execute(uri: "/shop/checkout", method: .post, headers: keyed(ana)) { #expect($0.status == .created) }
+            try await client.execute(uri: "/shop/orders/\(seeded[0])/rating", method: .post, headers: keyed(ana.json),
+                                     body: ByteBuffer(string: #"{"stars":4}"#)) { #expect($0.status == .ok) }
+            let next = try await Self.orders(client, ana, after: first.cursor)
+            #expect(next.changes.count == 2, "the new order and the rated one, nothing else")
+            #expect(next.changes.first?.value?.rating == nil && next.changes.first.map { !seeded.contains($0.id) } == true)
+            #expect(next.changes.last?.value == Order(id: seeded[0], rating: 4))
+        }
+    }
+
+    @Test("customers from before orders were synced get their history into the feed at the next start")
+    func backfill() async throws {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "offline-orders-sync-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let configuration = ServerConfiguration.testing(dataDirectory: folder)
+        do {
+            let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: Logger(label: "test"))
+            let shop = ShopStore(storage: storage, now: { Date() })
+            _ = try await shop.orders(for: "someone")
+            // As a database from before: the history is not in the feed.
+            try await storage.transaction { try await $0.execute("DELETE FROM sync_feed"); try await $0.execute("DELETE FROM sync_row") }
+        }
+        let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: Logger(label: "test"))
+        let page = try await ChangeFeed(storage: storage, now: { Date() }).page(ShopStore.ordersFeed(of: "someone"), after: nil, limit: 100)
+        #expect(Set(page.changes.map(\.id)) == Set(ShopStore.seed().orders.map(\.id)))
+    }
+}
+
+extension HTTPFields {
+    /// These headers, sending JSON.
+    var json: HTTPFields {
+        var headers = self
+        headers[.contentType] = "application/json"
+        return headers
+    }
+}
