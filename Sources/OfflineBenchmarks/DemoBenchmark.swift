@@ -189,6 +189,13 @@ enum Sampling {
         return sorted[min(sorted.count - 1, max(0, Int((Double(sorted.count) * fraction).rounded(.up)) - 1))]
     }
 
+    /// Resident set size in MiB (Linux: /proc/self/statm; elsewhere 0).
+    static func residentMiB() -> Double {
+        guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8),
+              let pages = statm.split(separator: " ").dropFirst().first.flatMap({ Double($0) }) else { return 0 }
+        return pages * 4096 / 1_048_576
+    }
+
     /// The 1, 5 and 15-minute load averages.
     static func loadAverage() -> String {
         (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))

@@ -109,13 +109,13 @@ func runOutboxBenchmark() async throws {
                 }
                 let drainer = OutboxDrainer(outbox: queue, baseURL: url, transport: transport,
                                             connectivity: FakeConnectivityMonitor(.online))
-                let memoryBefore = residentMegabytes()
+                let memoryBefore = Sampling.residentMiB()
                 let peak = Locked(memoryBefore)
                 let start = ContinuousClock.now
                 try await withThrowingTaskGroup(of: Void.self) { sampling in
                     sampling.addTask {
                         while !Task.isCancelled {
-                            let now = residentMegabytes()
+                            let now = Sampling.residentMiB()
                             peak.withLock { $0 = max($0, now) }
                             try await Task.sleep(for: .milliseconds(50))
                         }
@@ -181,9 +181,3 @@ private func percentile(_ values: [Double], _ fraction: Double) -> Double {
     return sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
 }
 
-/// Resident set size in MB (Linux: /proc/self/statm; elsewhere 0).
-private func residentMegabytes() -> Double {
-    guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8),
-          let pages = statm.split(separator: " ").dropFirst().first.flatMap({ Double($0) }) else { return 0 }
-    return pages * 4096 / 1_048_576
-}

@@ -1,0 +1,153 @@
+import Foundation
+import GRDB
+import OfflineCore
+import OfflineKit
+import OfflineKitTesting
+import OfflineServer
+
+/// Sync's targets, each beside a baseline measured in the same run:
+/// - a first sync of 100,000 rows (~200 bytes of JSON each) from an OfflineServer on loopback
+///   into an SQLite file (WAL): rows per second beside a raw GRDB bulk insert of the same rows
+///   into the same kind of file, and the growth of resident memory while it runs (target:
+///   ≥ 50,000 rows/s, ≥ 0.5× the raw insert, ≤ 32 MiB);
+/// - pulling one change from a feed of 1,000,000 rows (target: ≤ 5 ms), the change made by a real
+///   write route (rating an order) between pulls.
+///
+/// `OFFLINEKIT_BENCH_SYNC_ROWS` and `OFFLINEKIT_BENCH_SYNC_STORED` change the two sizes.
+func runSyncBenchmark() async throws {
+    let environment = ProcessInfo.processInfo.environment
+    let initialRows = environment["OFFLINEKIT_BENCH_SYNC_ROWS"].flatMap(Int.init) ?? 100_000
+    let storedRows = environment["OFFLINEKIT_BENCH_SYNC_STORED"].flatMap(Int.init) ?? 1_000_000
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("offline-bench-sync-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let ana = AccountSeed.demo[0].user
+
+    // A first sync.
+    let first = try server(in: directory.appendingPathComponent("server-first"))
+    var start = ContinuousClock.now
+    try await seedSyncFeed(first, user: ana.id, collection: "items", count: initialRows, value: row)
+    print("sync: \(initialRows) rows written into the server's feed in \(seconds(since: start)) s (setup, not measured); load \(Sampling.loadAverage())")
+    let (pulled, elapsed, growth) = try await withClient(first, directory.appendingPathComponent("first.sqlite")) { engine, _ in
+        let before = Sampling.residentMiB()
+        let peak = PeakMemory()
+        let sampling = Task { await peak.sample() }
+        let start = ContinuousClock.now
+        try await engine.pull()
+        let elapsed = ContinuousClock.now - start
+        sampling.cancel()
+        let rows = try await engine.database.writer.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") ?? 0 }
+        return (rows, elapsed, await peak.value - before)
+    }
+    let raw = try rawBulkInsert(initialRows, into: directory.appendingPathComponent("raw.sqlite"))
+    let syncRate = Double(pulled) / elapsed.timeInterval
+    let rawRate = Double(initialRows) / raw.timeInterval
+    print("  first sync, pages of 1,000     \(Int(syncRate)) rows/s  (\(pulled) rows in \(format(elapsed)))  memory growth \(String(format: "%.1f", growth)) MiB")
+    print("  raw GRDB bulk insert           \(Int(rawRate)) rows/s  (\(initialRows) rows in \(format(raw)), one transaction, no network)")
+    print("  ratio to raw \(String(format: "%.2f", syncRate / rawRate))x   (targets: >= 50,000 rows/s, >= 0.5x raw, <= 32 MiB)")
+
+    // One change among a million.
+    let large = try server(in: directory.appendingPathComponent("server-large"))
+    start = ContinuousClock.now
+    try await seedSyncFeed(large, user: ana.id, collection: "orders", count: storedRows, value: row)
+    print("sync: \(storedRows) rows written into the server's feed in \(seconds(since: start)) s (setup, not measured)")
+    let samples = try await withClient(large, directory.appendingPathComponent("large.sqlite")) { engine, shop in
+        let start = ContinuousClock.now
+        try await engine.pull()
+        print("  first sync of \(storedRows) rows: \(format(ContinuousClock.now - start))")
+        var samples: [Double] = []
+        for round in 0..<50 {
+            try await shop.rate(stars: round % 5 + 1)
+            let start = ContinuousClock.now
+            try await engine.pull()
+            samples.append(Sampling.milliseconds(ContinuousClock.now - start))
+        }
+        return samples
+    }
+    print(String(format: "  one change with %d rows stored: p50 %.2f ms  p99 %.2f ms over %d pulls (target: <= 5 ms)",
+                 storedRows, Sampling.percentile(samples, 0.5), Sampling.percentile(samples, 0.99), samples.count))
+}
+
+/// ~200 bytes of JSON, like a typical synced row.
+@Sendable private func row(_ index: Int) -> Data {
+    Data(#"{"id":"r\#(index)","title":"Buy oat milk, the barista one","notes":"two cartons, from the shop on the corner if it is open","done":false,"list":"groceries","position":\#(index),"updatedAt":"2026-11-23T10:00:00Z"}"#.utf8)
+}
+
+private func server(in directory: URL) throws -> ServerConfiguration {
+    ServerConfiguration(host: "127.0.0.1", port: 0, dataDirectory: directory, accounts: AccountSeed.demo)
+}
+
+/// The shop, as the signed-in customer: rating an order is a real write that changes her
+/// order feed.
+private struct Shop: Sendable {
+    let server: URL
+    let transport: any HTTPTransport
+
+    func rate(stars: Int) async throws {
+        let request = HTTPRequest(method: "POST", url: server.appendingPathComponent("shop/orders/A-1041/rating"),
+                                  headers: ["Content-Type": "application/json", "Idempotency-Key": "\"\(UUID().uuidString)\""],
+                                  body: Data(#"{"stars":\#(stars)}"#.utf8))
+        let response = try await transport.send(request)
+        guard response.status == 200 else { throw SyncError.unavailable(status: response.status) }
+    }
+}
+
+/// Runs `body` with a sync engine signed in as Ana, pulling into a fresh app database.
+private func withClient<T: Sendable>(
+    _ configuration: ServerConfiguration, _ file: URL, _ body: @Sendable (SyncEngine, Shop) async throws -> T
+) async throws -> T {
+    try await withRunningServer(configuration) { server in
+        let url = URL(string: "http://127.0.0.1:\(server.port)")!
+        return try await HTTPClientTransport.withTransport { http in
+            let session = SignInSession(serverURL: url, name: "ana", password: AccountSeed.demoPassword, transport: http)
+            let transport = BearerTokenTransport(http, tokens: session)
+            let database = try OfflineDatabase.open(at: file)
+            try await database.writer.write { db in try db.execute(sql: "CREATE TABLE item (id TEXT PRIMARY KEY, body BLOB NOT NULL)") }
+            let items = SyncedCollection("items",
+                upsert: { db, row in
+                    try db.cachedStatement(sql: "INSERT OR REPLACE INTO item (id, body) VALUES (?, ?)").execute(arguments: [row.id, row.value])
+                },
+                delete: { db, id in try db.execute(sql: "DELETE FROM item WHERE id = ?", arguments: [id]) },
+                ids: { db in try String.fetchAll(db, sql: "SELECT id FROM item") })
+            var orders = items
+            orders.name = "orders"
+            let engine = SyncEngine(database: database, baseURL: url, transport: transport,
+                                    connectivity: FakeConnectivityMonitor(.online), collections: [items, orders], pageSize: 1_000)
+            return try await body(engine, Shop(server: url, transport: transport))
+        }
+    }
+}
+
+/// The same rows inserted straight into the same kind of file, one prepared statement, one
+/// transaction: what SQLite alone costs.
+private func rawBulkInsert(_ count: Int, into file: URL) throws -> Duration {
+    let database = try OfflineDatabase.open(at: file)
+    try database.writer.write { db in try db.execute(sql: "CREATE TABLE item (id TEXT PRIMARY KEY, body BLOB NOT NULL)") }
+    let rows = (0..<count).map { ("r\($0)", row($0)) }
+    let start = ContinuousClock.now
+    try database.writer.write { db in
+        let statement = try db.makeStatement(sql: "INSERT OR REPLACE INTO item (id, body) VALUES (?, ?)")
+        for (id, value) in rows { try statement.execute(arguments: [id, value]) }
+    }
+    return ContinuousClock.now - start
+}
+
+/// The highest resident memory seen while sampling every 10 ms.
+private actor PeakMemory {
+    var value = Sampling.residentMiB()
+
+    func sample() async {
+        while !Task.isCancelled {
+            value = max(value, Sampling.residentMiB())
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+    }
+}
+
+private func seconds(since start: ContinuousClock.Instant) -> String {
+    String(format: "%.1f", (ContinuousClock.now - start).timeInterval)
+}
+
+private func format(_ duration: Duration) -> String {
+    String(format: "%.2f s", duration.timeInterval)
+}
