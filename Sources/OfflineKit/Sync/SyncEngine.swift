@@ -185,12 +185,14 @@ public final class SyncEngine: Sendable {
     /// Applies one page in the caller's transaction, with the cursor after it.
     static func apply(_ page: SyncPage, to collection: SyncedCollection, resyncing: Bool, in db: Database) throws {
         try settleHeldRows(of: collection, except: Set(page.changes.map(\.id)), in: db)
+        // The writes on their way are few: read them once per page, not once per row.
+        let writes = try pendingPayloads(collection.name, in: db)
         for change in page.changes {
             if resyncing {
                 try db.execute(sql: "INSERT OR IGNORE INTO offlinekit_sync_seen (collection, id) VALUES (?, ?)",
                                arguments: [collection.name, change.id])
             }
-            let pending = try pendingPayloads(collection.name, change.id, in: db)
+            let pending = writes[change.id] ?? []
             guard !pending.isEmpty else {
                 if let value = change.value {
                     try collection.upsert(db, SyncedRow(id: change.id, value: value))
@@ -214,8 +216,8 @@ public final class SyncEngine: Sendable {
         try SyncState.save(db, collection.name, cursor: page.cursor)
         if resyncing, !page.hasMore {
             let seen = try Set(String.fetchAll(db, sql: "SELECT id FROM offlinekit_sync_seen WHERE collection = ?", arguments: [collection.name]))
-            for id in try collection.ids(db) where !seen.contains(id) {
-                if try pendingPayloads(collection.name, id, in: db).isEmpty { try collection.delete(db, id) }
+            for id in try collection.ids(db) where !seen.contains(id) && writes[id] == nil {
+                try collection.delete(db, id)
             }
             try SyncState.finishResync(db, collection.name)
         }
@@ -242,12 +244,17 @@ public final class SyncEngine: Sendable {
         }
     }
 
-    /// The payloads of the writes to a row that are still on their way, oldest first.
-    static func pendingPayloads(_ collection: String, _ id: String, in db: Database) throws -> [Data] {
-        try Row.fetchAll(db, sql: """
-            SELECT payload FROM offlinekit_outbox WHERE recordCollection = ? AND recordID = ?
+    /// The payloads of the writes to the collection's rows that are still on their way, by row,
+    /// oldest first.
+    static func pendingPayloads(_ collection: String, in db: Database) throws -> [String: [Data]] {
+        var writes: [String: [Data]] = [:]
+        for row in try Row.fetchAll(db, sql: """
+            SELECT recordID, payload FROM offlinekit_outbox WHERE recordCollection = ? AND recordID IS NOT NULL
             AND state IN ('pending', 'in-flight') ORDER BY sequence
-            """, arguments: [collection, id]).map { $0["payload"] ?? Data() }
+            """, arguments: [collection]) {
+            writes[row["recordID"], default: []].append(row["payload"] ?? Data())
+        }
+        return writes
     }
 
     /// The server's JSON object with the top-level fields of `pending` set over it (inside the

@@ -115,6 +115,11 @@ struct JSONSpanReader {
     mutating func string() throws -> String {
         skipSpace()
         let span = try stringSpan()
+        // Most strings (ids, cursors) have no escape: their bytes between the quotes are the text.
+        if !span.contains(UInt8(ascii: "\\")), let text = String(validating: span.dropFirst().dropLast(), as: UTF8.self),
+           !text.unicodeScalars.contains(where: { $0.value < 0x20 }) {
+            return text
+        }
         do {
             return try JSONDecoder().decode(String.self, from: Data(span))
         } catch {
