@@ -188,6 +188,7 @@ let package = Package(
             dependencies: [
                 "OfflineCore",
                 "OfflineServer",
+                "OfflineTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Hummingbird", package: "hummingbird"),

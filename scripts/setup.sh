@@ -9,6 +9,7 @@ packages=(
     nginx         # packs served by a plain web server
     postgresql    # shared idempotency keys across server instances
     curl          # baseline for download benchmarks, lab health checks
+    wrk           # load generator of the server benchmark
     tmux          # terminal test of the demo
     sqlite3       # inspecting databases in labs
     procps        # pkill/pgrep in labs

@@ -8,6 +8,7 @@ let benchmarks: [(name: String, run: () async throws -> Void)] = [
     ("outbox", runOutboxBenchmark),
     ("demo", runDemoBenchmark),
     ("server-slow-clients", runServerSlowClientsBenchmark),
+    ("server", runServerBenchmark),
     ("sync", runSyncBenchmark),
 ]
 

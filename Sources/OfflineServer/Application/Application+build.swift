@@ -22,6 +22,7 @@ public func buildApplication(
 func buildApplication(
     _ configuration: ServerConfiguration,
     storage: any ServerStorage,
+    exactlyOnce: Bool = true,
     logger: Logger,
     onServerRunning: @escaping @Sendable (Int) async -> Void
 ) throws -> some ApplicationProtocol {
@@ -29,7 +30,7 @@ func buildApplication(
         storage: storage, accounts: accountStore(configuration, storage: storage), retention: configuration.idempotencyRetention,
         interval: configuration.purgeInterval, clock: ContinuousClock(), now: { Date() }, logger: logger)
     return Application(
-        router: try buildRouter(configuration, storage: storage),
+        router: try buildRouter(configuration, storage: storage, exactlyOnce: exactlyOnce),
         // Slow and silent clients are closed, and however many there are, they hold at most
         // `maxConnections`: past it, new connections wait in the listen queue until one closes.
         server: .http1(idleTimeout: configuration.idleTimeout, requestHeadTimeout: configuration.requestHeadTimeout,
@@ -52,7 +53,10 @@ func serverSchemas(_ configuration: ServerConfiguration) -> [StorageSchema] {
 }
 
 /// Every route of the reference backend over `storage`.
-func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorage) throws -> Router<OfflineRequestContext> {
+///
+/// - Parameter exactlyOnce: false leaves out ``IdempotentWrites``, for the benchmark that
+///   measures what it costs; never on a server anyone uses.
+func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorage, exactlyOnce: Bool = true) throws -> Router<OfflineRequestContext> {
     // HEAD runs the GET route and drops its body, so a client can check a resource's headers
     // (a pack file's length and ETag) without fetching it.
     let router = Router(context: OfflineRequestContext.self, options: .autoGenerateHeadEndpoints)
@@ -62,7 +66,9 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     // Before every route that needs to know who is asking.
     router.addAccountRoutes(accounts: accountStore(configuration, storage: storage))
     // Every write after this point is exactly-once.
-    router.add(middleware: IdempotentWrites(storage: storage, retention: configuration.idempotencyRetention, now: { Date() }))
+    if exactlyOnce {
+        router.add(middleware: IdempotentWrites(storage: storage, retention: configuration.idempotencyRetention, now: { Date() }))
+    }
     router.addShopRoutes(storage: storage)
     try router.addDomainRoutes(configuration, storage: storage)
     router.addPackRoutes(configuration)

@@ -82,12 +82,13 @@ public func withRunningServer<Value: Sendable>(
 func withRunningServer<Value: Sendable>(
     _ configuration: ServerConfiguration,
     storage: any ServerStorage,
+    exactlyOnce: Bool = true,
     logger: Logger = Logger(label: "offline.server"),
     gracePeriod: Duration = .seconds(5),
     _ body: (RunningServer) async throws -> Value
 ) async throws -> Value {
     let (ports, reportPort) = AsyncStream.makeStream(of: Int.self)
-    let app = try buildApplication(configuration, storage: storage, logger: logger) { port in reportPort.yield(port) }
+    let app = try buildApplication(configuration, storage: storage, exactlyOnce: exactlyOnce, logger: logger) { port in reportPort.yield(port) }
     var groupConfiguration = ServiceGroupConfiguration(services: [app], logger: logger)
     groupConfiguration.maximumGracefulShutdownDuration = gracePeriod
     let services = ServiceGroup(configuration: groupConfiguration)

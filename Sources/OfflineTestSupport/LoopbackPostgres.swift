@@ -1,0 +1,111 @@
+public import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A throwaway PostgreSQL cluster on a free loopback port, owned by the `postgres` user, for
+/// tests and benchmarks that need the reference backend's shared storage.
+///
+/// ```swift
+/// let cluster = try LoopbackPostgres.start()
+/// defer { cluster.stop() }
+/// configuration.postgresURL = try cluster.createDatabase()
+/// ```
+///
+/// Needs Debian's `postgresql` package and root (the cluster runs as `postgres`, through
+/// `runuser`). `initdb` takes seconds; a fresh database with ``createDatabase(named:)`` a
+/// fraction of one, so callers share one cluster and take a database each.
+public struct LoopbackPostgres: Sendable {
+    public let directory: URL
+    public let port: Int
+    let bin: String
+
+    /// Whether this machine can start a cluster: PostgreSQL installed and running as root.
+    public static var isAvailable: Bool {
+        getuid() == 0 && (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql"))?.isEmpty == false
+    }
+
+    /// Starts a new cluster.
+    ///
+    /// - Throws: ``LoopbackPostgresError`` when PostgreSQL is missing or will not start.
+    public static func start() throws -> LoopbackPostgres {
+        guard let version = try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql").sorted().last else {
+            throw LoopbackPostgresError.notInstalled
+        }
+        let bin = "/usr/lib/postgresql/\(version)/bin"
+        let directory = URL(fileURLWithPath: "/tmp/offline-pg-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let data = directory.appendingPathComponent("data").path
+        do {
+            try run("/bin/chown", ["postgres", directory.path])
+            try run("/usr/sbin/runuser", ["-u", "postgres", "--", "\(bin)/initdb", "-D", data, "-A", "trust", "-U", "postgres"])
+        } catch {
+            try? FileManager.default.removeItem(at: directory)
+            throw error
+        }
+        for _ in 0..<5 {
+            let port = Int.random(in: 30_000..<60_000)
+            let options = "-p \(port) -k \(directory.path) -c listen_addresses=127.0.0.1"
+            if (try? run("/usr/sbin/runuser", ["-u", "postgres", "--", "\(bin)/pg_ctl", "-D", data, "-o", options,
+                                                 "-l", directory.appendingPathComponent("log").path, "-w", "start"])) != nil {
+                return LoopbackPostgres(directory: directory, port: port, bin: bin)
+            }
+        }
+        try? FileManager.default.removeItem(at: directory)
+        throw LoopbackPostgresError.didNotStart(directory.appendingPathComponent("log").path)
+    }
+
+    /// Stops the cluster at once and removes its folder.
+    public func stop() {
+        _ = try? Self.run("/usr/sbin/runuser", ["-u", "postgres", "--", "\(bin)/pg_ctl", "-D", directory.appendingPathComponent("data").path,
+                                                 "-m", "immediate", "-w", "stop"])
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// `postgres://postgres@127.0.0.1:PORT/DATABASE`.
+    public func url(database: String = "postgres") -> String { "postgres://postgres@127.0.0.1:\(port)/\(database)" }
+
+    /// Creates an empty database and returns its URL.
+    public func createDatabase(named name: String = "db_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")) throws -> String {
+        try Self.run("\(bin)/createdb", ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres", name])
+        return url(database: name)
+    }
+
+    /// Runs a tool to completion with posix_spawn and waitpid (Foundation's `Process` may miss
+    /// the exit of a tool whose children outlive it, as `pg_ctl start`'s server does).
+    static func run(_ tool: String, _ arguments: [String]) throws {
+        var pid: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = ([tool] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        #if canImport(Glibc)
+        var actions = posix_spawn_file_actions_t()
+        #else
+        var actions: posix_spawn_file_actions_t?
+        #endif
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        guard posix_spawn(&pid, tool, &actions, nil, argv, environ) == 0 else { throw LoopbackPostgresError.failed(tool) }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
+        guard status == 0 else { throw LoopbackPostgresError.failed(tool) }
+    }
+}
+
+public enum LoopbackPostgresError: Error, Sendable, Hashable, CustomStringConvertible {
+    case notInstalled
+    case didNotStart(String)
+    case failed(String)
+
+    public var description: String {
+        switch self {
+        case .notInstalled: "PostgreSQL is not installed (Debian: apt install postgresql)."
+        case .didNotStart(let log): "PostgreSQL did not start; see \(log)."
+        case .failed(let tool): "\(tool) failed."
+        }
+    }
+}
