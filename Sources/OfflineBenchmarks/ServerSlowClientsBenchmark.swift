@@ -16,13 +16,8 @@ import Synchronization
 /// clients during it; each one reconnects at once, as an attacker would.
 func runServerSlowClientsBenchmark() async throws {
     let slowClientCount = 500
-    let (ports, reportPort) = AsyncStream.makeStream(of: Int.self)
-    let app = try await buildApplication(ServerConfiguration(port: 0)) { port in reportPort.yield(port) }
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await app.runService(gracefulShutdownSignals: []) }
-        defer { group.cancelAll() }
-        var reported = ports.makeAsyncIterator()
-        guard let port = await reported.next() else { return }
+    try await withRunningServer(ServerConfiguration(port: 0)) { server in
+        let port = server.port
 
         // Blocking socket loops run on threads of their own, not on the server's.
         let baseline = try await onThread { try HealthProbe.measure(port: port, for: .seconds(3)) }

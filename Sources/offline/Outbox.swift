@@ -18,6 +18,17 @@ extension Offline.Outbox {
         @Option(help: "The app database (SQLite file) holding the outbox.") var db: String
     }
 
+    /// Who the writes belong to: records are their owner's alone.
+    struct AccountOptions: ParsableArguments {
+        @Option(help: "The account to sign in as (a server started with --demo-accounts has ana and ben).") var user = "ana"
+        @Option(help: "Its password.") var password = "offline-demo"
+
+        /// `transport` sending every request as this account, signed in on first use.
+        func signedIn(_ transport: any HTTPTransport, at server: URL) -> any HTTPTransport {
+            BearerTokenTransport(transport, tokens: SignInSession(serverURL: server, name: user, password: password, transport: transport))
+        }
+    }
+
     /// Queues numbered writes (each with its local change, in one transaction) and drains them to
     /// a server. Safe to kill at any point and run again: it queues only what is missing, then
     /// delivers what is left.
@@ -26,6 +37,7 @@ extension Offline.Outbox {
             abstract: "Queue writes 0..<COUNT to COLLECTION (those not queued yet) and deliver the queue until it is empty.")
 
         @OptionGroup var database: DatabaseOptions
+        @OptionGroup var account: AccountOptions
         @Option(help: "Base URL of the server.") var server: String
         @Option(help: "How many numbered writes the queue must have carried in total.") var count: Int
         @Option(help: "The server collection to write to.") var collection = "crash"
@@ -51,7 +63,7 @@ extension Offline.Outbox {
                 }
             }
             try await HTTPClientTransport.withTransport(defaultTimeout: .seconds(10)) { transport in
-                let drainer = OutboxDrainer(outbox: outbox, baseURL: baseURL, transport: transport,
+                let drainer = OutboxDrainer(outbox: outbox, baseURL: baseURL, transport: account.signedIn(transport, at: baseURL),
                                             connectivity: AssumedReachable())
                 try await drainer.drain()
             }
@@ -89,6 +101,7 @@ extension Offline.Outbox {
         static let configuration = CommandConfiguration(
             abstract: "Count lost and duplicated effects of `drive` on the server (started with --faults); exits non-zero if any.")
 
+        @OptionGroup var account: AccountOptions
         @Option(help: "Base URL of the server.") var server: String
         @Option(help: "How many numbered writes were queued.") var count: Int
         @Option(help: "The server collection written to.") var collection = "crash"
@@ -98,7 +111,9 @@ extension Offline.Outbox {
             struct Record: Decodable { var id: String; var version: Int }
             struct Effects: Decodable { var effects: [String: Int] }
             let (records, effects) = try await HTTPClientTransport.withTransport { transport in
-                let records = try await transport.send(HTTPRequest(url: baseURL.appendingPathComponent("api/records/\(collection)")))
+                let records = try await account.signedIn(transport, at: baseURL)
+                    .send(HTTPRequest(url: baseURL.appendingPathComponent("api/records/\(collection)")))
+                guard records.status == 200 else { throw ValidationError("The server refused to list the records (status \(records.status)).") }
                 let effects = try await transport.send(HTTPRequest(url: baseURL.appendingPathComponent("api/record-effects")))
                 guard effects.status == 200 else {
                     throw ValidationError("The server does not count applied writes: start it with `offline serve --faults`.")

@@ -15,6 +15,14 @@ struct DemoHarness: Sendable {
     let requests: CountingTransport
     let directory: URL
 
+    /// The server as the demo's account sees it, without counting as the client's requests:
+    /// records are their owner's.
+    var asDemoAccount: any HTTPTransport {
+        BearerTokenTransport(requests.base, tokens: SignInSession(
+            serverURL: environment.serverURL, name: DemoEnvironment.account.name, password: DemoEnvironment.account.password,
+            transport: requests.base))
+    }
+
     /// Turns the switch and tells the monitor, as the real monitor would after its probes.
     func set(_ condition: NetworkCondition) async {
         await network.change(to: condition)

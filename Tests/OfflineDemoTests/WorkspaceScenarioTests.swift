@@ -235,7 +235,7 @@ struct WorkspaceScenarioTests {
             ]
             for (index, (text, status, detail)) in cases.enumerated() {
                 let body = try JSONSerialization.data(withJSONObject: ["text": text, "chat": "general"])
-                let response = try await demo.requests.base.send(HTTPRequest(
+                let response = try await demo.asDemoAccount.send(HTTPRequest(
                     method: "PUT", url: demo.environment.url("api/records/messages/rule-\(index)"),
                     headers: ["Content-Type": "application/json", "Idempotency-Key": "\"rule-\(index)-\(UUID().uuidString)\""], body: body))
                 #expect(response.status == status, "\(text.prefix(20))")
@@ -269,7 +269,7 @@ extension DemoHarness {
 
     /// The server's copy of a record (read past the switch's counter), nil when it has none.
     func serverRecord(_ collection: String, _ id: String) async throws -> [String: Any]? {
-        let response = try await requests.base.send(HTTPRequest(url: environment.url("api/records/\(collection)/\(id)")))
+        let response = try await asDemoAccount.send(HTTPRequest(url: environment.url("api/records/\(collection)/\(id)")))
         guard response.status == 200 else { return nil }
         let record = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
         return record?["body"] as? [String: Any]

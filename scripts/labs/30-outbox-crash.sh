@@ -26,7 +26,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$bin" serve --port 0 --data "$work/server" --faults >"$work/server.log" 2>&1 &
+"$bin" serve --port 0 --data "$work/server" --demo-accounts --faults >"$work/server.log" 2>&1 &
 server_pid=$!
 url=""
 for _ in $(seq 1 100); do

@@ -140,7 +140,7 @@ public final class SyncEngine: Sendable {
         while true {
             try Task.checkCancellation()
             let state = try await database.writer.read { db in try SyncState.fetch(db, collection.name) }
-            let response = try await transport.send(request(collection.name, cursor: state.cursor), maxBodyBytes: 256 << 20)
+            let response = try await transport.send(request(collection.path, cursor: state.cursor), maxBodyBytes: 256 << 20)
             if response.status == 410 {
                 // The server no longer keeps this position: start again, sweeping at the end.
                 restarts += 1
@@ -169,9 +169,8 @@ public final class SyncEngine: Sendable {
         }
     }
 
-    private func request(_ collection: String, cursor: String?) -> HTTPRequest {
-        var components = URLComponents(url: baseURL.appendingPathComponent("api/sync").appendingPathComponent(collection),
-                                       resolvingAgainstBaseURL: false)!
+    private func request(_ path: String, cursor: String?) -> HTTPRequest {
+        var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
         components.queryItems = [URLQueryItem(name: "limit", value: String(pageSize))] + (cursor.map { [URLQueryItem(name: "cursor", value: $0)] } ?? [])
         return HTTPRequest(url: components.url!, headers: ["Accept": "application/json"], requirement: .networkRequired)
     }

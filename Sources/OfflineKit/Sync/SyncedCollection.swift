@@ -4,7 +4,7 @@ public import GRDB
 /// A server collection the app keeps a copy of in its own table, and how pulled rows land there.
 ///
 /// ```swift
-/// let notes = SyncedCollection("notes",
+/// let notes = SyncedCollection("notes",           // GET /api/sync/records/notes
 ///     upsert: { db, row in
 ///         let note = try row.decode(NoteRecord.self)
 ///         try db.execute(sql: "INSERT OR REPLACE INTO note (id, text) VALUES (?, ?)", arguments: [row.id, note.body.text])
@@ -22,8 +22,11 @@ public struct SyncedCollection: Sendable {
     public typealias Delete = @Sendable (Database, _ id: String) throws -> Void
     public typealias IDs = @Sendable (Database) throws -> [String]
 
-    /// The server's collection (`GET /api/sync/NAME`), and the outbox's record collection.
+    /// The collection of the outbox's ``RecordKey``s for these rows.
     public var name: String
+    /// The server's sync route for it, relative to the base URL: `api/sync/orders`, or
+    /// `api/sync/records/NAME` for the reference backend's records.
+    public var path: String
     /// What happens when a pulled row meets a local write still on its way.
     public var conflictPolicy: SyncConflictPolicy
     /// Inserts or replaces a row with the server's version.
@@ -34,14 +37,18 @@ public struct SyncedCollection: Sendable {
     /// server no longer has, and that no local write is holding, are deleted then).
     public var ids: IDs
 
+    /// - Parameter path: the sync route; by default `api/sync/records/NAME`, where the reference
+    ///   backend serves its records' changes.
     public init(
         _ name: String,
+        path: String? = nil,
         conflictPolicy: SyncConflictPolicy = .serverWins,
         upsert: @escaping Upsert,
         delete: @escaping Delete,
         ids: @escaping IDs
     ) {
         self.name = name
+        self.path = path ?? "api/sync/records/\(name)"
         self.conflictPolicy = conflictPolicy
         self.upsert = upsert
         self.delete = delete

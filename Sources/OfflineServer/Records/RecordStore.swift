@@ -1,10 +1,20 @@
 import Foundation
 
-/// A small generic document store: JSON objects by collection and id, and how many times a write
-/// with each idempotency key actually ran (the "effects" that the crash test counts), in the
-/// server's storage (SQLite or PostgreSQL).
+/// A small generic document store: each account's JSON objects by collection and id, and how
+/// many times a write with each idempotency key actually ran (the "effects" that the crash test
+/// counts), in the server's storage (SQLite or PostgreSQL).
+///
+/// Records belong to the account that wrote them: every read and write names its owner, and one
+/// owner never sees another's records. Every write is also recorded, in its transaction, in the
+/// owner's change feed `records/COLLECTION`, which `GET /api/sync/records/COLLECTION` serves.
 struct RecordStore: Sendable {
     let storage: any ServerStorage
+    var now: @Sendable () -> Date = { Date() }
+
+    /// The feed of `owner`'s `collection`.
+    static func feed(of owner: String, _ collection: String) -> ChangeFeed.Name {
+        ChangeFeed.Name(audience: "user:" + owner, collection: "records/" + collection)
+    }
 
     struct Record: Sendable, Equatable {
         var id: String
@@ -26,6 +36,18 @@ struct RecordStore: Sendable {
             """,
             "CREATE TABLE IF NOT EXISTS record_effects (idempotencyKey \(.text) PRIMARY KEY, count \(.integer) NOT NULL)",
         ]),
+        // Records gain an owner. Those written before had none and anyone could read them: they
+        // are kept, owned by no account, so no one reads them any more.
+        ("records.v2-owners", [
+            """
+            CREATE TABLE records_owned (
+                owner \(.text) NOT NULL, collection \(.text) NOT NULL, id \(.text) NOT NULL, body \(.blob) NOT NULL,
+                version \(.integer) NOT NULL, PRIMARY KEY (owner, collection, id))
+            """,
+            "INSERT INTO records_owned (owner, collection, id, body, version) SELECT '', collection, id, body, version FROM records",
+            "DROP TABLE records",
+            "ALTER TABLE records_owned RENAME TO records",
+        ]),
     ])
 
     enum Write {
@@ -36,33 +58,35 @@ struct RecordStore: Sendable {
 
     /// Applies a write and counts its effect under `key`, in one transaction.
     /// - Returns: the record after the write (nil after a delete, or a patch of a missing record).
-    func apply(_ write: Write, collection: String, id: String, key: String?) async throws -> Record? {
+    func apply(_ write: Write, owner: String, collection: String, id: String, key: String?) async throws -> Record? {
         try await storage.transaction { transaction in
             var result: Record?
             switch write {
             case .put(let body):
                 // One statement, so concurrent writers on other instances each get their own version.
                 let version = try await transaction.row("""
-                    INSERT INTO records (collection, id, body, version) VALUES (\(collection), \(id), \(Self.blob(body)), 1)
-                    ON CONFLICT (collection, id) DO UPDATE SET body = excluded.body, version = records.version + 1
+                    INSERT INTO records (owner, collection, id, body, version) VALUES (\(owner), \(collection), \(id), \(Self.blob(body)), 1)
+                    ON CONFLICT (owner, collection, id) DO UPDATE SET body = excluded.body, version = records.version + 1
                     RETURNING version
                     """)?.int("version") ?? 1
                 result = Record(id: id, version: version, body: body)
             case .patch(let body):
                 // The merge happens here, so the row stays locked from read to write.
                 guard let row = try await transaction.row("""
-                    SELECT body, version FROM records WHERE collection = \(collection) AND id = \(id) \(.forUpdate)
+                    SELECT body, version FROM records WHERE owner = \(owner) AND collection = \(collection) AND id = \(id) \(.forUpdate)
                     """) else { return nil }
                 let current = try Self.body(try row.data("body"))
                 let merged = Record(id: id, version: try row.int("version") + 1, body: current.merging(body) { _, new in new })
                 try await transaction.execute("""
                     UPDATE records SET body = \(Self.blob(merged.body)), version = \(merged.version)
-                    WHERE collection = \(collection) AND id = \(id)
+                    WHERE owner = \(owner) AND collection = \(collection) AND id = \(id)
                     """)
                 result = merged
             case .delete:
-                try await transaction.execute("DELETE FROM records WHERE collection = \(collection) AND id = \(id)")
+                try await transaction.execute("DELETE FROM records WHERE owner = \(owner) AND collection = \(collection) AND id = \(id)")
             }
+            try await ChangeFeed.record(Self.feed(of: owner, collection), id: id, value: result.map { Data($0.json.jsonBytes) },
+                                        at: now(), in: transaction)
             if let key {
                 try await transaction.execute("""
                     INSERT INTO record_effects (idempotencyKey, count) VALUES (\(key), 1)
@@ -73,16 +97,20 @@ struct RecordStore: Sendable {
         }
     }
 
-    func list(_ collection: String) async throws -> [Record] {
+    func list(_ collection: String, owner: String) async throws -> [Record] {
         try await storage.transaction { transaction in
-            try await transaction.rows("SELECT id, body, version FROM records WHERE collection = \(collection) ORDER BY id").map { try Self.record(from: $0) }
+            try await transaction.rows("""
+                SELECT id, body, version FROM records WHERE owner = \(owner) AND collection = \(collection) ORDER BY id
+                """).map { try Self.record(from: $0) }
         }
     }
 
     /// One record, read on its own (the collection may be large).
-    func record(_ collection: String, id: String) async throws -> Record? {
+    func record(_ collection: String, id: String, owner: String) async throws -> Record? {
         try await storage.transaction { transaction in
-            try await transaction.row("SELECT id, body, version FROM records WHERE collection = \(collection) AND id = \(id)").map { try Self.record(from: $0) }
+            try await transaction.row("""
+                SELECT id, body, version FROM records WHERE owner = \(owner) AND collection = \(collection) AND id = \(id)
+                """).map { try Self.record(from: $0) }
         }
     }
 

@@ -14,8 +14,10 @@ extension Router where Context == OfflineRequestContext {
     /// - `GET /api/record-effects`: how many times a write with each idempotency key ran, for the
     ///   crash labs; only with `faultsEnabled` (`offline serve --faults`), never on a server others use.
     ///
-    /// Writes need an `Idempotency-Key`: like every write route, they run exactly once
-    /// (``IdempotentWrites``), the effect counted in the same transaction as the key.
+    /// Every route needs a signed-in user (`401` otherwise), whose records they are: another
+    /// account's record is not found. Writes need an `Idempotency-Key`: like every write route,
+    /// they run exactly once (``IdempotentWrites``), the effect counted in the same transaction as
+    /// the key, and land in the owner's change feed (`GET /api/sync/records/COLLECTION`).
     func addRecordsRoutes(storage: any ServerStorage, faultsEnabled: Bool) {
         let records = RecordStore(storage: storage)
         if faultsEnabled {
@@ -25,10 +27,12 @@ extension Router where Context == OfflineRequestContext {
         }
         let group = group("/api/records")
         group.get(":collection") { _, context in
-            jsonResponse(.array(try await records.list(context.pathParameter("collection")).map(\.json)))
+            let owner = try context.requireUser().id
+            return jsonResponse(.array(try await records.list(context.pathParameter("collection"), owner: owner).map(\.json)))
         }
         group.get(":collection/:id") { _, context in
-            guard let record = try await records.record(context.pathParameter("collection"), id: context.pathParameter("id")) else {
+            let owner = try context.requireUser().id
+            guard let record = try await records.record(context.pathParameter("collection"), id: context.pathParameter("id"), owner: owner) else {
                 return Response(status: .notFound)
             }
             return jsonResponse(record.json)
@@ -40,8 +44,9 @@ extension Router where Context == OfflineRequestContext {
             try await write(request, context, records) { .patch($0) }
         }
         group.delete(":collection/:id") { request, context in
+            let owner = try context.requireUser().id
             let key = request.headers[IdempotencyMiddleware<OfflineRequestContext>.keyField].flatMap(IdempotencyMiddleware<OfflineRequestContext>.parseKey)
-            _ = try await records.apply(.delete, collection: context.pathParameter("collection"),
+            _ = try await records.apply(.delete, owner: owner, collection: context.pathParameter("collection"),
                                         id: context.pathParameter("id"), key: key)
             return Response(status: .noContent)
         }
@@ -52,6 +57,7 @@ private func write(
     _ request: Request, _ context: OfflineRequestContext, _ records: RecordStore,
     _ make: ([String: JSONValue]) -> RecordStore.Write
 ) async throws -> Response {
+    let owner = try context.requireUser().id
     var request = request
     let body = try await request.collectBody(upTo: context.maxUploadSize)
     let (collection, id, object): (String, String, [String: JSONValue])
@@ -64,7 +70,7 @@ private func write(
     }
     if let refusal = RecordRules.refusal(request.method, object, collection: collection) { return refusal }
     let key = request.headers[IdempotencyMiddleware<OfflineRequestContext>.keyField].flatMap(IdempotencyMiddleware<OfflineRequestContext>.parseKey)
-    guard let record = try await records.apply(make(object), collection: collection, id: id, key: key) else {
+    guard let record = try await records.apply(make(object), owner: owner, collection: collection, id: id, key: key) else {
         return problemResponse(.notFound, "No such record.")
     }
     return jsonResponse(record.json)

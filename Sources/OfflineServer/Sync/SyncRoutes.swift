@@ -3,9 +3,11 @@ import Hummingbird
 import NIOCore
 
 extension Router where Context == OfflineRequestContext {
-    /// The signed-in user's changes, a page at a time:
+    /// The signed-in user's changes, a page at a time, from the feeds of the synced collections:
+    /// `GET /api/sync/orders` (the shop's order history) and `GET /api/sync/records/COLLECTION`
+    /// (the user's records of a collection).
     ///
-    /// - `GET /api/sync/COLLECTION?cursor=…&limit=…` →
+    /// - `GET /api/sync/FEED?cursor=…&limit=…` →
     ///   `{"changes": [{"id", "position", "value"} or {"id", "position", "deleted": true}], "cursor", "hasMore", "head"}`.
     ///   Without a cursor, the live rows; with one, every change after it, tombstones included.
     ///   Send the answer's `cursor` next time, at once while `hasMore` is true.
@@ -15,28 +17,33 @@ extension Router where Context == OfflineRequestContext {
     /// The feed is the user's own (`user:ID`): no one reads another user's changes.
     func addSyncRoutes(storage: any ServerStorage) {
         let feed = ChangeFeed(storage: storage, now: { Date() })
-        get("/api/sync/:collection") { request, context in
-            let user = try context.requireUser()
-            let collection = try context.pathParameter("collection")
-            var cursor: SyncCursor?
-            if let text = request.uri.queryParameters["cursor"].map(String.init), !text.isEmpty {
-                guard let parsed = SyncCursor(text) else { throw BadRequest(detail: "The cursor is not one this server gave out.") }
-                cursor = parsed
-            }
-            var limit = SyncLimits.defaultPage
-            if let text = request.uri.queryParameters["limit"] {
-                guard let parsed = Int(text), parsed > 0 else { throw BadRequest(detail: "The limit must be a positive number.") }
-                limit = Swift.min(parsed, SyncLimits.maximumPage)
-            }
-            do {
-                let page = try await feed.page(ChangeFeed.Name(audience: "user:" + user.id, collection: collection),
-                                               after: cursor, limit: limit)
-                return Response(status: .ok, headers: [.contentType: "application/json"],
-                                body: ResponseBody(byteBuffer: ByteBuffer(bytes: page.jsonBytes)))
-            } catch is ChangeFeed.ResyncRequired {
-                return problemResponse(.gone, "This sync position is no longer kept. Sync again from the start.")
-            }
+        get("/api/sync/orders") { request, context in
+            try await syncPage(ShopStore.ordersFeed(of: try context.requireUser().id), feed, request)
         }
+        get("/api/sync/records/:collection") { request, context in
+            try await syncPage(RecordStore.feed(of: try context.requireUser().id, try context.pathParameter("collection")), feed, request)
+        }
+    }
+}
+
+/// A page of `name` after the request's cursor, as JSON; `410` when the cursor cannot be followed.
+private func syncPage(_ name: ChangeFeed.Name, _ feed: ChangeFeed, _ request: Request) async throws -> Response {
+    var cursor: SyncCursor?
+    if let text = request.uri.queryParameters["cursor"].map(String.init), !text.isEmpty {
+        guard let parsed = SyncCursor(text) else { throw BadRequest(detail: "The cursor is not one this server gave out.") }
+        cursor = parsed
+    }
+    var limit = SyncLimits.defaultPage
+    if let text = request.uri.queryParameters["limit"] {
+        guard let parsed = Int(text), parsed > 0 else { throw BadRequest(detail: "The limit must be a positive number.") }
+        limit = Swift.min(parsed, SyncLimits.maximumPage)
+    }
+    do {
+        let page = try await feed.page(name, after: cursor, limit: limit)
+        return Response(status: .ok, headers: [.contentType: "application/json"],
+                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: page.jsonBytes)))
+    } catch is ChangeFeed.ResyncRequired {
+        return problemResponse(.gone, "This sync position is no longer kept. Sync again from the start.")
     }
 }
 

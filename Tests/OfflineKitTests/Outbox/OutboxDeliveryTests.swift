@@ -32,6 +32,7 @@ struct OutboxDeliveryTests {
     func lostAcknowledgement() async throws {
         try await withOutboxServer(faults: true) { url in
             try await HTTPClientTransport.withTransport { http in
+                let http = signedInAsAna(http, at: url)
                 // The next two writes to the collection run on the server (the record and the
                 // idempotency key are committed), then the connection is cut before the answer.
                 let rule = Data(#"{"path":"/api/records/lost/","fault":{"dropAfterHandler":{}},"remaining":2}"#.utf8)
@@ -62,6 +63,7 @@ struct OutboxDeliveryTests {
     func crashRecovery() async throws {
         try await withOutboxServer { url in
             try await HTTPClientTransport.withTransport { http in
+                let http = signedInAsAna(http, at: url)
                 let file = try temporaryDirectory().appendingPathComponent("app.sqlite")
                 let key: String
                 do {

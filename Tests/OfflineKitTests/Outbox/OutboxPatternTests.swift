@@ -23,6 +23,7 @@ struct OutboxPatternTests {
     func patternA() async throws {
         try await withOutboxServer { url in
             try await HTTPClientTransport.withTransport { http in
+                let http = signedInAsAna(http, at: url)
                 let database = try OfflineDatabase.inMemory()
                 try Items.create(database)
                 let outbox = Outbox(database: database, operations: OutboxOperation.testOperations)
@@ -58,6 +59,7 @@ struct OutboxPatternTests {
     func patternB() async throws {
         try await withOutboxServer { url in
             try await HTTPClientTransport.withTransport { http in
+                let http = signedInAsAna(http, at: url)
                 let database = try OfflineDatabase.inMemory()
                 try Items.create(database)
                 let outbox = Outbox(database: database, operations: OutboxOperation.testOperations)
@@ -123,6 +125,7 @@ struct OutboxPatternTests {
     func patternC() async throws {
         try await withOutboxServer { url in
             try await HTTPClientTransport.withTransport { http in
+                let http = signedInAsAna(http, at: url)
                 let directory = try temporaryDirectory()
                 let file = directory.appendingPathComponent("app.sqlite")
                 let monitor = FakeConnectivityMonitor(.offlineHard)
@@ -162,6 +165,7 @@ struct OutboxPatternTests {
     func patternD() async throws {
         try await withOutboxServer { url in
             try await HTTPClientTransport.withTransport { http in
+                let http = signedInAsAna(http, at: url)
                 _ = try await http.send(HTTPRequest(method: "PUT", url: url.appendingPathComponent("api/records/accounts/a1"),
                                                     headers: ["Idempotency-Key": "\"seed-a1\""], body: Data(#"{"value":"checking"}"#.utf8)))
                 let monitor = FakeConnectivityMonitor(.offlineHard)

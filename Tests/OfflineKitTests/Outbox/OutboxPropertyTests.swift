@@ -39,6 +39,7 @@ struct OutboxPropertyTests {
     func localEqualsServerPlusPending() async throws {
         try await withOutboxServer { url in
             try await HTTPClientTransport.withTransport { http in
+                let http = signedInAsAna(http, at: url)
                 let iteration = Locked(0)
                 // Each step: n % 4 = 0/1 valid write, 2 refused write, 3 deliver now; id = n / 4 % 3.
                 await propertyCheck(count: 12, input: Gen.int(in: 0...1199).array(of: 1...14)) { steps in

@@ -7,7 +7,9 @@ import OfflineKitTesting
 import OfflineServer
 import Testing
 
-/// Runs `body` against a real OfflineServer on a free loopback port, then stops it.
+/// Runs `body` against a real OfflineServer on a free loopback port, then stops it. The server
+/// has the demo's accounts: records are their owner's, so talk to it through
+/// ``signedInAsAna(_:at:)``.
 ///
 /// - Parameter faults: enables the server's fault switch (`/_faults/routes`) and its count of
 ///   applied writes (`/api/record-effects`).
@@ -16,7 +18,7 @@ func withOutboxServer<T: Sendable>(
     faults: Bool = true,
     _ body: @Sendable (URL) async throws -> T
 ) async throws -> T {
-    try await withRunningServer(ServerConfiguration(port: 0, dataDirectory: dataDirectory, faultsEnabled: faults)) { server in
+    try await withRunningServer(ServerConfiguration(port: 0, dataDirectory: dataDirectory, faultsEnabled: faults, accounts: AccountSeed.demo)) { server in
         try await body(URL(string: "http://127.0.0.1:\(server.port)")!)
     }
 }
@@ -104,14 +106,19 @@ func makeDrainer(
     OutboxDrainer(outbox: outbox, baseURL: url, transport: transport, connectivity: monitor, random: { 0 })
 }
 
+/// `transport` sending every request as the demo's Ana, signed in on first use.
+func signedInAsAna(_ transport: any HTTPTransport, at url: URL) -> any HTTPTransport {
+    BearerTokenTransport(transport, tokens: SignInSession(serverURL: url, name: "ana", password: AccountSeed.demoPassword, transport: transport))
+}
+
 /// Reads the server's record list of a collection: id → value.
-func serverItems(_ url: URL, _ collection: String, _ transport: HTTPClientTransport) async throws -> [String: String] {
+func serverItems(_ url: URL, _ collection: String, _ transport: any HTTPTransport) async throws -> [String: String] {
     struct Record: Decodable { var id: String; var body: ItemBody }
     let response = try await transport.send(OfflineKit.HTTPRequest(url: url.appendingPathComponent("api/records/\(collection)")))
     return Dictionary(uniqueKeysWithValues: try JSONDecoder().decode([Record].self, from: response.body).map { ($0.id, $0.body.value) })
 }
 
-func serverEffects(_ url: URL, _ transport: HTTPClientTransport) async throws -> [String: Int] {
+func serverEffects(_ url: URL, _ transport: any HTTPTransport) async throws -> [String: Int] {
     struct Effects: Decodable { var effects: [String: Int] }
     let response = try await transport.send(OfflineKit.HTTPRequest(url: url.appendingPathComponent("api/record-effects")))
     return try JSONDecoder().decode(Effects.self, from: response.body).effects

@@ -64,7 +64,7 @@ struct SyncEngineTests {
         }
     }
 
-    static let notes = ChangeFeed.Name(audience: "user:" + ana.id, collection: "notes")
+    static let notes = RecordStore.feed(of: ana.id, "notes")
     static func text(_ text: String) -> Data { Data(#"{"text":"\#(text)"}"#.utf8) }
 
     @Test("a first pull comes in pages with the cursor saved after each; the next pull asks only for what changed")

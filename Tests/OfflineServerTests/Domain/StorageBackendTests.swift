@@ -21,6 +21,7 @@ struct StorageBackendTests {
     func records(backend: StorageBackend) async throws {
         let app = try await buildApplication(try await backend.configuration(.testing(faultsEnabled: true)))
         try await app.test(.router) { client in
+            let client = try await signedInClient(client, "ana")
             try await client.execute(uri: "/api/records/notes/a", method: .put, headers: Self.key("k1"),
                                      body: ByteBuffer(string: #"{"title":"Tea","done":false}"#)) { response throws in
                 #expect(response.status == .ok)
@@ -68,7 +69,7 @@ struct StorageBackendTests {
         let customers = (0..<6).map { "customer-\($0)" }
         try await first.test(.router) { clientA in
             try await second.test(.router) { clientB in
-                let clients: [any TestClientProtocol] = [clientA, clientB]
+                let clients: [any TestClientProtocol] = [try await signedInClient(clientA, "ana"), try await signedInClient(clientB, "ana")]
                 var signedInCustomers: [String: HTTPFields] = [:]
                 for customer in customers { signedInCustomers[customer] = try await signedIn(clientA, customer) }
                 let tokens = signedInCustomers
@@ -162,7 +163,7 @@ struct StorageBackendTests {
     func rollback(backend: StorageBackend) async throws {
         struct Refused: Error {}
         let configuration = try await backend.configuration()
-        let storage = try await openServerStorage(configuration, schemas: [RecordStore.schema], logger: Logger(label: "test.storage"))
+        let storage = try await openServerStorage(configuration, schemas: [RecordStore.schema, ChangeFeed.schema], logger: Logger(label: "test.storage"))
         let records = RecordStore(storage: storage)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for service in storage.services {
@@ -183,7 +184,7 @@ struct StorageBackendTests {
             }
             await #expect(throws: CancellationError.self) { try await cancelled.value }
             #expect(try await records.effects().isEmpty)
-            _ = try await records.apply(.put(["n": .number("1")]), collection: "c", id: "1", key: "next")
+            _ = try await records.apply(.put(["n": .number("1")]), owner: "ana", collection: "c", id: "1", key: "next")
             #expect(try await records.effects() == ["next": 1])
             group.cancelAll()
         }

@@ -85,21 +85,21 @@ struct WriteRoutesTests {
 
     @Test("a route that fails leaves neither its effect nor the key: the retry runs and succeeds")
     func failureLeavesNothing() async throws {
-        let storage = try await SQLiteStorage.open(in: nil, schemas: [IdempotentWrites.schema, RecordStore.schema])
+        let storage = try await SQLiteStorage.open(in: nil, schemas: [IdempotentWrites.schema, RecordStore.schema, ChangeFeed.schema])
         let records = RecordStore(storage: storage)
         let attempts = CallCounter()
         let router = Router(context: OfflineRequestContext.self)
         router.add(middleware: IdempotentWrites(storage: storage, retention: .seconds(3600), now: { Date() }))
         router.post("/flaky") { _, _ in
             // The effect is written, then the route fails the first time: both must be undone.
-            _ = try await records.apply(.put(["n": .number("1")]), collection: "flaky", id: "x", key: "flaky-write")
+            _ = try await records.apply(.put(["n": .number("1")]), owner: "ana", collection: "flaky", id: "x", key: "flaky-write")
             if attempts.next() == 1 { throw HTTPError(.serviceUnavailable) }
             return Response(status: .created)
         }
         try await Application(router: router).test(.router) { client in
             let headers = keyed()
             try await client.execute(uri: "/flaky", method: .post, headers: headers) { #expect($0.status == .serviceUnavailable) }
-            #expect(try await records.list("flaky").isEmpty, "the failed attempt's effect was rolled back")
+            #expect(try await records.list("flaky", owner: "ana").isEmpty, "the failed attempt's effect was rolled back")
             try await client.execute(uri: "/flaky", method: .post, headers: headers) { response in
                 #expect(response.status == .created)
                 #expect(response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField] == nil)
@@ -108,7 +108,7 @@ struct WriteRoutesTests {
                 #expect(response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField] == "true")
             }
             #expect(try await records.effects()["flaky-write"] == 1, "one effect in all")
-            #expect(try await records.list("flaky").map(\.version) == [1])
+            #expect(try await records.list("flaky", owner: "ana").map(\.version) == [1])
         }
     }
 }

@@ -43,6 +43,7 @@ struct RecordBodyTests {
     func nesting() async throws {
         let app = try await buildApplication(ServerConfiguration.testing())
         try await app.test(.router) { client in
+            let client = try await signedInClient(client, "ana")
             let start = ContinuousClock.now
             try await Self.expectRefused(ByteBuffer(string: Self.nested(depth: 10_000)), client, mentioning: "nested")
             print("10,000-deep body refused in \(ContinuousClock.now - start)")
@@ -65,6 +66,7 @@ struct RecordBodyTests {
         let numbers = ["9007199254740993", "1e400", "0.1", "-0", "1.50E-7", "-12345678901234567890.000001"]
         let body = "{" + numbers.enumerated().map { #""n\#($0.offset)":\#($0.element)"# }.joined(separator: ",") + "}"
         try await app.test(.router) { client in
+            let client = try await signedInClient(client, "ana")
             try await client.execute(uri: "/api/records/numbers/1", method: .put, headers: Self.headers(), body: ByteBuffer(string: body)) { response in
                 #expect(response.status == .ok)
                 let text = String(buffer: response.body)
@@ -90,6 +92,7 @@ struct RecordBodyTests {
     func controlCharacters() async throws {
         let app = try await buildApplication(ServerConfiguration.testing())
         try await app.test(.router) { client in
+            let client = try await signedInClient(client, "ana")
             for body in [#"{"t":"a\u0000b"}"#, #"{"t":"x@blocked.example\u0000.ok"}"#, #"{"t":"\u001f"}"#, #"{"t":"bell\u0007"}"#,
                          #"{"a\u0000":1}"#, #"{"t":["ok","\b"]}"#] {
                 try await Self.expectRefused(ByteBuffer(string: body), client, mentioning: "control")
@@ -106,6 +109,7 @@ struct RecordBodyTests {
         let utf16LE = Array(json.utf16).flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }
         let utf16BE = Array(json.utf16).flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] }
         try await app.test(.router) { client in
+            let client = try await signedInClient(client, "ana")
             try await Self.expectRefused(ByteBuffer(bytes: Array(#"{"t":""#.utf8) + [0xFF, 0xC3] + Array(#""}"#.utf8)), client, mentioning: "UTF-8")
             try await Self.expectRefused(ByteBuffer(bytes: [0xFF, 0xFE] + utf16LE), client, mentioning: "UTF-8")
             try await Self.expectRefused(ByteBuffer(bytes: [0xFE, 0xFF] + utf16BE), client, mentioning: "UTF-8")
@@ -121,6 +125,7 @@ struct RecordBodyTests {
         let app = try await buildApplication(ServerConfiguration.testing())
         let headers = Self.headers("refused-once")
         try await app.test(.router) { client in
+            let client = try await signedInClient(client, "ana")
             for replayed in [nil, "true"] {
                 try await client.execute(uri: "/api/records/notes/1", method: .put, headers: headers,
                                          body: ByteBuffer(string: Self.nested(depth: 100))) { response in
@@ -134,24 +139,25 @@ struct RecordBodyTests {
     @Test("a row written by the earlier JSONEncoder-based store still reads, and a patch keeps its values")
     func earlierRows() async throws {
         struct Earlier: Encodable { var title = "Tea/Coffee"; var count = 2.0; var tags = ["é", "\u{0}"]; var done = false }
-        let storage = try await openServerStorage(ServerConfiguration(port: 0), schemas: [RecordStore.schema], logger: .init(label: "test"))
+        let storage = try await openServerStorage(ServerConfiguration(port: 0), schemas: [RecordStore.schema, ChangeFeed.schema], logger: .init(label: "test"))
         let records = RecordStore(storage: storage)
         let blob = try JSONEncoder().encode(Earlier())
         try await storage.transaction { transaction in
-            try await transaction.execute("INSERT INTO records (collection, id, body, version) VALUES ('notes', 'old', \(blob), 1)")
+            try await transaction.execute("INSERT INTO records (owner, collection, id, body, version) VALUES ('ana', 'notes', 'old', \(blob), 1)")
         }
-        let record = try #require(try await records.record("notes", id: "old"))
+        let record = try #require(try await records.record("notes", id: "old", owner: "ana"))
         #expect(record.body["title"] == .string("Tea/Coffee"))
         #expect(record.body["tags"] == .array([.string("é"), .string("\u{0}")]))
-        let patched = try #require(try await records.apply(.patch(["done": .bool(true)]), collection: "notes", id: "old", key: nil))
+        let patched = try #require(try await records.apply(.patch(["done": .bool(true)]), owner: "ana", collection: "notes", id: "old", key: nil))
         #expect(patched.body["count"] == record.body["count"])
-        #expect(try await records.list("notes").first?.body == patched.body)
+        #expect(try await records.list("notes", owner: "ana").first?.body == patched.body)
     }
 
     @Test("a percent-encoded id names the record the client means: PUT a%20b, then GET it back with id \"a b\"")
     func percentEncodedIDs() async throws {
         let app = try await buildApplication(ServerConfiguration.testing())
         try await app.test(.router) { client in
+            let client = try await signedInClient(client, "ana")
             try await client.execute(uri: "/api/records/my%20notes/a%20b", method: .put, headers: Self.headers(),
                                      body: ByteBuffer(string: #"{"title":"Tea"}"#)) { response throws in
                 #expect(response.status == .ok)

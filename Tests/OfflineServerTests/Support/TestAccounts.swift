@@ -53,3 +53,23 @@ func keyed(_ headers: HTTPFields = [:]) -> HTTPFields {
     headers[IdempotencyMiddleware<OfflineRequestContext>.keyField] = "\"\(UUID().uuidString)\""
     return headers
 }
+
+/// A test client acting as one signed-in user: every request carries that user's token, unless
+/// it brings an `Authorization` of its own.
+struct SignedInClient: TestClientProtocol {
+    let base: any TestClientProtocol
+    let authorization: String
+
+    func executeRequest(uri: String, method: HTTPRequest.Method, headers: HTTPFields, body: ByteBuffer?) async throws -> TestResponse {
+        var headers = headers
+        if headers[.authorization] == nil { headers[.authorization] = authorization }
+        return try await base.executeRequest(uri: uri, method: method, headers: headers, body: body)
+    }
+
+    var port: Int? { base.port }
+}
+
+/// `client`, signed in as `name`.
+func signedInClient(_ client: any TestClientProtocol, _ name: String) async throws -> SignedInClient {
+    SignedInClient(base: client, authorization: "Bearer " + (try await signIn(client, name).accessToken))
+}

@@ -43,38 +43,38 @@ struct SyncRoutesTests {
         try await Self.withBackend { client, feed in
             let ana = try await signIn(client, "ana")
             let headers: HTTPFields = [.authorization: "Bearer " + ana.accessToken]
-            let notes = ChangeFeed.Name(audience: "user:" + ana.user.id, collection: "notes")
+            let notes = RecordStore.feed(of: ana.user.id, "notes")
             try await feed.record(notes, id: "a", value: Data(#"{"text":"one"}"#.utf8))
             try await feed.record(notes, id: "b \"quoted\"", value: Data(#"{"text":"two"}"#.utf8))
-            try await feed.record(ChangeFeed.Name(audience: "user:someone-else", collection: "notes"), id: "x", value: Data("{}".utf8))
+            try await feed.record(RecordStore.feed(of: "someone-else", "notes"), id: "x", value: Data("{}".utf8))
 
-            let first = try await Self.page(client, "/api/sync/notes?limit=1", as: headers)
+            let first = try await Self.page(client, "/api/sync/records/notes?limit=1", as: headers)
             #expect(first.changes == [.init(id: "a", position: 1, value: ["text": "one"])] && first.hasMore)
-            let second = try await Self.page(client, "/api/sync/notes?limit=1&cursor=\(first.cursor)", as: headers)
+            let second = try await Self.page(client, "/api/sync/records/notes?limit=1&cursor=\(first.cursor)", as: headers)
             #expect(second.changes == [.init(id: "b \"quoted\"", position: 2, value: ["text": "two"])] && !second.hasMore)
 
             try await feed.record(notes, id: "a", value: nil)
-            let third = try await Self.page(client, "/api/sync/notes?cursor=\(second.cursor)", as: headers)
+            let third = try await Self.page(client, "/api/sync/records/notes?cursor=\(second.cursor)", as: headers)
             #expect(third.changes == [.init(id: "a", position: 3, deleted: true)])
 
             let ben = try await signedIn(client, "ben")
-            #expect(try await Self.page(client, "/api/sync/notes", as: ben).changes.isEmpty, "Ben's feed is his own")
+            #expect(try await Self.page(client, "/api/sync/records/notes", as: ben).changes.isEmpty, "Ben's feed is his own")
         }
     }
 
     @Test("without a token 401; a cursor not given out 400; a limit that is not a positive number 400; a cursor no longer kept 410")
     func refusals() async throws {
         try await Self.withBackend { client, _ in
-            try await client.execute(uri: "/api/sync/notes", method: .get) { response in
+            try await client.execute(uri: "/api/sync/records/notes", method: .get) { response in
                 #expect(response.status == .unauthorized)
             }
             let ana = try await signedIn(client, "ana")
-            for uri in ["/api/sync/notes?cursor=nonsense", "/api/sync/notes?limit=0", "/api/sync/notes?limit=x"] {
+            for uri in ["/api/sync/records/notes?cursor=nonsense", "/api/sync/records/notes?limit=0", "/api/sync/records/notes?limit=x"] {
                 try await client.execute(uri: uri, method: .get, headers: ana) { response in
                     #expect(response.status == .badRequest, "\(uri)")
                 }
             }
-            try await client.execute(uri: "/api/sync/notes?cursor=abc123.7", method: .get, headers: ana) { response in
+            try await client.execute(uri: "/api/sync/records/notes?cursor=abc123.7", method: .get, headers: ana) { response in
                 #expect(response.status == .gone)
                 #expect(response.headers[.contentType] == "application/problem+json")
             }

@@ -1,0 +1,75 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+@testable import OfflineServer
+import Testing
+
+/// Records belong to the account that wrote them.
+@Suite("Record ownership", .timeLimit(.minutes(1)))
+struct RecordOwnershipTests {
+    static func status(_ client: some TestClientProtocol, _ uri: String, _ method: HTTPRequest.Method,
+                       _ headers: HTTPFields = [:], body: String? = nil) async throws -> HTTPResponse.Status {
+        try await client.execute(uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(string: $0) }) { $0.status }
+    }
+
+    @Test("without a token, every records route answers 401 and nothing is stored")
+    func anonymous() async throws {
+        try await buildApplication(ServerConfiguration.testing()).test(.router) { client in
+            for (method, uri) in [(HTTPRequest.Method.put, "/api/records/notes/1"), (.patch, "/api/records/notes/1"),
+                                  (.delete, "/api/records/notes/1"), (.get, "/api/records/notes/1"), (.get, "/api/records/notes")] {
+                #expect(try await Self.status(client, uri, method, keyed([.contentType: "application/json"]), body: "{}") == .unauthorized,
+                        "\(method) \(uri)")
+            }
+            let ana = try await signedIn(client, "ana")
+            #expect(try await Self.status(client, "/api/records/notes", .get, ana) == .ok)
+            try await client.execute(uri: "/api/records/notes", method: .get, headers: ana) { #expect(String(buffer: $0.body) == "[]") }
+        }
+    }
+
+    @Test("Ben cannot read, list, patch or delete Ana's record; the same id in each account is two records")
+    func acrossAccounts() async throws {
+        try await buildApplication(ServerConfiguration.testing()).test(.router) { client in
+            let ana = try await signedInJSON(client, "ana")
+            let ben = try await signedInJSON(client, "ben")
+            #expect(try await Self.status(client, "/api/records/notes/1", .put, keyed(ana), body: #"{"text":"Ana's"}"#) == .ok)
+
+            #expect(try await Self.status(client, "/api/records/notes/1", .get, ben) == .notFound)
+            try await client.execute(uri: "/api/records/notes", method: .get, headers: ben) { #expect(String(buffer: $0.body) == "[]") }
+            #expect(try await Self.status(client, "/api/records/notes/1", .patch, keyed(ben), body: #"{"text":"Ben's"}"#) == .notFound)
+            #expect(try await Self.status(client, "/api/records/notes/1", .delete, keyed(ben)) == .noContent, "deleting what is not there")
+            try await client.execute(uri: "/api/records/notes/1", method: .get, headers: ana) { response in
+                #expect(response.status == .ok && String(buffer: response.body).contains("Ana's"), "untouched by Ben")
+            }
+
+            #expect(try await Self.status(client, "/api/records/notes/1", .put, keyed(ben), body: #"{"text":"Ben's"}"#) == .ok)
+            try await client.execute(uri: "/api/records/notes/1", method: .get, headers: ben) { response in
+                #expect(String(buffer: response.body).contains("Ben's") && String(buffer: response.body).contains(#""version":1"#))
+            }
+            try await client.execute(uri: "/api/records/notes/1", method: .get, headers: ana) { response in
+                #expect(String(buffer: response.body).contains("Ana's"))
+            }
+        }
+    }
+
+    @Test("every write lands in its owner's feed: put, patch and delete, in order, and nothing in anyone else's")
+    func writesFeedTheOwnersSync() async throws {
+        try await buildApplication(ServerConfiguration.testing()).test(.router) { client in
+            let ana = try await signedInJSON(client, "ana")
+            let ben = try await signedInJSON(client, "ben")
+            _ = try await Self.status(client, "/api/records/notes/a", .put, keyed(ana), body: #"{"text":"one"}"#)
+            _ = try await Self.status(client, "/api/records/notes/b", .put, keyed(ana), body: #"{"text":"two"}"#)
+            _ = try await Self.status(client, "/api/records/notes/a", .patch, keyed(ana), body: #"{"done":true}"#)
+            _ = try await Self.status(client, "/api/records/notes/b", .delete, keyed(ana))
+            try await client.execute(uri: "/api/sync/records/notes", method: .get, headers: ana) { response in
+                let page = String(buffer: response.body)
+                #expect(page.contains(#""id":"a","position":3,"value":{"body":{"done":true,"text":"one"},"id":"a","version":2}"#), "\(page)")
+                #expect(!page.contains(#""id":"b""#), "a first page leaves deletions out")
+            }
+            try await client.execute(uri: "/api/sync/records/notes", method: .get, headers: ben) { response in
+                #expect(String(buffer: response.body).hasPrefix(#"{"changes":[]"#))
+            }
+        }
+    }
+}
