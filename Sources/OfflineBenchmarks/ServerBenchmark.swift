@@ -67,6 +67,8 @@ func runServerBenchmark() async throws {
         print(String(format: "  %-10@  filled in %.1f s; purge %.2f s; keys %d → %d; table %.1f MiB → %.1f MiB",
                      name as NSString, measured.fill.timeInterval, measured.purge.timeInterval, measured.keysBefore, measured.keysAfter,
                      Double(measured.bytesBefore) / 1_048_576, Double(measured.bytesAfter) / 1_048_576))
+        print(String(format: "              %d writes ran during the purge; the longest waited %.1f ms",
+                     measured.writesDuringPurge, Sampling.milliseconds(measured.longestWrite)))
     }
     print("  (SQLite keeps the freed pages in its file for reuse; PostgreSQL's size after is before VACUUM)")
 }

@@ -26,7 +26,7 @@ func runSyncBenchmark() async throws {
     // A first sync.
     let first = try server(in: directory.appendingPathComponent("server-first"))
     var start = ContinuousClock.now
-    try await seedSyncFeed(first, user: ana.id, collection: "items", count: initialRows, value: row)
+    try await seedSyncFeed(first, user: ana.id, collection: "records/items", count: initialRows, value: row)
     print("sync: \(initialRows) rows written into the server's feed in \(seconds(since: start)) s (setup, not measured); load \(Sampling.loadAverage())")
     let (pulled, elapsed, growth) = try await withClient(first, directory.appendingPathComponent("first.sqlite")) { engine, _ in
         let before = Sampling.residentMiB()
@@ -40,6 +40,7 @@ func runSyncBenchmark() async throws {
         return (rows, elapsed, await peak.value - before)
     }
     let raw = try rawBulkInsert(initialRows, into: directory.appendingPathComponent("raw.sqlite"))
+    guard pulled > initialRows else { throw BenchmarkFailure(description: "the first sync brought \(pulled) rows, not \(initialRows + 1)") }
     let syncRate = Double(pulled) / elapsed.timeInterval
     let rawRate = Double(initialRows) / raw.timeInterval
     print("  first sync, pages of 1,000     \(Int(syncRate)) rows/s  (\(pulled) rows in \(format(elapsed)))  memory growth \(String(format: "%.1f", growth)) MiB")
@@ -57,10 +58,16 @@ func runSyncBenchmark() async throws {
         print("  first sync of \(storedRows) rows: \(format(ContinuousClock.now - start))")
         var samples: [Double] = []
         for round in 0..<50 {
-            try await shop.rate(stars: round % 5 + 1)
+            let stars = round % 5 + 1
+            try await shop.rate(stars: stars)
             let start = ContinuousClock.now
             try await engine.pull()
             samples.append(Sampling.milliseconds(ContinuousClock.now - start))
+            // Each pull must have brought the rating down, or the figure means nothing.
+            let order = try await engine.database.writer.read { db in try Data.fetchOne(db, sql: "SELECT body FROM item WHERE id = 'A-1041'") }
+            guard let order, String(decoding: order, as: UTF8.self).contains(#""rating":\#(stars)"#) else {
+                throw BenchmarkFailure(description: "pull \(round + 1) did not bring the new rating down")
+            }
         }
         return samples
     }
@@ -70,6 +77,10 @@ func runSyncBenchmark() async throws {
 
 /// ~200 bytes of JSON, like a typical synced row.
 private let row = Data(#"{"title":"Buy oat milk, the barista one","notes":"two cartons, from the shop on the corner if it is open","done":false,"list":"groceries","position":12,"updatedAt":"2026-11-23T10:00:00Z","id":"r1"}"#.utf8)
+
+private struct BenchmarkFailure: Error, CustomStringConvertible {
+    let description: String
+}
 
 private func server(in directory: URL) throws -> ServerConfiguration {
     ServerConfiguration(host: "127.0.0.1", port: 0, dataDirectory: directory, accounts: AccountSeed.demo)
@@ -109,6 +120,7 @@ private func withClient<T: Sendable>(
                 ids: { db in try String.fetchAll(db, sql: "SELECT id FROM item") })
             var orders = items
             orders.name = "orders"
+            orders.path = "api/sync/orders"
             let engine = SyncEngine(database: database, baseURL: url, transport: transport,
                                     connectivity: FakeConnectivityMonitor(.online), collections: [items, orders], pageSize: 1_000)
             return try await body(engine, Shop(server: url, transport: transport))

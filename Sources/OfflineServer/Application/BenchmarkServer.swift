@@ -24,6 +24,10 @@ package struct KeyPurgeMeasurement: Sendable {
     package var bytesAfter: Int
     package var fill: Duration
     package var purge: Duration
+    /// The longest a small write (one new key, its own transaction) waited while the purge ran,
+    /// and how many such writes ran meanwhile.
+    package var longestWrite: Duration
+    package var writesDuringPurge: Int
 }
 
 /// Stores `count` expired keys, each with a stored response of `responseBytes`, in the storage
@@ -66,11 +70,30 @@ package func measureKeyPurge(_ configuration: ServerConfiguration, expiredKeys c
         let purge = ExpiredDataPurge(
             storage: storage, accounts: accountStore(configuration, storage: storage), retention: configuration.idempotencyRetention,
             interval: configuration.purgeInterval, clock: clock, now: { Date() }, logger: logger)
+        // Writes go on while the purge runs, as on a live server.
+        let writing = Task {
+            var longest = Duration.zero
+            var count = 0
+            while !Task.isCancelled {
+                let began = clock.now
+                try await storage.transaction { transaction in
+                    try await transaction.execute("""
+                        INSERT INTO write_key (scope, key, fingerprint, created_at, status, headers, body)
+                        VALUES ('user:bench', \("live-\(count)"), 'fingerprint', \(Date()), 200, \(Data("[]".utf8)), \(body))
+                        """)
+                }
+                longest = max(longest, clock.now - began)
+                count += 1
+            }
+            return (longest, count)
+        }
         start = clock.now
         try await purge.purge()
         let purged = clock.now - start
+        writing.cancel()
+        let (longest, writes) = try await writing.value
         let after = try await measure()
         return KeyPurgeMeasurement(keysBefore: before.keys, keysAfter: after.keys, bytesBefore: before.bytes, bytesAfter: after.bytes,
-                                   fill: fill, purge: purged)
+                                   fill: fill, purge: purged, longestWrite: longest, writesDuringPurge: writes)
     }
 }

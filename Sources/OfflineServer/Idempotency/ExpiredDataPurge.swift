@@ -7,8 +7,10 @@ import ServiceLifecycle
 /// past their expiry.
 ///
 /// Runs in the server's service group: one purge at start, then one every `interval`, until
-/// graceful shutdown. Each purge is one statement per table, on an index of the creation or
-/// expiry time.
+/// graceful shutdown. Keys go in batches of ``batchSize``, one short transaction each, found on
+/// the index of their creation time: on SQLite, where writes take turns, a purge of a million
+/// keys in one transaction would hold every write for seconds; a batch holds them for
+/// milliseconds.
 struct ExpiredDataPurge<C: Clock>: Service where C.Duration == Duration {
     let storage: any ServerStorage
     let accounts: AccountStore
@@ -17,6 +19,7 @@ struct ExpiredDataPurge<C: Clock>: Service where C.Duration == Duration {
     let clock: C
     let now: @Sendable () -> Date
     let logger: Logger
+    var batchSize = 10_000
 
     func run() async throws {
         do {
@@ -40,8 +43,15 @@ struct ExpiredDataPurge<C: Clock>: Service where C.Duration == Duration {
     /// One purge: keys created before `now - retention`, tokens expired before `now`.
     func purge() async throws {
         let before = now().addingTimeInterval(-retention.timeInterval)
-        try await storage.transaction { transaction in
-            try await transaction.execute("DELETE FROM write_key WHERE created_at < \(before)")
+        while true {
+            let deleted = try await storage.transaction { transaction in
+                try await transaction.rows("""
+                    DELETE FROM write_key WHERE (scope, key) IN (
+                        SELECT scope, key FROM write_key WHERE created_at < \(before) LIMIT \(batchSize))
+                    RETURNING 1 AS deleted
+                    """).count
+            }
+            if deleted < batchSize { break }
         }
         try await accounts.purgeExpiredTokens()
     }

@@ -23,8 +23,9 @@ struct ExpiredDataPurgeTests {
         let early = try #require(try await accounts.signIn(name: "ana", password: AccountSeed.demoPassword))
         clock.withLockedValue { $0 += 3_600 }  // the first access token has expired, its refresh token not yet
         let later = try #require(try await accounts.signIn(name: "ben", password: AccountSeed.demoPassword))
-        let purge = ExpiredDataPurge(storage: storage, accounts: accounts, retention: .seconds(86_400), interval: .seconds(600),
+        var purge = ExpiredDataPurge(storage: storage, accounts: accounts, retention: .seconds(86_400), interval: .seconds(600),
                                      clock: ContinuousClock(), now: now, logger: .init(label: "test"))
+        purge.batchSize = 1  // batches of one: the loop goes on until none is left
         try await purge.purge()
         let (keys, access, refresh) = try await storage.transaction { transaction in
             (try await transaction.rows("SELECT key FROM write_key ORDER BY key").map { try $0.string("key") },
