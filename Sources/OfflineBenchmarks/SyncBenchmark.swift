@@ -11,7 +11,9 @@ import OfflineServer
 ///   into the same kind of file, and the growth of resident memory while it runs (target:
 ///   ≥ 50,000 rows/s, ≥ 0.5× the raw insert, ≤ 32 MiB);
 /// - pulling one change from a feed of 1,000,000 rows (target: ≤ 5 ms), the change made by a real
-///   write route (rating an order) between pulls.
+///   write route (rating an order) between pulls;
+/// - change propagation between two clients through two server instances
+///   (``runSyncPropagationBenchmark()``).
 ///
 /// `OFFLINEKIT_BENCH_SYNC_ROWS` and `OFFLINEKIT_BENCH_SYNC_STORED` change the two sizes.
 func runSyncBenchmark() async throws {
@@ -73,6 +75,8 @@ func runSyncBenchmark() async throws {
     }
     print(String(format: "  one change with %d rows stored: p50 %.2f ms  p99 %.2f ms over %d pulls (target: <= 5 ms)",
                  storedRows, Sampling.percentile(samples, 0.5), Sampling.percentile(samples, 0.99), samples.count))
+
+    try await runSyncPropagationBenchmark()
 }
 
 /// ~200 bytes of JSON, like a typical synced row.

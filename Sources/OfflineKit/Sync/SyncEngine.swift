@@ -24,6 +24,8 @@ public import OfflineCore
 ///   collection is pulled again from the start; rows the server no longer has are removed at
 ///   the end, except those a queued write holds. Nothing local is lost.
 /// - **Gated.** Pulls are network actions: offline, none is sent.
+/// - **Live.** Given the server's event stream (`eventsPath`), ``run()`` holds it and pulls a
+///   collection as soon as the server says it changed; see <doc:Sync>.
 public final class SyncEngine: Sendable {
     public let database: OfflineDatabase
     public let baseURL: URL
@@ -34,6 +36,10 @@ public final class SyncEngine: Sendable {
     let clock: any Clock<Duration>
     let outbox: Outbox?
     let wakeups = WakeSignal()
+    /// What the next pull covers: every collection, or those the live stream named.
+    let wanted = Locked(Wanted())
+    let eventsPath: String?
+    let eventsSilence: Duration
     let progressUpdates = Broadcast(SyncProgress(collection: nil, rows: 0, bytes: 0, fraction: nil, isPulling: false))
 
     /// - Parameters:
@@ -43,7 +49,11 @@ public final class SyncEngine: Sendable {
     ///   - outbox: the app's outbox, so ``run()`` pulls again when writes settle (held rows then
     ///     take the server's version). Pending writes are found through the database either way.
     ///   - pageSize: changes per request.
-    ///   - clock: for backing off after a failed pull.
+    ///   - eventsPath: the server's live stream of changes (`api/sync/events` on the reference
+    ///     backend), held while ``run()`` runs; nil to pull only on reconnect and on demand.
+    ///   - eventsSilence: how long the stream may stay silent before it is taken for dropped
+    ///     (the server sends a heartbeat more often than this).
+    ///   - clock: for backing off after a failed pull or stream.
     public init(
         database: OfflineDatabase,
         baseURL: URL,
@@ -52,6 +62,8 @@ public final class SyncEngine: Sendable {
         collections: [SyncedCollection],
         outbox: Outbox? = nil,
         pageSize: Int = 500,
+        eventsPath: String? = nil,
+        eventsSilence: Duration = .seconds(40),
         clock: any Clock<Duration> = ContinuousClock()
     ) {
         self.database = database
@@ -61,6 +73,8 @@ public final class SyncEngine: Sendable {
         self.collections = collections
         self.outbox = outbox
         self.pageSize = max(1, pageSize)
+        self.eventsPath = eventsPath
+        self.eventsSilence = eventsSilence
         self.clock = clock
     }
 
@@ -72,6 +86,14 @@ public final class SyncEngine: Sendable {
     /// Asks ``run()`` to pull now (a push from the server said something changed, or the user
     /// pulled to refresh).
     public func pullNow() {
+        want(nil)
+    }
+
+    /// Asks the pull loop for `collection` (nil: every collection).
+    func want(_ collection: String?) {
+        wanted.withLock { wanted in
+            if let collection { wanted.names.insert(collection) } else { wanted.all = true }
+        }
         wakeups.signal()
     }
 
@@ -90,18 +112,21 @@ public final class SyncEngine: Sendable {
     /// minute). Cancellation ends it without an error.
     public func run() async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { [connectivity, wakeups] in
-                for await status in connectivity.statusUpdates() where status.isReachable { wakeups.signal() }
+            group.addTask { [connectivity] in
+                for await status in connectivity.statusUpdates() where status.isReachable { self.want(nil) }
             }
             if let outbox {
-                group.addTask { [wakeups] in
+                group.addTask {
                     var active = Int.max
                     for try await snapshot in outbox.snapshots() {
                         let now = snapshot.pendingCount + snapshot.inFlightCount
-                        if now < active { wakeups.signal() }
+                        if now < active { self.want(nil) }
                         active = now
                     }
                 }
+            }
+            if let eventsPath {
+                group.addTask { try await self.holdEvents(eventsPath) }
             }
             group.addTask { try await self.pullLoop() }
             defer { group.cancelAll() }
@@ -111,18 +136,26 @@ public final class SyncEngine: Sendable {
 
     private func pullLoop() async throws {
         var failures = 0
+        // The first pull covers everything.
+        wanted.withLock { $0.all = true }
         while !Task.isCancelled {
             await wakeups.wait()
             guard connectivity.status.isReachable else { continue }
+            let now = wanted.withLock { wanted in
+                defer { wanted = Wanted() }
+                return wanted
+            }
             do {
-                try await pull()
+                for collection in collections where now.all || now.names.contains(collection.name) {
+                    try await pull(collection)
+                }
                 failures = 0
             } catch is CancellationError {
                 return
             } catch {
                 failures += 1
                 try? await clock.sleep(for: .seconds(min(60, 1 << min(failures - 1, 6))))
-                wakeups.signal()
+                want(nil)
             }
         }
     }
@@ -271,6 +304,12 @@ public final class SyncEngine: Sendable {
     }
 }
 
+/// The collections the next pull covers.
+struct Wanted: Sendable {
+    var all = false
+    var names: Set<String> = []
+}
+
 /// Where a pull stands: rows and bytes received by the current (or last) pull of a collection.
 public struct SyncProgress: Sendable, Hashable {
     /// The collection being pulled; nil before the first pull.
@@ -290,11 +329,13 @@ public enum SyncError: Error, Sendable, Hashable, CustomStringConvertible {
     case unavailable(status: Int)
     /// The page could not be read.
     case malformedPage(String)
+    /// The live stream of changes could not be read.
+    case malformedEvents(String)
 
     public var description: String {
         switch self {
         case .unavailable(let status): "The server answered the pull with status \(status)."
-        case .malformedPage(let reason): reason
+        case .malformedPage(let reason), .malformedEvents(let reason): reason
         }
     }
 }

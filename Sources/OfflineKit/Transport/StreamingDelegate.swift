@@ -8,6 +8,9 @@ import NIOHTTP1
 /// Grouping happens on the event loop, so the network reads on without a thread hop per chunk;
 /// the reader is woken once per block. While the reader's queue is full the client is held back
 /// (its flow control stops reading the connection), so memory stays bounded.
+///
+/// An event stream (`Content-Type: text/event-stream`) is handed over as it arrives instead:
+/// its events are small and each matters now.
 final class StreamingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     // @unchecked: `block` is only touched from the request's event loop (AsyncHTTPClient calls
     // every delegate method there, one at a time); everything else is `Sendable` or locked.
@@ -21,6 +24,8 @@ final class StreamingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     private let handoff: BlockHandoff
     private let head = Locked<HeadState>(.waiting(nil))
     private var block = BodyBlock()
+    /// True for an event stream: each part goes to the reader as it arrives.
+    private var handsOverEachPart = false
 
     private enum HeadState {
         case waiting(CheckedContinuation<HTTPResponseHead, any Error>?)
@@ -61,13 +66,14 @@ final class StreamingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     }
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        handsOverEachPart = head.headers["Content-Type"].first?.lowercased().hasPrefix("text/event-stream") ?? false
         settleHead(.success(head))
         return task.eventLoop.makeSucceededVoidFuture()
     }
 
     func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
         block.append(.buffer(buffer))
-        guard block.isFull(blockBytes: Self.blockBytes, maxSegments: BlockHandoff.maxSegments) else {
+        guard handsOverEachPart || block.isFull(blockBytes: Self.blockBytes, maxSegments: BlockHandoff.maxSegments) else {
             return task.eventLoop.makeSucceededVoidFuture()
         }
         let full = block

@@ -73,7 +73,7 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     try router.addDomainRoutes(configuration, storage: storage)
     router.addPackRoutes(configuration)
     router.addRecordsRoutes(storage: storage, faultsEnabled: configuration.faultsEnabled)
-    router.addSyncRoutes(storage: storage)
+    router.addSyncRoutes(storage: storage, heartbeat: configuration.syncHeartbeat)
     return router
 }
 

@@ -35,6 +35,9 @@ public struct ServerConfiguration: Sendable {
     /// The most connections served at once. Past it the server accepts no new connection until one
     /// closes: they wait in the kernel's listen queue (then are refused once that is full).
     public var maxConnections: Int
+    /// How often the live sync stream (`GET /api/sync/events`) sends a heartbeat when nothing
+    /// changed, so a client notices a connection the network silently dropped.
+    public var syncHeartbeat: Duration
 
     public init(
         host: String = "127.0.0.1",
@@ -51,7 +54,8 @@ public struct ServerConfiguration: Sendable {
         idleTimeout: Duration = .seconds(60),
         requestHeadTimeout: Duration = .seconds(10),
         requestBodyTimeout: Duration = .seconds(30),
-        maxConnections: Int = 2048
+        maxConnections: Int = 2048,
+        syncHeartbeat: Duration = .seconds(15)
     ) {
         self.host = host
         self.port = port
@@ -68,5 +72,6 @@ public struct ServerConfiguration: Sendable {
         self.requestHeadTimeout = requestHeadTimeout
         self.requestBodyTimeout = requestBodyTimeout
         self.maxConnections = maxConnections
+        self.syncHeartbeat = syncHeartbeat
     }
 }

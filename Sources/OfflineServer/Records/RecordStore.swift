@@ -13,7 +13,7 @@ struct RecordStore: Sendable {
 
     /// The feed of `owner`'s `collection`.
     static func feed(of owner: String, _ collection: String) -> ChangeFeed.Name {
-        ChangeFeed.Name(audience: "user:" + owner, collection: "records/" + collection)
+        ChangeFeed.Name(audience: ChangeFeed.audience(ofUser: owner), collection: "records/" + collection)
     }
 
     struct Record: Sendable, Equatable {

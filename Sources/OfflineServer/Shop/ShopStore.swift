@@ -24,7 +24,7 @@ struct ShopStore: Sendable {
     let now: @Sendable () -> Date
 
     /// The customer's orders as a change feed.
-    static func ordersFeed(of user: String) -> ChangeFeed.Name { ChangeFeed.Name(audience: "user:" + user, collection: "orders") }
+    static func ordersFeed(of user: String) -> ChangeFeed.Name { ChangeFeed.Name(audience: ChangeFeed.audience(ofUser: user), collection: "orders") }
 
     private var feed: ChangeFeed { ChangeFeed(storage: storage, now: now) }
 

@@ -12,14 +12,19 @@ import ServiceLifecycle
 struct PostgresStorage: ServerStorage {
     let client: PostgresClient
     let logger: Logger
+    let notifications = StorageNotifications()
+    /// The channels whose notifications reach ``notifications``.
+    let channels: [String]
 
-    var services: [any Service] { [client] }
+    var services: [any Service] {
+        [client, NotificationListener(client: client, channels: channels, notifications: notifications, logger: logger)]
+    }
     var identity: ObjectIdentifier { ObjectIdentifier(client) }
 
     /// An arbitrary constant naming the setup lock among the database's advisory locks.
     static let setupLockKey = 0x0FF1_12E5
 
-    static func open(url: String, schemas: [StorageSchema], logger: Logger) async throws -> PostgresStorage {
+    static func open(url: String, schemas: [StorageSchema], channels: [String], logger: Logger) async throws -> PostgresStorage {
         let connectionConfiguration = try PostgresIdempotencyKeyStore.configuration(from: url)
         do {
             let connection = try await PostgresConnection.connect(configuration: connectionConfiguration, id: 0, logger: logger)
@@ -43,7 +48,8 @@ struct PostgresStorage: ServerStorage {
             password: connectionConfiguration.password,
             database: connectionConfiguration.database,
             tls: .disable)
-        return PostgresStorage(client: PostgresClient(configuration: clientConfiguration, backgroundLogger: logger), logger: logger)
+        return PostgresStorage(client: PostgresClient(configuration: clientConfiguration, backgroundLogger: logger), logger: logger,
+                               channels: channels)
     }
 
     func newTransaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws -> T {
@@ -81,6 +87,11 @@ struct PostgresStorage: ServerStorage {
             for try await _ in try await connection.query(query(statement), logger: logger) {}
         }
 
+        func notify(_ channel: String, payload: String) async throws {
+            // PostgreSQL delivers it at commit, once per distinct payload, to every listener.
+            try await execute("SELECT pg_notify(\(channel), \(payload))")
+        }
+
         func rows(_ statement: SQL) async throws -> [SQLRow] {
             var rows: [SQLRow] = []
             for try await row in try await connection.query(query(statement), logger: logger) {
@@ -102,6 +113,52 @@ struct PostgresStorage: ServerStorage {
                 }
             }
             return PostgresQuery(unsafeSQL: sql, binds: bindings)
+        }
+    }
+}
+
+/// Holds one pooled connection that listens on the storage's channels and hands what arrives to
+/// its ``StorageNotifications``; after losing it, listens again on a new one (1 s, then up to 10 s
+/// apart) and tells listeners that notifications may have been missed meanwhile.
+struct NotificationListener: Service {
+    let client: PostgresClient
+    let channels: [String]
+    let notifications: StorageNotifications
+    let logger: Logger
+
+    func run() async throws {
+        guard !channels.isEmpty else { return }
+        try? await cancelWhenGracefulShutdown {
+            var failures = 0
+            while !Task.isCancelled {
+                do {
+                    try await client.withConnection { connection in
+                        try await withThrowingTaskGroup(of: Void.self) { group in
+                            for channel in channels {
+                                group.addTask { try await listen(on: channel, connection) }
+                            }
+                            try await group.next()
+                            group.cancelAll()
+                        }
+                    }
+                    failures = 0
+                } catch {
+                    if Task.isCancelled { return }
+                    failures += 1
+                    logger.warning("Listening for notifications failed; listening again", metadata: ["error": "\(String(reflecting: error))"])
+                }
+                try await Task.sleep(for: .seconds(max(1, min(10, failures))))
+            }
+        }
+    }
+
+    private func listen(on channel: String, _ connection: PostgresConnection) async throws {
+        try await connection.listen(on: channel) { deliveries in
+            // Listening from now on: whatever was sent before may not have arrived.
+            notifications.deliver(.anythingMayHaveChanged, on: channel)
+            for try await notification in deliveries {
+                notifications.deliver(.payload(notification.payload), on: channel)
+            }
         }
     }
 }

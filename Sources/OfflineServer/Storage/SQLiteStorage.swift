@@ -13,6 +13,7 @@ import ServiceLifecycle
 struct SQLiteStorage: ServerStorage {
     let queue: DatabaseQueue
     let gate = TransactionGate()
+    let notifications = StorageNotifications()
 
     var services: [any Service] { [] }
     var identity: ObjectIdentifier { ObjectIdentifier(queue) }
@@ -44,9 +45,16 @@ struct SQLiteStorage: ServerStorage {
         // and a skipped COMMIT or ROLLBACK would leave the connection inside a transaction. The
         // gate makes sure no other transaction holds the queue, so they never wait.
         try queue.inDatabase { try $0.execute(sql: "BEGIN IMMEDIATE") }
+        let transaction = Transaction(queue: queue)
         do {
-            let result = try await body(Transaction(queue: queue))
+            let result = try await body(transaction)
             try queue.inDatabase { try $0.execute(sql: "COMMIT") }
+            // A notification sent inside a savepoint that was rolled back is delivered too: it is
+            // a hint that something may have changed, and a listener that finds nothing new
+            // loses nothing.
+            for sent in transaction.sent.withLockedValue({ $0 }) {
+                notifications.deliver(.payload(sent.payload), on: sent.channel)
+            }
             return result
         } catch {
             try? queue.inDatabase { db in
@@ -58,6 +66,12 @@ struct SQLiteStorage: ServerStorage {
 
     struct Transaction: SQLTransaction {
         let queue: DatabaseQueue
+        /// Notifications to deliver once the transaction commits, each once.
+        let sent = NIOLockedValueBox<Set<StorageNotifications.Sent>>([])
+
+        func notify(_ channel: String, payload: String) async throws {
+            _ = sent.withLockedValue { $0.insert(StorageNotifications.Sent(channel: channel, payload: payload)) }
+        }
 
         func execute(_ statement: SQL) async throws {
             let (sql, arguments) = statement.rendered(in: .sqlite)

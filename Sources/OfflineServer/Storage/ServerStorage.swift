@@ -7,6 +7,10 @@ protocol SQLTransaction: Sendable {
     func execute(_ statement: SQL) async throws
 
     func rows(_ statement: SQL) async throws -> [SQLRow]
+
+    /// Sends `payload` to the storage's listeners on `channel` (``StorageNotifications``) if and
+    /// when this transaction commits; never when it rolls back.
+    func notify(_ channel: String, payload: String) async throws
 }
 
 extension SQLTransaction {
@@ -28,8 +32,13 @@ protocol ServerStorage: Sendable {
     /// Tells this storage apart from another one in the same process.
     var identity: ObjectIdentifier { get }
 
-    /// What must run beside the server for the storage to work (the PostgreSQL pool).
+    /// What must run beside the server for the storage to work (the PostgreSQL pool, and the
+    /// connection that listens for notifications).
     var services: [any Service] { get }
+
+    /// What committed transactions sent with ``SQLTransaction/notify(_:payload:)``, from this
+    /// server instance and, on PostgreSQL, from every other one.
+    var notifications: StorageNotifications { get }
 }
 
 /// A feature's tables and sample data.
@@ -67,7 +76,7 @@ extension StorageSchema {
 /// - Throws: `PostgresURLError` for a URL it cannot read; connection and database errors.
 func openServerStorage(_ configuration: ServerConfiguration, schemas: [StorageSchema], logger: Logger) async throws -> any ServerStorage {
     if let url = configuration.postgresURL {
-        return try await PostgresStorage.open(url: url, schemas: schemas, logger: logger)
+        return try await PostgresStorage.open(url: url, schemas: schemas, channels: [ChangeFeed.pokeChannel], logger: logger)
     }
     return try await SQLiteStorage.open(in: configuration.dataDirectory, schemas: schemas)
 }

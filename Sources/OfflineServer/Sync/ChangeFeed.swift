@@ -24,6 +24,9 @@ struct ChangeFeed: Sendable {
     let storage: any ServerStorage
     let now: @Sendable () -> Date
 
+    /// The audience of a user's own feeds.
+    static func audience(ofUser id: String) -> String { "user:" + id }
+
     /// One audience's view of one collection.
     struct Name: Sendable, Hashable {
         /// Who sees the feed: `user:ID` for a user's own data, `workspace:ID` for a shared space.
@@ -48,6 +51,11 @@ struct ChangeFeed: Sendable {
         /// The newest position the feed had when the page was read, for a client's progress.
         var head = 0
     }
+
+    /// The storage notification channel on which every committed change pokes its feed
+    /// (``FeedPoke``): how the live stream learns, on every server instance, that a pull would
+    /// bring something new.
+    static let pokeChannel = "offline_sync"
 
     /// The cursor cannot be followed (too old, or from a feed that was recreated): the client
     /// must sync again from the start.
@@ -104,6 +112,7 @@ struct ChangeFeed: Sendable {
             ON CONFLICT (audience, collection, id)
             DO UPDATE SET position = excluded.position, value = excluded.value, changed_at = excluded.changed_at
             """)
+        try await transaction.notify(pokeChannel, payload: FeedPoke(feed).payload)
         return position
     }
 

@@ -10,7 +10,7 @@ import Logging
 package func seedSyncFeed(_ configuration: ServerConfiguration, user: String, collection: String, count: Int, value: Data) async throws {
     let logger = Logger(label: "offline.seed")
     let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: logger)
-    let feed = ChangeFeed.Name(audience: "user:" + user, collection: collection)
+    let feed = ChangeFeed.Name(audience: ChangeFeed.audience(ofUser: user), collection: collection)
     let now = Date()
     try await withThrowingTaskGroup(of: Void.self) { group in
         for service in storage.services {

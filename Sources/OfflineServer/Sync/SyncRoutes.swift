@@ -15,13 +15,19 @@ extension Router where Context == OfflineRequestContext {
     ///   sync again from the start, without a cursor.
     ///
     /// The feed is the user's own (`user:ID`): no one reads another user's changes.
-    func addSyncRoutes(storage: any ServerStorage) {
+    ///
+    /// `GET /api/sync/events` is the live stream that says when to pull (``SyncEvents``).
+    func addSyncRoutes(storage: any ServerStorage, heartbeat: Duration) {
         let feed = ChangeFeed(storage: storage, now: { Date() })
         get("/api/sync/orders") { request, context in
             try await syncPage(ShopStore.ordersFeed(of: try context.requireUser().id), feed, request)
         }
         get("/api/sync/records/:collection") { request, context in
             try await syncPage(RecordStore.feed(of: try context.requireUser().id, try context.pathParameter("collection")), feed, request)
+        }
+        get("/api/sync/events") { _, context in
+            SyncEvents(audience: ChangeFeed.audience(ofUser: try context.requireUser().id),
+                       notifications: storage.notifications, heartbeat: heartbeat).response()
         }
     }
 }

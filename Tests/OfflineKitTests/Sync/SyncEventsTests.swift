@@ -1,0 +1,142 @@
+import Clocks
+import Foundation
+import OfflineCore
+@testable import OfflineKit
+import OfflineKitTesting
+@testable import OfflineServer
+import Testing
+
+@Suite("Sync engine, live stream", .timeLimit(.minutes(1)))
+struct SyncLiveStreamTests {
+    // MARK: Reading the stream
+
+    static let stream = "retry: 2000\r\n: connected\r\n\r\nevent: change\r\ndata: orders\r\n\r\n: heartbeat\n\ndata: one\ndata: two\n\nevent: change\rdata: *\r\r"
+    static let events = [ServerSentEvent(type: "change", data: "orders"), ServerSentEvent(type: "message", data: "one\ntwo"),
+                         ServerSentEvent(type: "change", data: "*")]
+
+    @Test("events are read whatever the chunks: split at every byte, CRLF, LF and CR line ends, comments skipped, data lines joined")
+    func parsesAcrossChunks() throws {
+        let bytes = Array(Self.stream.utf8)
+        for split in 0...bytes.count {
+            var parser = ServerSentEventParser()
+            let events = try parser.append(bytes[..<split]) + parser.append(bytes[split...])
+            #expect(events == Self.events, "split at byte \(split)")
+        }
+        var parser = ServerSentEventParser()
+        #expect(try bytes.flatMap { try parser.append([$0]) } == Self.events, "a byte at a time")
+    }
+
+    @Test("an event without data is not an event; a line longer than the limit is refused")
+    func edges() throws {
+        var parser = ServerSentEventParser()
+        #expect(try parser.append(Array("event: change\n\n".utf8)).isEmpty)
+        #expect(try parser.append(Array("data\n\n".utf8)) == [ServerSentEvent(type: "message", data: "")])
+        #expect(throws: ServerSentEventParser.LineTooLong.self) {
+            try parser.append([UInt8](repeating: UInt8(ascii: "a"), count: ServerSentEventParser.maximumLineBytes + 1))
+        }
+    }
+
+    // MARK: Against the server
+
+    @Test("held while running: a change on the server is pulled as soon as the stream names its feed, without being asked")
+    func pullsOnPoke() async throws {
+        try await SyncEngineTests.withServer { url, feed, wire in
+            let notes = try SyncEngineTests.Notes()
+            let monitor = FakeConnectivityMonitor(.online)
+            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: monitor,
+                                    collections: [notes.collection()], eventsPath: "api/sync/events")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await engine.run() }
+                defer { group.cancelAll() }
+                try await eventually("the server holds the client's stream", within: .seconds(10)) {
+                    feed.storage.notifications.listenerCount == 1
+                }
+                // Besides the pokes, at most two pulls can still come (the first one, and the one
+                // the stream's opening asks for): three changes in turn need the pokes.
+                for (number, id) in ["a", "b", "c"].enumerated() {
+                    let before = wire.requests.count
+                    try await feed.record(SyncEngineTests.notes, id: id, value: SyncEngineTests.text("live"))
+                    try await eventually("change \(id) pulled", within: .seconds(10)) { notes.history(id) == ["live"] }
+                    #expect(try await notes.rows().count == number + 1)
+                    let after = wire.requests.dropFirst(before).map(\.url.path)
+                    #expect(after.allSatisfy { $0 == "/api/sync/records/notes" }, "only pulls, on the one stream: \(after)")
+                }
+                #expect(monitor.reportedOutcomes.contains { if case .success = $0 { true } else { false } },
+                        "the stream's answer is evidence")
+            }
+        }
+    }
+
+    @Test("offline-soft, the stream is still tried, and its answer tells the monitor the server is back")
+    func triesWhileOfflineSoft() async throws {
+        try await SyncEngineTests.withServer { url, _, wire in
+            let notes = try SyncEngineTests.Notes()
+            let monitor = FakeConnectivityMonitor(.offlineSoft)
+            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: monitor,
+                                    collections: [notes.collection()], eventsPath: "api/sync/events")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await engine.run() }
+                defer { group.cancelAll() }
+                try await eventually("a success reported while offline-soft", within: .seconds(10)) {
+                    monitor.reportedOutcomes.contains { if case .success = $0 { true } else { false } }
+                }
+                #expect(wire.requests.map(\.url.path) == ["/api/sync/events"], "no pull is sent while the monitor says offline")
+            }
+        }
+    }
+
+    @Test("offline-hard, nothing is tried until the link is back")
+    func waitsForTheLink() async throws {
+        let monitor = FakeConnectivityMonitor(.offlineHard)
+        let streams = ScriptedEvents()
+        let engine = SyncEngine(database: try SyncEngineTests.Notes().database, baseURL: URL(string: "http://127.0.0.1:9")!,
+                                transport: streams, connectivity: monitor, collections: [], eventsPath: "api/sync/events",
+                                clock: TestClock())
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await engine.run() }
+            defer { group.cancelAll() }
+            for _ in 0..<1000 { await Task.yield() }
+            #expect(streams.opened == 0)
+            monitor.set(.offlineSoft)
+            try await eventually("a stream opened once the link is up", within: .seconds(10)) { streams.opened == 1 }
+        }
+    }
+
+    @Test("a stream silent past its limit is dropped, reported as a timeout, and opened again")
+    func dropsASilentStream() async throws {
+        let monitor = FakeConnectivityMonitor(.online)
+        let streams = ScriptedEvents()
+        let clock = TestClock()
+        let engine = SyncEngine(database: try SyncEngineTests.Notes().database, baseURL: URL(string: "http://127.0.0.1:9")!,
+                                transport: streams, connectivity: monitor, collections: [], eventsPath: "api/sync/events",
+                                eventsSilence: .seconds(40), clock: clock)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await engine.run() }
+            defer { group.cancelAll() }
+            try await eventually("the stream opened", within: .seconds(10)) { streams.opened == 1 }
+            for _ in 0..<20 { await Task.yield() }
+            await clock.advance(by: .seconds(39))
+            #expect(!monitor.reportedOutcomes.contains(.timeout), "silent for less than the limit")
+            for _ in 0..<100 where streams.opened < 2 { await clock.advance(by: .seconds(1)) }
+            #expect(monitor.reportedOutcomes.contains(.timeout))
+            #expect(streams.opened == 2)
+        }
+    }
+}
+
+/// A server whose event stream says it is connected, then nothing, until the reader goes away.
+final class ScriptedEvents: HTTPTransport {
+    private let count = Locked(0)
+    var opened: Int { count.current }
+
+    func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+        HTTPResponse(status: 404)
+    }
+
+    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+        count.withLock { $0 += 1 }
+        let (body, continuation) = AsyncThrowingStream.makeStream(of: [UInt8].self)
+        continuation.yield(Array(": connected\n\n".utf8))
+        return HTTPStreamingResponse(status: 200, headers: ["Content-Type": "text/event-stream"], body: body)
+    }
+}
