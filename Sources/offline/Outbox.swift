@@ -134,9 +134,10 @@ extension Offline.Outbox {
     }
 }
 
-/// A connectivity source for the command line: it assumes the server is reachable and lets the
-/// drainer's own retries deal with failures.
-private struct AssumedReachable: ConnectivitySource {
+/// A connectivity source for the command line, which has no interface monitor: it assumes the
+/// server is reachable and lets each request's outcome and the callers' own retries speak. Its
+/// updates never end (a drainer stops when they do).
+struct AssumedReachable: ConnectivitySource {
     var status: ConnectivityStatus { ConnectivityStatus(kind: .online, reason: .linkUp, since: Date(timeIntervalSince1970: 0)) }
     func statusUpdates() -> AsyncStream<ConnectivityStatus> {
         let status = status

@@ -55,14 +55,6 @@ struct PackOptions: ParsableArguments {
     }
 }
 
-/// The command line has no interface monitor: it assumes the network is there and lets each
-/// request's outcome speak.
-private struct AssumedReachable: ConnectivitySource {
-    var status: ConnectivityStatus { ConnectivityStatus(kind: .online, reason: .probeSucceeded, since: Date(timeIntervalSince1970: 0)) }
-    func statusUpdates() -> AsyncStream<ConnectivityStatus> { AsyncStream { $0.yield(status); $0.finish() } }
-    func report(_ outcome: RequestOutcome) {}
-}
-
 extension Offline.Pack {
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List the packs in the store (and check for updates with --server).")
