@@ -30,12 +30,18 @@ extension Offline {
         var sampleInterval: Double = 1
         @Option(name: .customLong("sample-timeout"), help: "Seconds before a sample request counts as timed out.")
         var sampleTimeout: Double = 2
+        @Option(name: .customLong("events-url"),
+                help: "Also hold this sync event stream (OfflineServer's /api/sync/events), as a syncing app does: its attempts are evidence too.")
+        var eventsURL: String?
+        @Option(help: "The account the event stream signs in as.") var user = "ana"
+        @Option(help: "Its password.") var password = "offline-demo"
         @Flag(help: "Print every change until interrupted.") var watch = false
         @Flag(help: "Print one JSON object per line.") var json = false
 
         func validate() throws {
             guard URL(string: probeURL)?.host != nil else { throw ValidationError("--probe-url must be an absolute URL.") }
             if let sampleURL, URL(string: sampleURL)?.host == nil { throw ValidationError("--sample-url must be an absolute URL.") }
+            if let eventsURL, URL(string: eventsURL)?.host == nil { throw ValidationError("--events-url must be an absolute URL.") }
             guard interval > 0, timeout > 0, sampleInterval > 0, sampleTimeout > 0 else {
                 throw ValidationError("Intervals and timeouts must be positive.")
             }
@@ -58,6 +64,9 @@ extension Offline {
                     if let sampleURL {
                         group.addTask { try await sample(URL(string: sampleURL)!, monitor: monitor) }
                     }
+                    if let eventsURL {
+                        group.addTask { try await holdEvents(URL(string: eventsURL)!, monitor: monitor) }
+                    }
                     for await status in monitor.statusUpdates() {
                         if status.kind == .unknown && !watch { continue }
                         printer.print(watch ? status : monitor.status)
@@ -66,6 +75,23 @@ extension Offline {
                     group.cancelAll()
                 }
             }
+        }
+
+        /// Holds the event stream the way a ``SyncEngine`` does (with nothing to pull), through a
+        /// transport whose connections give up after 1 s: one SYN per attempt, so an attempt
+        /// made while a black hole lasts is not still waiting for a retransmission when it ends.
+        private func holdEvents(_ url: URL, monitor: ConnectivityMonitor) async throws {
+            var components = URLComponents(url: url, resolvingAgainstBaseURL: false)!
+            let path = components.path
+            components.path = ""
+            let base = components.url!
+            let client = HTTPClientTransport(connectTimeout: .seconds(1))
+            defer { Task { try? await client.shutdown() } }
+            let session = SignInSession(serverURL: base, name: user, password: password, transport: client)
+            let engine = SyncEngine(database: try OfflineDatabase.inMemory(), baseURL: base,
+                                    transport: BearerTokenTransport(client, tokens: session), connectivity: monitor,
+                                    collections: [], eventsPath: path)
+            try await engine.run()
         }
 
         /// Sends app-like traffic through the gate, so its outcomes become evidence. Like an

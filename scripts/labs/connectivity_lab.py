@@ -38,6 +38,7 @@ SERVER_IP, CLIENT_IP = "10.213.0.1", "10.213.0.2"
 PORT = 8080
 HEALTH = f"http://{SERVER_IP}:{PORT}/health"
 SAMPLE = f"http://{SERVER_IP}:{PORT}/health/sample?bytes=4096"
+EVENTS = f"http://{SERVER_IP}:{PORT}/api/sync/events"
 
 processes = []
 
@@ -189,7 +190,8 @@ def main():
         sh("ip", "-n", namespace, "link", "set", "lo", "up")
     sh("ip", "-n", CLIENT_NS, "route", "add", "default", "via", SERVER_IP)
 
-    server = subprocess.Popen(["ip", "netns", "exec", SERVER_NS, BIN, "serve", "--host", SERVER_IP, "--port", str(PORT)],
+    server = subprocess.Popen(["ip", "netns", "exec", SERVER_NS, BIN, "serve", "--host", SERVER_IP, "--port", str(PORT),
+                               "--demo-accounts"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     processes.append(server)
     for _ in range(100):
@@ -205,7 +207,10 @@ def main():
     # With app traffic: small requests four times a second, each allowed 1 s.
     busy = Watcher("traffic", "--interval", "1.5", "--timeout", "3",
                    "--sample-url", SAMPLE, "--sample-interval", "0.25", "--sample-timeout", "1")
-    for watcher in (idle, busy):
+    # Syncing: probes, and the sync event stream held open (its attempts while offline-soft are
+    # evidence too).
+    stream = Watcher("stream", "--interval", "1.5", "--timeout", "3", "--events-url", EVENTS)
+    for watcher in (idle, busy, stream):
         if watcher.wait_for("online", 0, 15) is None:
             failures.append(f"{watcher.name}: never online on a healthy link")
     print(f"connectivity lab: client {CLIENT_NS} -> server {SERVER_NS}, {LINK_REPEATS} link rounds, {REPEATS} fault rounds")
@@ -240,20 +245,24 @@ def main():
 
     for round_ in range(REPEATS):
         print(f" fault round {round_ + 1}")
-        measure([("blackhole -> offline-soft (traffic)", busy), ("blackhole -> offline-soft (idle)", idle)],
+        measure([("blackhole -> offline-soft (traffic)", busy), ("blackhole -> offline-soft (idle)", idle),
+                 ("blackhole -> offline-soft (stream)", stream)],
                 nft_block("drop"), "offline-soft", 20)
         settle_soft()
-        measure([("blackhole restored -> online", idle), ("blackhole restored -> online", busy)], nft_restore, "online", 90)
+        measure([("blackhole restored -> online", idle), ("blackhole restored -> online", busy),
+                 ("blackhole restored -> online (stream)", stream)], nft_restore, "online", 90)
         time.sleep(6)
-        measure([("reject -> offline-soft", idle), ("reject -> offline-soft", busy)],
+        measure([("reject -> offline-soft", idle), ("reject -> offline-soft", busy), ("reject -> offline-soft (stream)", stream)],
                 nft_block("reject with tcp reset"), "offline-soft", 20)
         settle_soft()
-        measure([("reject restored -> online", idle), ("reject restored -> online", busy)], nft_restore, "online", 90)
+        measure([("reject restored -> online", idle), ("reject restored -> online", busy),
+                 ("reject restored -> online (stream)", stream)], nft_restore, "online", 90)
         time.sleep(6)
 
     # Throttle: a fresh watcher whose sample requests (4 KB, 5 s allowed) measure throughput.
     idle.process.terminate()
     busy.process.terminate()
+    stream.process.terminate()
     # 4 KB every 3 s is about 11 kbit/s: traffic the throttled link can carry, slowly.
     throttled = Watcher("throttle", "--interval", "1.5", "--timeout", "5",
                         "--sample-url", SAMPLE, "--sample-interval", "3", "--sample-timeout", "8")
@@ -278,6 +287,8 @@ def main():
         "link up -> online": ("max", 2.0),
         "blackhole restored -> online": ("max", 2.0),
         "reject restored -> online": ("max", 2.0),
+        "blackhole restored -> online (stream)": ("p95", 2.0),
+        "reject restored -> online (stream)": ("p95", 2.0),
     }
     for label, values in results.items():
         summary = f"n={len(values)} p50={statistics.median(values):.2f} p95={percentile(values, 0.95):.2f} max={max(values):.2f}"
