@@ -1,5 +1,5 @@
 import Foundation
-import Hummingbird
+package import Hummingbird
 
 /// The most request body a route reads, declared here for every route that takes one.
 ///
@@ -11,21 +11,25 @@ import Hummingbird
 ///
 /// A route missing from ``routes`` takes no body: a stray one is read no further than a form.
 /// The limit goes by path, so every method of a path reads the same amount.
-struct BodyLimit: Sendable, Hashable {
-    let bytes: Int
+package struct BodyLimit: Sendable, Hashable {
+    package let bytes: Int
+
+    /// How deep any request body may nest: arrays and objects inside one another, the outermost
+    /// counting as 1 (``JSONValue/Limits/request(maxBytes:)``).
+    package static let depth = 64
 
     /// A few fields typed by hand: credentials, a quantity, a rating, an invitation.
-    static let form = BodyLimit(bytes: 4 << 10)
+    package static let form = BodyLimit(bytes: 4 << 10)
     /// A chat message: 500 characters (``RecordRules/maxMessageLength``), each of them may come
     /// escaped, with its chat and times.
-    static let message = BodyLimit(bytes: 16 << 10)
+    package static let message = BodyLimit(bytes: 16 << 10)
     /// A document a person writes and saves whole: the planner's tasks and notes.
-    static let document = BodyLimit(bytes: 64 << 10)
+    package static let document = BodyLimit(bytes: 64 << 10)
     /// A synced record: an app's own JSON object, of any shape the depth limit allows.
-    static let record = BodyLimit(bytes: 1 << 20)
+    package static let record = BodyLimit(bytes: 1 << 20)
 
     /// Every route that takes a body, by its path as the router spells it.
-    static let routes: [String: BodyLimit] = [
+    package static let routes: [String: BodyLimit] = [
         "/api/auth/sign-in": .form,
         "/api/auth/refresh": .form,
         "/shop/cart/items/{id}": .form,
@@ -39,14 +43,14 @@ struct BodyLimit: Sendable, Hashable {
     ]
 
     /// Records collections with rules of their own (``RecordRules``) take what those allow.
-    static let recordCollections: [String: BodyLimit] = [
+    package static let recordCollections: [String: BodyLimit] = [
         "messages": .message,
         "pins": .form,
     ]
 
     /// The limit of the route at `path` (``routes``, else ``form``), for a records route the
     /// limit of its collection when it has one.
-    static func of(route path: String?, parameters: Parameters = .init()) -> BodyLimit {
+    package static func of(route path: String?, parameters: Parameters = .init()) -> BodyLimit {
         guard let path, let limit = routes[path] else { return .form }
         if limit == .record, let collection = parameters.get("collection")?.removingPercentEncoding,
            let collectionLimit = recordCollections[collection] {
@@ -56,7 +60,7 @@ struct BodyLimit: Sendable, Hashable {
     }
 
     /// The limit in words, "4 KB".
-    var text: String {
+    package var text: String {
         Int64(bytes).formatted(.byteCount(style: .memory))
     }
 }
