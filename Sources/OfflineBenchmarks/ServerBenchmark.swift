@@ -86,7 +86,7 @@ private struct WrkResult: CustomStringConvertible {
 }
 
 /// Signs Ana in and returns her access token.
-private func signIn(port: Int) async throws -> String {
+func signIn(port: Int) async throws -> String {
     try await HTTPClientTransport.withTransport { http in
         let session = SignInSession(serverURL: URL(string: "http://127.0.0.1:\(port)")!, name: "ana",
                                     password: AccountSeed.demoPassword, transport: http)

@@ -9,6 +9,7 @@ let benchmarks: [(name: String, run: () async throws -> Void)] = [
     ("demo", runDemoBenchmark),
     ("server-slow-clients", runServerSlowClientsBenchmark),
     ("server", runServerBenchmark),
+    ("server-cost", runServerCostBenchmark),
     ("sync", runSyncBenchmark),
 ]
 

@@ -60,6 +60,8 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     // HEAD runs the GET route and drops its body, so a client can check a resource's headers
     // (a pack file's length and ETag) without fetching it.
     let router = Router(context: OfflineRequestContext.self, options: .autoGenerateHeadEndpoints)
+    // Outermost, so a body over its route's limit gets a readable 413 wherever it was collected.
+    router.add(middleware: BodyLimitMiddleware())
     router.add(middleware: HeadMiddleware())
     router.addFaultSwitch(configuration)
     router.addHealthRoutes()

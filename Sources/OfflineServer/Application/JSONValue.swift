@@ -31,7 +31,7 @@ extension JSONValue {
         /// was stored as `a@mailinator.com`). Tab, line feed and carriage return stay allowed:
         /// they are how people's notes and messages break lines.
         static func request(maxBytes: Int) -> Limits {
-            Limits(maxDepth: 64, maxBytes: maxBytes, allowsControlCharacters: false)
+            Limits(maxDepth: BodyLimit.depth, maxBytes: maxBytes, allowsControlCharacters: false)
         }
 
         /// What the server stored earlier, written by Foundation's `JSONEncoder` before this

@@ -11,8 +11,8 @@ public struct OfflineRequestContext: AuthRequestContext {
         coreContext = .init(source: source)
     }
 
-    /// Uploads are small JSON documents; packs are served, never uploaded.
-    public var maxUploadSize: Int { 1 << 20 }
+    /// The matched route's ``BodyLimit``: every body is collected up to it and no further.
+    public var maxUploadSize: Int { BodyLimit.of(route: endpointPath, parameters: parameters).bytes }
 
     /// The signed-in user, or a `401` that tells the client to sign in (RFC 6750).
     public func requireUser() throws -> User {
