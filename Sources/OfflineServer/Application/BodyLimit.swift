@@ -25,8 +25,10 @@ package struct BodyLimit: Sendable, Hashable {
     package static let message = BodyLimit(bytes: 16 << 10)
     /// A document a person writes and saves whole: the planner's tasks and notes.
     package static let document = BodyLimit(bytes: 64 << 10)
-    /// A synced record: an app's own JSON object, of any shape the depth limit allows.
-    package static let record = BodyLimit(bytes: 1 << 20)
+    /// A synced record: an app's own JSON object, of any shape the depth limit allows. Its
+    /// worst case costs about as much as the planner's (a record is stored, answered, kept for
+    /// its idempotency key and carried by its feed); larger content belongs in packs and media.
+    package static let record = BodyLimit(bytes: 64 << 10)
 
     /// Every route that takes a body, by its path as the router spells it.
     package static let routes: [String: BodyLimit] = [

@@ -86,6 +86,8 @@ struct HostileRoutesTests {
         route("DELETE /api/records/{collection}/{id}", "/api/records/notes/1", effect: "/api/records/notes"),
         route("GET /api/sync/orders", "/api/sync/orders"),
         route("GET /api/sync/records/{collection}", "/api/sync/records/notes"),
+        // The live stream: only its refusal is a single answer (SyncEventsTests read it open).
+        route("GET /api/sync/events", "/api/sync/events"),
     ]
 
     /// The records collections that take less than a record: their limit is tested too.
