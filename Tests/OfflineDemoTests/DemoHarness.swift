@@ -46,7 +46,18 @@ struct DemoHarness: Sendable {
         _ = try await environment.changes.updates().first("the condition at \(fileID):\(line)", within: timeout) { _ in condition() }
     }
 
-    var requestCount: Int { requests.count(.offlineCapable) + requests.count(.networkRequired) }
+    /// The requests the features sent: the chat's background sync (``syncRequestCount``) and
+    /// the sign-ins (``signInCount``) aside. A feature that sends something sends it as well as
+    /// signing in, so it is counted.
+    var requestCount: Int { requests.count(.offlineCapable) + requests.count(.networkRequired) - syncRequestCount - signInCount }
+
+    /// The requests of the chat's sync: its live stream (tried while offline-soft too, as
+    /// evidence) and its pulls.
+    var syncRequestCount: Int { requests.count(pathPrefix: "/api/sync/") }
+
+    /// Sign-ins and token refreshes, which the first request after start (the chat's live
+    /// stream, often) makes.
+    var signInCount: Int { requests.count(pathPrefix: "/api/auth/") }
 
     func makeShop() -> ShopModel {
         let cache = ResponseCache(database: environment.database, transport: environment.rawTransport, connectivity: monitor, defaultTimeout: .seconds(3))
@@ -69,7 +80,9 @@ func withDemo<T: Sendable>(
             let monitor = FakeConnectivityMonitor(condition == .online ? .online : .offlineSoft)
             let requests = CountingTransport(http)
             let database = try OfflineDatabase.open(at: folder.appending(path: "app.sqlite"))
-            let environment = DemoEnvironment(serverURL: url, rawTransport: requests, connectivity: monitor, database: database, directory: folder)
+            var configured = DemoEnvironment(serverURL: url, rawTransport: requests, connectivity: monitor, database: database, directory: folder)
+            configured.otherDevice = OtherDevice(serverURL: URL(string: "http://127.0.0.1:\(network.upstreamPort)")!, http: http)
+            let environment = configured
             return try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await environment.tasks.run() }
                 defer { group.cancelAll() }

@@ -247,6 +247,53 @@ struct WorkspaceScenarioTests {
             }
         }
     }
+
+    // MARK: Sync: messages from the user's other devices
+
+    static func fromTablet(_ workspace: WorkspaceModel) -> [String] {
+        workspace.snapshot.thread.map(\.text).filter { $0.hasPrefix("Written on my tablet") }
+    }
+
+    @Test("Live: what the user's tablet posts shows in the chat as it arrives, with nothing pressed")
+    func tabletMessagesArriveLive() async throws {
+        try await withDemo { demo in
+            let workspace = try await demo.startWorkspace()
+            // Besides the live stream's pokes, at most three pulls can come by themselves at the
+            // start (connectivity, the stream opening, the queue's first state): four messages in
+            // turn need the pokes.
+            for number in 1...4 {
+                await workspace.postFromOtherDevice()
+                try await demo.wait { Self.fromTablet(workspace).count == number }
+            }
+            // Posted within one second, they are ordered by id (times are kept to the second).
+            #expect(Self.fromTablet(workspace).sorted() == (1...4).map { "Written on my tablet (\($0))" })
+            let screen = demo.screen(workspace, connectivity: .online)
+            #expect(screen.contains("you: Written on my tablet (4)"), "\(screen)")
+            #expect(demo.requestCount == 0, "the chat's own patterns sent nothing; only its sync did")
+        }
+    }
+
+    @Test("Offline, the tablet's messages wait on the server; back online the chat catches up with only what changed")
+    func tabletMessagesCatchUp() async throws {
+        try await withDemo { demo in
+            let workspace = try await demo.startWorkspace()
+            await workspace.postFromOtherDevice()
+            try await demo.wait { Self.fromTablet(workspace).count == 1 }
+
+            await demo.set(.offline)
+            await workspace.postFromOtherDevice()
+            await workspace.postFromOtherDevice()
+            let pullsOffline = demo.requests.count(pathPrefix: "/api/sync/records/")
+            #expect(Self.fromTablet(workspace).count == 1, "nothing comes down offline")
+
+            let pulls = workspace.sync.progress()
+            await demo.set(.online)
+            let caughtUp = try await pulls.first("a pull that brought something", within: .seconds(30)) { !$0.isPulling && $0.rows > 0 }
+            #expect(caughtUp.rows == 2, "only the two messages written while offline came down")
+            try await demo.wait { Self.fromTablet(workspace).count == 3 }
+            #expect(demo.requests.count(pathPrefix: "/api/sync/records/") > pullsOffline)
+        }
+    }
 }
 
 extension DemoHarness {

@@ -8,19 +8,30 @@ public import OfflineKit
 public final class CountingTransport: HTTPTransport, Sendable {
     public let base: any HTTPTransport
     private let counts = Locked<[ConnectivityRequirement: Int]>([:])
+    private let paths = Locked<[String: Int]>([:])
 
     public init(_ base: any HTTPTransport) { self.base = base }
 
     /// Requests sent (or attempted) with `requirement`.
     public func count(_ requirement: ConnectivityRequirement) -> Int { counts.withLock { $0[requirement, default: 0] } }
 
-    public func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+    /// Requests sent (or attempted) to paths that start with `prefix`, whatever their requirement.
+    public func count(pathPrefix prefix: String) -> Int {
+        paths.withLock { $0.filter { $0.key.hasPrefix(prefix) }.values.reduce(0, +) }
+    }
+
+    private func record(_ request: HTTPRequest) {
         counts.withLock { $0[request.requirement, default: 0] += 1 }
+        paths.withLock { $0[request.url.path, default: 0] += 1 }
+    }
+
+    public func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+        record(request)
         return try await base.send(request, maxBodyBytes: maxBodyBytes)
     }
 
     public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
-        counts.withLock { $0[request.requirement, default: 0] += 1 }
+        record(request)
         return try await base.stream(request)
     }
 }

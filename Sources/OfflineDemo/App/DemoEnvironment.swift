@@ -23,6 +23,8 @@ public struct DemoEnvironment: Sendable {
     public var directory: URL
     /// Wall-clock time for persisted timestamps and "today".
     public var now: @Sendable () -> Date
+    /// The user's other device, when the demo has one (the chat's "post from your tablet").
+    public var otherDevice: OtherDevice?
     let tasks: BackgroundTasks
     let toasts: Toasts
     let changes: ChangeSignal

@@ -42,12 +42,15 @@ public enum DemoRuntime {
                     }
 
                     let database = try OfflineDatabase.open(at: clientDirectory.appending(path: "app.sqlite"))
-                    let environment = DemoEnvironment(
+                    var configured = DemoEnvironment(
                         serverURL: serverURL,
                         rawTransport: http,
                         connectivity: monitor,
                         database: database,
                         directory: clientDirectory)
+                    // The tablet reaches the server itself, not through the switch.
+                    configured.otherDevice = URL(string: "http://\(upstream.host):\(upstream.port)").map { OtherDevice(serverURL: $0, http: http) }
+                    let environment = configured
                     group.addTask { await environment.tasks.run() }
 
                     let app = try await makeApp(environment: environment, network: network)

@@ -75,6 +75,8 @@ public final class WorkspaceModel: Scenario {
         public var queue: OutboxSnapshot?
         public var selectedChat: String?
         public var selectedMessage: String?
+        /// How many messages the tablet has posted, to number them.
+        public var tabletMessages = 0
         public var editing: Editing?
         public var invite = InviteDraft()
         public var inviteField: InviteDraft.Field = .email
@@ -104,6 +106,8 @@ public final class WorkspaceModel: Scenario {
     public let outbox: Outbox
     public let drainer: OutboxDrainer
     public let form: BlockingForm
+    /// The chat's messages from the server, pulled when its live stream says they changed.
+    public let sync: SyncEngine
     private let bankAccounts: BlockingRead<[WorkspaceBankAccount]>
     private let environment: DemoEnvironment
     private let state = Locked(State())
@@ -115,6 +119,9 @@ public final class WorkspaceModel: Scenario {
         self.outbox = Outbox(database: environment.database, operations: WorkspaceOperations.all, now: environment.now)
         self.drainer = OutboxDrainer(outbox: outbox, baseURL: environment.serverURL, transport: environment.rawTransport,
                                      connectivity: environment.connectivity, requestTimeout: .seconds(5))
+        self.sync = SyncEngine(database: environment.database, baseURL: environment.serverURL, transport: environment.rawTransport,
+                               connectivity: environment.connectivity, collections: [WorkspaceSync.messages], outbox: outbox,
+                               eventsPath: "api/sync/events")
         self.form = BlockingForm(id: "workspace.invite-members", database: environment.database, baseURL: environment.serverURL,
                                  transport: environment.transport, connectivity: environment.connectivity, now: environment.now)
         self.bankAccounts = BlockingRead(
@@ -150,7 +157,33 @@ public final class WorkspaceModel: Scenario {
         environment.spawn { [self] in await followQueue() }
         environment.spawn { [self] in await followMessageStatuses() }
         environment.spawn { [self] in await saveDrafts() }
+        environment.spawn { [self] in await followSync() }
+        environment.spawn { [sync] in try? await sync.run() }
         environment.changed()
+    }
+
+    /// Shows what each pull brought: messages from the user's other devices, as they arrive.
+    private func followSync() async {
+        for await progress in sync.progress() where !progress.isPulling && progress.rows > 0 {
+            await refresh()
+            environment.changed()
+        }
+    }
+
+    /// The tablet posts a message to the selected chat, through the server, as if the user had
+    /// written it there: it appears here by sync (at once online, on reconnecting otherwise).
+    public func postFromOtherDevice() async {
+        guard let device = environment.otherDevice, let chat = snapshot.selectedChat else { return }
+        let count = state.withLock { state in
+            state.tabletMessages += 1
+            return state.tabletMessages
+        }
+        do {
+            _ = try await device.post("Written on my tablet (\(count))", to: chat, at: environment.now())
+            environment.toast("Your tablet sent a message.")
+        } catch {
+            environment.toast("Your tablet could not reach the server.")
+        }
     }
 
     /// Reads chats and messages from the device. Never waits for the network.
@@ -450,6 +483,8 @@ public final class WorkspaceModel: Scenario {
             environment.spawn { [self] in await report { try await togglePin(chat: chat) } }
         case .character("m"), .enter:
             state.withLock { $0.editing = .message(TextField(maxLength: 200)) }
+        case .character("t") where environment.otherDevice != nil:
+            environment.spawn { [self] in await postFromOtherDevice() }
         case .character("d"):
             guard let id = current.selectedMessage else { return true }
             environment.spawn { [self] in await report { try await delete(message: id) } }

@@ -74,6 +74,30 @@ enum WorkspaceOperations {
     static func pinPath(_ chat: String) -> String { "/api/records/\(pins)/\(chat)" }
 }
 
+/// The chat's messages as the server's feed carries them (`GET /api/sync/records/messages`):
+/// the user's own, from this device and every other one. A message the user is still sending
+/// keeps showing as sent here until the server has it (``SyncEngine`` holds the pulled version).
+enum WorkspaceSync {
+    /// A message as the feed carries it: the record around its body.
+    private struct Record: Decodable {
+        var body: MessagePayload
+    }
+
+    static let messages = SyncedCollection(WorkspaceOperations.messages,
+        upsert: { db, row in
+            let message = try JSONDecoder.demo.decode(Record.self, from: row.value).body
+            // A message for a chat this device does not have stays on the server.
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM demo_workspace_chat WHERE id = ?", arguments: [message.chat]) == true else { return }
+            try db.execute(sql: """
+                INSERT OR REPLACE INTO demo_workspace_message(id, chat, author, text, sentAt) VALUES (?, ?, ?, ?, ?)
+                """, arguments: [row.id, message.chat, message.author, message.text, message.sentAt])
+        },
+        delete: { db, id in try WorkspaceStore.deleteMessage(id: id, db) },
+        // The user's own messages are the ones the server has; the history others wrote is not
+        // the user's to sync, and never swept.
+        ids: { db in try String.fetchAll(db, sql: "SELECT id FROM demo_workspace_message WHERE author = ?", arguments: [WorkspaceStore.me]) })
+}
+
 /// The workspace's rows.
 enum WorkspaceStore {
     /// The signed-in user, as messages name their author.

@@ -143,7 +143,7 @@ public enum WorkspaceScreen {
         let chat = state.chats.first { $0.id == state.selectedChat }
         return [
             KeyHint("c i b a", "panes"), KeyHint("↑↓", "chat"), KeyHint("p", chat?.pinned == true ? "unpin" : "pin"),
-            KeyHint("m", "message"), KeyHint("jk", "select"),
+            KeyHint("m", "message"), KeyHint("t", "from tablet"), KeyHint("jk", "select"),
             KeyHint("d", "delete", enabled: selected?.isMine ?? false),
             KeyHint("x", "dismiss", enabled: !state.chatsNeedingAttention.isEmpty),
         ]

@@ -1,0 +1,31 @@
+public import Foundation
+public import OfflineKit
+
+/// The user's other device (a tablet), signed in to the same account and reaching the server
+/// directly, not through the demo's network switch: what it writes reaches the server even while
+/// the demo is offline, and comes down to the demo by sync.
+public struct OtherDevice: Sendable {
+    let serverURL: URL
+    let transport: any HTTPTransport
+
+    /// - Parameters:
+    ///   - serverURL: the server itself (the switch's upstream).
+    ///   - http: a transport that does not cross the switch.
+    public init(serverURL: URL, http: any HTTPTransport) {
+        self.serverURL = serverURL
+        transport = BearerTokenTransport(http, tokens: SignInSession(
+            serverURL: serverURL, name: DemoEnvironment.account.name, password: DemoEnvironment.account.password, transport: http))
+    }
+
+    /// Posts `text` to `chat` as the tablet would, and returns the message's id.
+    func post(_ text: String, to chat: String, at date: Date) async throws -> String {
+        let id = UUID().uuidString.lowercased()
+        let payload = MessagePayload(chat: chat, author: WorkspaceStore.me, text: text, sentAt: date)
+        let response = try await transport.send(HTTPRequest(
+            method: "PUT", url: serverURL.appending(path: String(WorkspaceOperations.messagePath(id).dropFirst())),
+            headers: ["Content-Type": "application/json", "Idempotency-Key": "\"\(UUID().uuidString)\""],
+            body: try JSONEncoder.demo.encode(payload)))
+        guard response.status == 200 else { throw SyncError.unavailable(status: response.status) }
+        return id
+    }
+}
