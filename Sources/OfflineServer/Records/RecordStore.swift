@@ -20,10 +20,36 @@ struct RecordStore: Sendable {
         var id: String
         var version: Int
         var body: [String: JSONValue]
+        /// The body as encoded when it was stored, so a write encodes it once for the table, the
+        /// feed and the answer.
+        var encodedBody: [UInt8]?
+
+        init(id: String, version: Int, body: [String: JSONValue], encodedBody: [UInt8]? = nil) {
+            self.id = id
+            self.version = version
+            self.body = body
+            self.encodedBody = encodedBody
+        }
 
         /// `{"body":…,"id":…,"version":…}`, keys sorted as the server has always sent them.
         var json: JSONValue {
             .object(["body": .object(body), "id": .string(id), "version": .number(String(version))])
+        }
+
+        /// ``json`` as bytes, around the body as stored when there is one.
+        var jsonBytes: [UInt8] {
+            guard let encodedBody else { return json.jsonBytes }
+            var bytes = Array(#"{"body":"#.utf8)
+            bytes.reserveCapacity(encodedBody.count + id.utf8.count + 40)
+            bytes += encodedBody
+            bytes += #","id":"#.utf8
+            bytes += JSONValue.string(id).jsonBytes
+            bytes += #","version":\#(version)}"#.utf8
+            return bytes
+        }
+
+        static func == (lhs: Record, rhs: Record) -> Bool {
+            lhs.id == rhs.id && lhs.version == rhs.version && lhs.body == rhs.body
         }
     }
 
@@ -63,29 +89,32 @@ struct RecordStore: Sendable {
             var result: Record?
             switch write {
             case .put(let body):
+                let encoded = JSONValue.object(body).jsonBytes
                 // One statement, so concurrent writers on other instances each get their own version.
                 let version = try await transaction.row("""
-                    INSERT INTO records (owner, collection, id, body, version) VALUES (\(owner), \(collection), \(id), \(Self.blob(body)), 1)
+                    INSERT INTO records (owner, collection, id, body, version) VALUES (\(owner), \(collection), \(id), \(Data(encoded)), 1)
                     ON CONFLICT (owner, collection, id) DO UPDATE SET body = excluded.body, version = records.version + 1
                     RETURNING version
                     """)?.int("version") ?? 1
-                result = Record(id: id, version: version, body: body)
+                result = Record(id: id, version: version, body: body, encodedBody: encoded)
             case .patch(let body):
                 // The merge happens here, so the row stays locked from read to write.
                 guard let row = try await transaction.row("""
                     SELECT body, version FROM records WHERE owner = \(owner) AND collection = \(collection) AND id = \(id) \(.forUpdate)
                     """) else { return nil }
                 let current = try Self.body(try row.data("body"))
-                let merged = Record(id: id, version: try row.int("version") + 1, body: current.merging(body) { _, new in new })
+                var merged = Record(id: id, version: try row.int("version") + 1, body: current.merging(body) { _, new in new })
+                let encoded = JSONValue.object(merged.body).jsonBytes
+                merged.encodedBody = encoded
                 try await transaction.execute("""
-                    UPDATE records SET body = \(Self.blob(merged.body)), version = \(merged.version)
+                    UPDATE records SET body = \(Data(encoded)), version = \(merged.version)
                     WHERE owner = \(owner) AND collection = \(collection) AND id = \(id)
                     """)
                 result = merged
             case .delete:
                 try await transaction.execute("DELETE FROM records WHERE owner = \(owner) AND collection = \(collection) AND id = \(id)")
             }
-            try await ChangeFeed.record(Self.feed(of: owner, collection), id: id, value: result.map { Data($0.json.jsonBytes) },
+            try await ChangeFeed.record(Self.feed(of: owner, collection), id: id, value: result.map { Data($0.jsonBytes) },
                                         at: now(), in: transaction)
             if let key {
                 try await transaction.execute("""
@@ -124,11 +153,6 @@ struct RecordStore: Sendable {
 
     private static func record(from row: SQLRow) throws -> Record {
         Record(id: try row.string("id"), version: try row.int("version"), body: try body(try row.data("body")))
-    }
-
-    /// A body as stored: JSON text in UTF-8, numbers as the client wrote them.
-    private static func blob(_ body: [String: JSONValue]) -> Data {
-        Data(JSONValue.object(body).jsonBytes)
     }
 
     /// A stored body. Rows written before by Foundation's `JSONEncoder` read the same way: it

@@ -73,7 +73,7 @@ private func write(
     guard let record = try await records.apply(make(object), owner: owner, collection: collection, id: id, key: key) else {
         return problemResponse(.notFound, "No such record.")
     }
-    return jsonResponse(record.json)
+    return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: record.jsonBytes)))
 }
 
 private func jsonResponse(_ value: JSONValue) -> Response {
