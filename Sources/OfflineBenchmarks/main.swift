@@ -13,6 +13,12 @@ let benchmarks: [(name: String, run: () async throws -> Void)] = [
     ("sync", runSyncBenchmark),
 ]
 
+// The cache benchmark's child process, run in a new process for each first open it times.
+if CommandLine.arguments.count == 3, CommandLine.arguments[1] == cacheColdOpenCommand {
+    try await runCacheColdOpen(file: URL(fileURLWithPath: CommandLine.arguments[2]))
+    exit(0)
+}
+
 let requested = Set(CommandLine.arguments.dropFirst())
 let unknown = requested.subtracting(benchmarks.map(\.name))
 guard unknown.isEmpty else {

@@ -14,7 +14,7 @@ public final class DemoApp: Sendable {
     private let quitRequested = Locked(false)
     private let preferences: DemoPreferences
 
-    init(scenarios: [any Scenario], environment: DemoEnvironment, network: NetworkSwitch) {
+    package init(scenarios: [any Scenario], environment: DemoEnvironment, network: NetworkSwitch) {
         self.scenarios = scenarios
         self.environment = environment
         self.network = network
