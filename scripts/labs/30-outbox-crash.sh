@@ -9,6 +9,7 @@
 #   OFFLINEKIT_BIN       the `offline` binary (default .build/debug/offline)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/labs/common.bash
 
 bin=${OFFLINEKIT_BIN:-$PWD/.build/debug/offline}
 kills_wanted=${OUTBOX_CRASH_KILLS:-200}
@@ -26,17 +27,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$bin" serve --port 0 --data "$work/server" --demo-accounts --faults >"$work/server.log" 2>&1 &
-server_pid=$!
-url=""
-for _ in $(seq 1 100); do
-    # Hummingbird logs the bound address (stdout may be buffered).
-    address=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$work/server.log" | head -1 | awk '{print $3}' || true)
-    [[ -n "$address" ]] && url="http://$address"
-    [[ -n "$url" ]] && break
-    sleep 0.1
-done
-[[ -n "$url" ]] || { echo "outbox-crash: the server did not start"; cat "$work/server.log"; exit 1; }
+start_offline_server outbox-crash "$work/server.log" --data "$work/server" --demo-accounts --faults
 echo "outbox-crash: server at $url, delivering $kills_wanted kills"
 
 kills=0
@@ -49,17 +40,12 @@ while ((kills < kills_wanted)); do
         exit 1
     fi
     count=$((count + batch))
-    "$bin" outbox drive --db "$work/app.sqlite" --server "$url" --count "$count" >>"$work/child.log" 2>&1 &
-    child_pid=$!
     # A random point: during start-up, while queuing, or in the middle of delivery.
-    sleep "0.$(printf '%03d' $((RANDOM % 250)))"
-    if kill -9 "$child_pid" 2>/dev/null; then
+    if kill_at_random 250 "$work/child.log" "$bin" outbox drive --db "$work/app.sqlite" --server "$url" --count "$count"; then
         kills=$((kills + 1))
     else
         completed=$((completed + 1))
     fi
-    wait "$child_pid" 2>/dev/null || true
-    child_pid=""
 done
 
 # A last run, not killed, drains everything that is left.

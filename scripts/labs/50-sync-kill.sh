@@ -10,6 +10,7 @@
 #   OFFLINEKIT_BIN    the `offline` binary (default .build/debug/offline)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/labs/common.bash
 
 bin=${OFFLINEKIT_BIN:-$PWD/.build/debug/offline}
 kills_wanted=${SYNC_KILL_KILLS:-100}
@@ -29,15 +30,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$bin" serve --port 0 --data "$work/server" --demo-accounts >"$work/server.log" 2>&1 &
-server_pid=$!
-url=""
-for _ in $(seq 1 100); do
-    address=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$work/server.log" | head -1 | awk '{print $3}' || true)
-    [[ -n "$address" ]] && url="http://$address" && break
-    sleep 0.1
-done
-[[ -n "$url" ]] || { echo "sync-kill: the server did not start"; cat "$work/server.log"; exit 1; }
+start_offline_server sync-kill "$work/server.log" --data "$work/server" --demo-accounts
 
 start=$SECONDS
 "$bin" outbox drive --db "$work/seed.sqlite" --server "$url" --count "$rows" --collection items >"$work/writer.log" 2>&1
@@ -66,17 +59,12 @@ while ((kills < kills_wanted)); do
         echo "sync-kill: FAILED: time limit of $time_limit s reached after $kills kills"
         exit 1
     fi
-    "$bin" sync pull --db "$work/app.sqlite" --server "$url" --page-size 50 >>"$work/child.log" 2>&1 &
-    child_pid=$!
     # A random point: starting, signing in, mid-page, between pages, or after the end.
-    sleep "0.$(printf '%03d' $((RANDOM % 400)))"
-    if kill -9 "$child_pid" 2>/dev/null; then
+    if kill_at_random 400 "$work/child.log" "$bin" sync pull --db "$work/app.sqlite" --server "$url" --page-size 50; then
         kills=$((kills + 1))
     else
         completed=$((completed + 1))
     fi
-    wait "$child_pid" 2>/dev/null || true
-    child_pid=""
 done
 
 touch "$work/stop"
