@@ -110,12 +110,15 @@ struct IdempotentWrites: RouterMiddleware {
     /// older than the retention is forgotten and claimed anew.
     private func claim(scope: String, key: String, fingerprint: String, now: Date, in transaction: any SQLTransaction) async throws -> Outcome? {
         let expiredBefore = now.addingTimeInterval(-retention.timeInterval)
-        try await transaction.execute("DELETE FROM write_key WHERE scope = \(scope) AND key = \(key) AND created_at < \(expiredBefore)")
-        // On PostgreSQL this waits while another transaction holds the same key, until it ends.
+        // One statement: a new key is inserted, an expired one taken over as if new, a live one
+        // left alone (no row comes back). On PostgreSQL it waits while another transaction holds
+        // the same key, until that one ends.
         let claimed = try await transaction.rows("""
             INSERT INTO write_key (scope, key, fingerprint, created_at, status, headers, body)
             VALUES (\(scope), \(key), \(fingerprint), \(now), 0, \(Data()), \(Data()))
-            ON CONFLICT (scope, key) DO NOTHING
+            ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, created_at = excluded.created_at,
+                status = 0, headers = excluded.headers, body = excluded.body
+            WHERE write_key.created_at < \(expiredBefore)
             RETURNING key
             """)
         guard claimed.isEmpty else { return nil }

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 @testable import OfflineServer
@@ -109,6 +110,39 @@ struct WriteRoutesTests {
             }
             #expect(try await records.effects()["flaky-write"] == 1, "one effect in all")
             #expect(try await records.list("flaky", owner: "ana").map(\.version) == [1])
+        }
+    }
+}
+
+extension WriteRoutesTests {
+    @Test("a key is replayed while kept; once older than the retention it is taken over as new, even for another body", arguments: StorageBackend.available)
+    func expiredKeyRunsAgain(backend: StorageBackend) async throws {
+        let configuration = try await backend.configuration()
+        let storage = try await openServerStorage(configuration, schemas: [IdempotentWrites.schema], logger: Logger(label: "test.keys"))
+        let clock = NIOLockedValueBox(Date(timeIntervalSince1970: 1_800_000_000))
+        let runs = CallCounter()
+        let router = Router(context: OfflineRequestContext.self)
+        router.add(middleware: IdempotentWrites(storage: storage, retention: .seconds(3600), now: { clock.withLockedValue { $0 } }))
+        router.post("/run") { _, _ in Response(status: .ok, body: ResponseBody(byteBuffer: ByteBuffer(string: "run \(runs.next())"))) }
+        // Live: the application runs the storage's services (PostgreSQL's pool) beside the server.
+        let app = Application(router: router, services: storage.services)
+        try await app.test(.live) { client in
+            let headers = keyed()
+            let answer = { (body: String) async throws -> (String, Bool) in
+                try await client.execute(uri: "/run", method: .post, headers: headers, body: ByteBuffer(string: body)) { response in
+                    (String(buffer: response.body), response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField] == "true")
+                }
+            }
+            let first = try await answer("a")
+            #expect(first.0 == "run 1" && !first.1)
+            clock.withLockedValue { $0 += 3599 }
+            let kept = try await answer("a")
+            #expect(kept.0 == "run 1" && kept.1, "kept: replayed")
+            clock.withLockedValue { $0 += 2 }
+            let expired = try await answer("b")
+            #expect(expired.0 == "run 2" && !expired.1, "expired: runs as new, with its own body")
+            let again = try await answer("b")
+            #expect(again.0 == "run 2" && again.1)
         }
     }
 }
