@@ -163,9 +163,11 @@ public final class WorkspaceModel: Scenario {
     }
 
     /// Shows what each pull brought: messages from the user's other devices, as they arrive.
+    /// Rows only: the markers and the queue have observers of their own, and a copy of them
+    /// read here could land after a newer one and bring back a marker already cleared.
     private func followSync() async {
         for await progress in sync.progress() where !progress.isPulling && progress.rows > 0 {
-            await refresh()
+            reload()
             environment.changed()
         }
     }
