@@ -1,3 +1,4 @@
+public import Foundation
 public import OfflineCore
 public import OfflineKit
 
@@ -9,6 +10,7 @@ public final class CountingTransport: HTTPTransport, Sendable {
     public let base: any HTTPTransport
     private let counts = Locked<[ConnectivityRequirement: Int]>([:])
     private let paths = Locked<[String: Int]>([:])
+    private let sent = Locked<[URL]>([])
 
     public init(_ base: any HTTPTransport) { self.base = base }
 
@@ -20,7 +22,11 @@ public final class CountingTransport: HTTPTransport, Sendable {
         paths.withLock { $0.filter { $0.key.hasPrefix(prefix) }.values.reduce(0, +) }
     }
 
+    /// Every request's URL, oldest first.
+    public var urls: [URL] { sent.current }
+
     private func record(_ request: HTTPRequest) {
+        sent.withLock { $0.append(request.url) }
         counts.withLock { $0[request.requirement, default: 0] += 1 }
         paths.withLock { $0[request.url.path, default: 0] += 1 }
     }

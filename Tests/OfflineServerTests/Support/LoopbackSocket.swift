@@ -1,3 +1,4 @@
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -8,8 +9,8 @@ import Darwin
 ///
 /// Raw on purpose: a client that goes silent, or sends a header a byte at a time, is not something
 /// an HTTP client will do. Every read waits at most its deadline, blocking its thread meanwhile;
-/// keep deadlines short.
-final class LoopbackSocket {
+/// keep deadlines short, or read through ``offPool(_:)``. One task uses a socket at a time.
+final class LoopbackSocket: @unchecked Sendable {
     enum Read: Equatable {
         case bytes([UInt8])
         /// The server closed the connection (end of stream or reset).
@@ -153,4 +154,13 @@ private func sendBytes(_ descriptor: Int32, _ bytes: UnsafeRawPointer, _ count: 
     #else
     Darwin.send(descriptor, bytes, count, 0)
     #endif
+}
+
+/// Runs `work`, which blocks its thread (a socket read with a deadline), on a thread of its own:
+/// Swift's cooperative pool has one thread per core, and a test blocking one of them holds back
+/// every other test running beside it.
+func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+    }
 }

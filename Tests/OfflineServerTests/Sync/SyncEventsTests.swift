@@ -52,15 +52,15 @@ struct SyncEventsTests {
     func streamPokes(backend: StorageBackend) async throws {
         let configuration = try await backend.configuration()
         try await withLiveServer(configuration) { port in
-            #expect(try LiveRequest.send(port, "GET", "/api/sync/events").status == 401)
-            let ana = try LiveRequest.signIn(port, "ana")
-            let ben = try LiveRequest.signIn(port, "ben")
+            #expect(try await LiveRequest.send(port, "GET", "/api/sync/events").status == 401)
+            let ana = try await LiveRequest.signIn(port, "ana")
+            let ben = try await LiveRequest.signIn(port, "ben")
             let stream = try EventStream(port: port, token: ana)
-            #expect(try stream.waitFor(": connected\n\n").contains("text/event-stream"))
+            #expect(try await stream.waitFor(": connected\n\n").contains("text/event-stream"))
 
-            #expect(try LiveRequest.putRecord(port, token: ben, "secret/x") == 200)
-            #expect(try LiveRequest.putRecord(port, token: ana, "notes/a") == 200)
-            let received = try stream.waitFor("event: change\ndata: records/notes\n\n")
+            #expect(try await LiveRequest.putRecord(port, token: ben, "secret/x") == 200)
+            #expect(try await LiveRequest.putRecord(port, token: ana, "notes/a") == 200)
+            let received = try await stream.waitFor("event: change\ndata: records/notes\n\n")
             #expect(!received.contains("secret"), "Ben's change reached Ana's stream: \(received)")
         }
     }
@@ -70,8 +70,8 @@ struct SyncEventsTests {
         var configuration = ServerConfiguration.testing()
         configuration.syncHeartbeat = .milliseconds(50)
         try await withLiveServer(configuration) { port in
-            let stream = try EventStream(port: port, token: try LiveRequest.signIn(port, "ana"))
-            let received = try stream.waitFor(": heartbeat\n\n: heartbeat\n\n", readingOver: true)
+            let stream = try EventStream(port: port, token: try await LiveRequest.signIn(port, "ana"))
+            let received = try await stream.waitFor(": heartbeat\n\n: heartbeat\n\n", readingOver: true)
             #expect(received.contains(": connected"))
         }
     }
@@ -82,13 +82,14 @@ struct SyncEventsTests {
         logger.logLevel = .warning
         let clock = ContinuousClock()
         try await withRunningServer(.testing(), logger: logger, gracePeriod: .seconds(30)) { server in
-            let stream = try EventStream(port: server.port, token: try LiveRequest.signIn(server.port, "ana"))
-            _ = try stream.waitFor(": connected\n\n")
+            let stream = try EventStream(port: server.port, token: try await LiveRequest.signIn(server.port, "ana"))
+            _ = try await stream.waitFor(": connected\n\n")
             let start = clock.now
             await server.stop()
             let elapsed = start.duration(to: clock.now)
             #expect(elapsed < .seconds(10), "stopping took \(elapsed)")
-            #expect(stream.socket.read(within: .seconds(5)) != .timedOut, "the stream stayed open")
+            let last = try await offPool { [socket = stream.socket] in socket.read(within: .seconds(5)) }
+            #expect(last != .timedOut, "the stream stayed open")
         }
     }
 
@@ -98,14 +99,14 @@ struct SyncEventsTests {
         let configuration = try await StorageBackend.postgres.configuration()
         try await withLiveServer(configuration) { first in
             try await withLiveServer(configuration) { second in
-                let ana = try LiveRequest.signIn(first, "ana")
+                let ana = try await LiveRequest.signIn(first, "ana")
                 let stream = try EventStream(port: first, token: ana)
-                _ = try stream.waitFor(": connected\n\n")
+                _ = try await stream.waitFor(": connected\n\n")
                 // The other instance's listener may still be starting: write until a poke arrives.
                 var received = ""
                 for attempt in 0..<20 where !received.contains("data: records/notes") {
-                    #expect(try LiveRequest.putRecord(second, token: ana, "notes/n\(attempt)") == 200)
-                    received = (try? stream.waitFor("data: records/notes", within: .milliseconds(500))) ?? received
+                    #expect(try await LiveRequest.putRecord(second, token: ana, "notes/n\(attempt)") == 200)
+                    received = (try? await stream.waitFor("data: records/notes", within: .milliseconds(500))) ?? received
                 }
                 #expect(received.contains("event: change\ndata: records/notes\n\n"))
             }
@@ -113,8 +114,8 @@ struct SyncEventsTests {
     }
 }
 
-/// An open `GET /api/sync/events`, read as text.
-final class EventStream {
+/// An open `GET /api/sync/events`, read as text, off the cooperative pool. One task reads it.
+final class EventStream: @unchecked Sendable {
     let socket: LoopbackSocket
     private var received: [UInt8] = []
 
@@ -126,7 +127,11 @@ final class EventStream {
     /// Everything received so far (head and chunk framing included), once it contains `text`.
     ///
     /// - Parameter readingOver: look for `text` with chunk framing taken out.
-    func waitFor(_ text: String, within deadline: Duration = .seconds(5), readingOver: Bool = false) throws -> String {
+    func waitFor(_ text: String, within deadline: Duration = .seconds(5), readingOver: Bool = false) async throws -> String {
+        try await offPool { try self.read(until: text, within: deadline, readingOver: readingOver) }
+    }
+
+    private func read(until text: String, within deadline: Duration, readingOver: Bool) throws -> String {
         let clock = ContinuousClock()
         let end = clock.now.advanced(by: deadline)
         while true {
@@ -148,9 +153,13 @@ final class EventStream {
     }
 }
 
-/// One request over its own connection to a live test server.
+/// One request over its own connection to a live test server, off the cooperative pool.
 enum LiveRequest {
-    static func send(_ port: Int, _ method: String, _ path: String, headers: [String: String] = [:], body: String = "") throws -> (status: Int, body: String) {
+    static func send(_ port: Int, _ method: String, _ path: String, headers: [String: String] = [:], body: String = "") async throws -> (status: Int, body: String) {
+        try await offPool { try sendBlocking(port, method, path, headers: headers, body: body) }
+    }
+
+    private static func sendBlocking(_ port: Int, _ method: String, _ path: String, headers: [String: String], body: String) throws -> (status: Int, body: String) {
         let socket = try LoopbackSocket(port: port)
         var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: \(body.utf8.count)\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
@@ -163,16 +172,16 @@ enum LiveRequest {
     }
 
     /// Signs `name` in with the demo password; the access token.
-    static func signIn(_ port: Int, _ name: String) throws -> String {
-        let answer = try send(port, "POST", "/api/auth/sign-in", headers: ["Content-Type": "application/json"],
+    static func signIn(_ port: Int, _ name: String) async throws -> String {
+        let answer = try await send(port, "POST", "/api/auth/sign-in", headers: ["Content-Type": "application/json"],
                               body: #"{"name":"\#(name)","password":"\#(AccountSeed.demoPassword)"}"#)
         guard answer.status == 200 else { throw LoopbackSocket.Failure(description: "sign-in \(name): \(answer.status)") }
         return try JSONDecoder().decode(AccountStore.Tokens.self, from: Data(answer.body.utf8)).accessToken
     }
 
     /// Writes `{"text": …}` to record `path` (`COLLECTION/ID`) as the token's user; the status.
-    static func putRecord(_ port: Int, token: String, _ path: String) throws -> Int {
-        try send(port, "PUT", "/api/records/\(path)", headers: [
+    static func putRecord(_ port: Int, token: String, _ path: String) async throws -> Int {
+        try await send(port, "PUT", "/api/records/\(path)", headers: [
             "Authorization": "Bearer \(token)", "Content-Type": "application/json",
             "Idempotency-Key": "\"\(UUID().uuidString)\"",
         ], body: #"{"text":"\#(path)"}"#).status
