@@ -85,13 +85,14 @@ extension Offline {
             let path = components.path
             components.path = ""
             let base = components.url!
-            let client = HTTPClientTransport(connectTimeout: .seconds(1))
-            defer { Task { try? await client.shutdown() } }
-            let session = SignInSession(serverURL: base, name: user, password: password, transport: client)
-            let engine = SyncEngine(database: try OfflineDatabase.inMemory(), baseURL: base,
-                                    transport: BearerTokenTransport(client, tokens: session), connectivity: monitor,
-                                    collections: [], eventsPath: path)
-            try await engine.run()
+            let database = try OfflineDatabase.inMemory()
+            try await HTTPClientTransport.withTransport(connectTimeout: .seconds(1)) { client in
+                let session = SignInSession(serverURL: base, name: user, password: password, transport: client)
+                let engine = SyncEngine(database: database, baseURL: base,
+                                        transport: BearerTokenTransport(client, tokens: session), connectivity: monitor,
+                                        collections: [], eventsPath: path)
+                try await engine.run()
+            }
         }
 
         /// Sends app-like traffic through the gate, so its outcomes become evidence. Like an

@@ -9,7 +9,6 @@ public import OfflineKit
 public final class CountingTransport: HTTPTransport, Sendable {
     public let base: any HTTPTransport
     private let counts = Locked<[ConnectivityRequirement: Int]>([:])
-    private let paths = Locked<[String: Int]>([:])
     private let sent = Locked<[URL]>([])
 
     public init(_ base: any HTTPTransport) { self.base = base }
@@ -19,7 +18,7 @@ public final class CountingTransport: HTTPTransport, Sendable {
 
     /// Requests sent (or attempted) to paths that start with `prefix`, whatever their requirement.
     public func count(pathPrefix prefix: String) -> Int {
-        paths.withLock { $0.filter { $0.key.hasPrefix(prefix) }.values.reduce(0, +) }
+        sent.withLock { $0.count { $0.path.hasPrefix(prefix) } }
     }
 
     /// Every request's URL, oldest first.
@@ -28,7 +27,6 @@ public final class CountingTransport: HTTPTransport, Sendable {
     private func record(_ request: HTTPRequest) {
         sent.withLock { $0.append(request.url) }
         counts.withLock { $0[request.requirement, default: 0] += 1 }
-        paths.withLock { $0[request.url.path, default: 0] += 1 }
     }
 
     public func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {

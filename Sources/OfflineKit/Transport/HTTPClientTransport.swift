@@ -29,9 +29,10 @@ public final class HTTPClientTransport: HTTPTransport {
     /// Creates a transport, runs `body`, and shuts the transport down.
     public static func withTransport<T>(
         defaultTimeout: Duration = .seconds(30),
+        connectTimeout: Duration = .seconds(3),
         _ body: (HTTPClientTransport) async throws -> T
     ) async throws -> T {
-        let transport = HTTPClientTransport(defaultTimeout: defaultTimeout)
+        let transport = HTTPClientTransport(defaultTimeout: defaultTimeout, connectTimeout: connectTimeout)
         do {
             let result = try await body(transport)
             try await transport.shutdown()

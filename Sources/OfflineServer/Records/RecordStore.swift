@@ -20,15 +20,26 @@ struct RecordStore: Sendable {
         var id: String
         var version: Int
         var body: [String: JSONValue]
-        /// The body as encoded when it was stored, so a write encodes it once for the table, the
-        /// feed and the answer.
-        var encodedBody: [UInt8]?
+        /// ``json`` as bytes, built once when the record was written: the feed and the answer
+        /// share them, and they wrap the body's bytes as stored instead of encoding it again.
+        private var encoded: [UInt8]?
 
-        init(id: String, version: Int, body: [String: JSONValue], encodedBody: [UInt8]? = nil) {
+        init(id: String, version: Int, body: [String: JSONValue]) {
             self.id = id
             self.version = version
             self.body = body
-            self.encodedBody = encodedBody
+        }
+
+        /// A record just written, whose body was stored as `encodedBody`.
+        init(id: String, version: Int, body: [String: JSONValue], encodedBody: [UInt8]) {
+            self.init(id: id, version: version, body: body)
+            var bytes = Array(#"{"body":"#.utf8)
+            bytes.reserveCapacity(encodedBody.count + id.utf8.count + 40)
+            bytes += encodedBody
+            bytes += #","id":"#.utf8
+            bytes += JSONValue.string(id).jsonBytes
+            bytes += #","version":\#(version)}"#.utf8
+            encoded = bytes
         }
 
         /// `{"body":…,"id":…,"version":…}`, keys sorted as the server has always sent them.
@@ -36,17 +47,8 @@ struct RecordStore: Sendable {
             .object(["body": .object(body), "id": .string(id), "version": .number(String(version))])
         }
 
-        /// ``json`` as bytes, around the body as stored when there is one.
-        var jsonBytes: [UInt8] {
-            guard let encodedBody else { return json.jsonBytes }
-            var bytes = Array(#"{"body":"#.utf8)
-            bytes.reserveCapacity(encodedBody.count + id.utf8.count + 40)
-            bytes += encodedBody
-            bytes += #","id":"#.utf8
-            bytes += JSONValue.string(id).jsonBytes
-            bytes += #","version":\#(version)}"#.utf8
-            return bytes
-        }
+        /// ``json`` as bytes.
+        var jsonBytes: [UInt8] { encoded ?? json.jsonBytes }
 
         static func == (lhs: Record, rhs: Record) -> Bool {
             lhs.id == rhs.id && lhs.version == rhs.version && lhs.body == rhs.body
@@ -103,14 +105,13 @@ struct RecordStore: Sendable {
                     SELECT body, version FROM records WHERE owner = \(owner) AND collection = \(collection) AND id = \(id) \(.forUpdate)
                     """) else { return nil }
                 let current = try Self.body(try row.data("body"))
-                var merged = Record(id: id, version: try row.int("version") + 1, body: current.merging(body) { _, new in new })
-                let encoded = JSONValue.object(merged.body).jsonBytes
-                merged.encodedBody = encoded
+                let (version, mergedBody) = (try row.int("version") + 1, current.merging(body) { _, new in new })
+                let encoded = JSONValue.object(mergedBody).jsonBytes
                 try await transaction.execute("""
-                    UPDATE records SET body = \(Data(encoded)), version = \(merged.version)
+                    UPDATE records SET body = \(Data(encoded)), version = \(version)
                     WHERE owner = \(owner) AND collection = \(collection) AND id = \(id)
                     """)
-                result = merged
+                result = Record(id: id, version: version, body: mergedBody, encodedBody: encoded)
             case .delete:
                 try await transaction.execute("DELETE FROM records WHERE owner = \(owner) AND collection = \(collection) AND id = \(id)")
             }

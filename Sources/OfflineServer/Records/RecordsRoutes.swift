@@ -73,11 +73,15 @@ private func write(
     guard let record = try await records.apply(make(object), owner: owner, collection: collection, id: id, key: key) else {
         return problemResponse(.notFound, "No such record.")
     }
-    return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: record.jsonBytes)))
+    return jsonResponse(record.jsonBytes)
 }
 
 private func jsonResponse(_ value: JSONValue) -> Response {
-    Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: value.jsonBytes)))
+    jsonResponse(value.jsonBytes)
+}
+
+private func jsonResponse(_ bytes: [UInt8]) -> Response {
+    Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
 }
 
 extension OfflineRequestContext {

@@ -184,8 +184,7 @@ struct RecordBodyTests {
         let body: [String: JSONValue] = ["text": .string("tab\t \"quoted\" é"), "n": .number("9007199254740993"), "list": .array([.null, .bool(true)])]
         for id in ["plain", "a \"quoted\" id", "ünï/cødé"] {
             let record = RecordStore.Record(id: id, version: 12, body: body)
-            var stored = record
-            stored.encodedBody = JSONValue.object(body).jsonBytes
+            let stored = RecordStore.Record(id: id, version: 12, body: body, encodedBody: JSONValue.object(body).jsonBytes)
             #expect(stored.jsonBytes == record.json.jsonBytes, "\(id)")
             #expect(record.jsonBytes == record.json.jsonBytes)
         }
