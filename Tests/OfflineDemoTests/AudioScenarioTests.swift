@@ -211,6 +211,10 @@ struct AudioScenarioTests {
         }
     }
 
+    /// A link slow enough that a cut made at 1.4 MB lands over a second before the last byte
+    /// could, even on a loaded machine (at 2 MiB/s, a late cut let the download finish first).
+    static let cuttable = NetworkCondition.slow(.init(latency: .milliseconds(1), bytesPerSecond: 1 << 20))
+
     @Test("cut mid-download, the download pauses, then resumes from its journal when back online, re-fetching at most 1 MiB")
     func resumeAfterCut() async throws {
         try await withAudioDemo { demo in
@@ -218,7 +222,7 @@ struct AudioScenarioTests {
             audio.answerStoragePrompt(true)
             let flight = try #require(audio.snapshot.sessions.first { $0.id == "flight-ease" })
             let size = try #require(Self.wavBytes[flight.id])
-            await demo.network.change(to: .slow(.init(latency: .milliseconds(1), bytesPerSecond: 2 << 20)))
+            await demo.network.change(to: Self.cuttable)
             let received = demo.network.statistics.bytesToClient
             let seen = try await demo.recordingProgress(of: flight.packId, in: audio) {
                 demo.environment.spawn { await audio.download([flight.id]) }
@@ -433,7 +437,7 @@ struct AudioScenarioTests {
             first.answerStoragePrompt(true)
             let flight = try #require(first.snapshot.sessions.first { $0.id == "flight-ease" })
             let size = try #require(Self.wavBytes[flight.id])
-            await demo.network.change(to: .slow(.init(latency: .milliseconds(1), bytesPerSecond: 2 << 20)))
+            await demo.network.change(to: Self.cuttable)
             let received = demo.network.statistics.bytesToClient
             demo.environment.spawn { await first.download([flight.id]) }
             try await demo.wait { (first.snapshot.progress[flight.packId]?.completedBytes ?? 0) >= 1_400_000 }

@@ -3,8 +3,9 @@ import Testing
 
 /// Slow and silent clients against a live server on loopback, through raw sockets.
 ///
-/// Serialized: each test blocks its thread on socket reads (each with a deadline), and they would
-/// otherwise compete for the same few threads and skew each other's deadlines.
+/// Each test's socket work blocks a thread on reads with deadlines, so it runs through `offPool`
+/// (a thread of its own) and hands back what it saw; the expectations are checked here.
+/// Serialized: the tests' deadlines are short, and running them side by side would skew them.
 @Suite("Connection timeouts and limit", .serialized, .timeLimit(.minutes(1)))
 struct ConnectionLimitTests {
     static let clock = ContinuousClock()
@@ -12,10 +13,12 @@ struct ConnectionLimitTests {
     @Test("a connection that sends nothing is closed once the idle timeout has passed")
     func silentConnectionIsClosed() async throws {
         try await withLiveServer(.testing(idleTimeout: .seconds(1), requestHeadTimeout: .seconds(1))) { port in
-            let silent = try LoopbackSocket(port: port)
-            let start = Self.clock.now
-            let read = silent.read(within: .seconds(5))
-            let waited = start.duration(to: Self.clock.now)
+            let (read, waited) = try await offPool {
+                let silent = try LoopbackSocket(port: port)
+                let start = Self.clock.now
+                let read = silent.read(within: .seconds(5))
+                return (read, start.duration(to: Self.clock.now))
+            }
             #expect(read == .closed, "still open after 5 s of silence")
             #expect(waited >= .milliseconds(500), "closed before the idle timeout: \(waited)")
         }
@@ -26,28 +29,31 @@ struct ConnectionLimitTests {
         // An idle timeout far longer than the test: only the head deadline can close it.
         let configuration = ServerConfiguration.testing(idleTimeout: .seconds(30), requestHeadTimeout: .seconds(1))
         try await withLiveServer(configuration) { port in
-            let slow = try LoopbackSocket(port: port)
-            let healthy = try LoopbackSocket(port: port)
-            // A header that never ends: long enough to outlast the test's bound of 50 bytes.
-            let header = Array("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + String(repeating: "a", count: 100))
-            let start = Self.clock.now
-            var closedAfter: Duration?
-            var answers: [String?] = []
-            for byte in header.prefix(50) {
-                guard slow.send(String(byte)) else { closedAfter = start.duration(to: Self.clock.now); break }
-                answers.append(healthy.get("/health", within: .seconds(2)))
-                // The 200 ms between bytes is spent waiting for the server to close the connection.
-                if slow.read(within: .milliseconds(200)) == .closed {
-                    closedAfter = start.duration(to: Self.clock.now)
-                    break
+            let (closedAfter, answers, healthyAfter) = try await offPool {
+                let slow = try LoopbackSocket(port: port)
+                let healthy = try LoopbackSocket(port: port)
+                // A header that never ends: long enough to outlast the test's bound of 50 bytes.
+                let header = Array("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + String(repeating: "a", count: 100))
+                let start = Self.clock.now
+                var closedAfter: Duration?
+                var answers: [String?] = []
+                for byte in header.prefix(50) {
+                    guard slow.send(String(byte)) else { closedAfter = start.duration(to: Self.clock.now); break }
+                    answers.append(healthy.get("/health", within: .seconds(2)))
+                    // The 200 ms between bytes is spent waiting for the server to close the connection.
+                    if slow.read(within: .milliseconds(200)) == .closed {
+                        closedAfter = start.duration(to: Self.clock.now)
+                        break
+                    }
                 }
+                return (closedAfter, answers, healthy.get("/health"))
             }
             let closed = try #require(closedAfter, "the slow client was still connected after 50 bytes")
             #expect(closed < .seconds(5), "closed only after \(closed)")
             // One /health per byte sent: how many fit before the close depends on the machine's load.
             #expect(!answers.isEmpty, "the slow client was closed before /health was asked")
             #expect(answers.allSatisfy { $0 == "HTTP/1.1 204 No Content" }, "\(answers)")
-            #expect(healthy.get("/health") == "HTTP/1.1 204 No Content", "the healthy connection was closed with the slow one")
+            #expect(healthyAfter == "HTTP/1.1 204 No Content", "the healthy connection was closed with the slow one")
         }
     }
 
@@ -55,30 +61,39 @@ struct ConnectionLimitTests {
     func connectionsBeyondTheLimitWait() async throws {
         let configuration = ServerConfiguration.testing(idleTimeout: .seconds(30), requestHeadTimeout: .seconds(30), maxConnections: 8)
         try await withLiveServer(configuration) { port in
-            var held: [LoopbackSocket] = []
-            for _ in 0..<8 {
-                let connection = try LoopbackSocket(port: port)
-                // An answer proves the server has accepted this connection before the next opens.
-                #expect(connection.get("/health") == "HTTP/1.1 204 No Content")
-                held.append(connection)
+            let (heldAnswers, ninthSent, ninthEarly, ninthLater) = try await offPool {
+                var held: [LoopbackSocket] = []
+                var heldAnswers: [String?] = []
+                for _ in 0..<8 {
+                    let connection = try LoopbackSocket(port: port)
+                    // An answer proves the server has accepted this connection before the next opens.
+                    heldAnswers.append(connection.get("/health"))
+                    held.append(connection)
+                }
+                let ninth = try LoopbackSocket(port: port)
+                let sent = ninth.send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                let early = ninth.read(within: .seconds(1))
+                for connection in held { connection.close() }
+                return (heldAnswers, sent, early, ninth.readResponseHead(within: .seconds(5)))
             }
-            let ninth = try LoopbackSocket(port: port)
-            #expect(ninth.send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
-            #expect(ninth.read(within: .seconds(1)) == .timedOut, "a ninth connection was served while eight were open")
-            for connection in held { connection.close() }
-            let answer = ninth.readResponseHead(within: .seconds(5))
-            #expect(answer?.hasPrefix("HTTP/1.1 204 No Content") == true, "\(answer ?? "no answer")")
+            #expect(heldAnswers.allSatisfy { $0 == "HTTP/1.1 204 No Content" }, "\(heldAnswers)")
+            #expect(ninthSent)
+            #expect(ninthEarly == .timedOut, "a ninth connection was served while eight were open")
+            #expect(ninthLater?.hasPrefix("HTTP/1.1 204 No Content") == true, "\(ninthLater ?? "no answer")")
         }
     }
 
     @Test("a keep-alive client pausing between requests for longer in all than every timeout stays connected")
     func keepAliveClientStaysConnected() async throws {
         try await withLiveServer(.testing(idleTimeout: .seconds(1), requestHeadTimeout: .seconds(1), requestBodyTimeout: .seconds(1))) { port in
-            let client = try LoopbackSocket(port: port)
-            for request in 0..<6 {
-                #expect(client.get("/health") == "HTTP/1.1 204 No Content", "request \(request)")
+            let rounds = try await offPool {
+                let client = try LoopbackSocket(port: port)
                 // 6 × 400 ms: each pause is within the idle timeout, their sum is past all of them.
-                #expect(client.read(within: .milliseconds(400)) == .timedOut, "closed after request \(request)")
+                return (0..<6).map { _ in (answer: client.get("/health"), pause: client.read(within: .milliseconds(400))) }
+            }
+            for (request, round) in rounds.enumerated() {
+                #expect(round.answer == "HTTP/1.1 204 No Content", "request \(request)")
+                #expect(round.pause == .timedOut, "closed after request \(request)")
             }
         }
     }
@@ -87,17 +102,21 @@ struct ConnectionLimitTests {
     func slowBodyIsClosed() async throws {
         let configuration = ServerConfiguration.testing(idleTimeout: .seconds(30), requestHeadTimeout: .seconds(30), requestBodyTimeout: .seconds(1))
         try await withLiveServer(configuration) { port in
-            let slow = try LoopbackSocket(port: port)
-            #expect(slow.send("POST /api/auth/sign-in HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"))
-            let start = Self.clock.now
-            var closedAfter: Duration?
-            for _ in 0..<50 {
-                guard slow.send(" ") else { closedAfter = start.duration(to: Self.clock.now); break }
-                // Waiting for the close is what paces the bytes; anything else (an answer) is wrong.
-                let read = slow.read(within: .milliseconds(200))
-                if read == .closed { closedAfter = start.duration(to: Self.clock.now); break }
-                try #require(read == .timedOut, "the server answered an unfinished body: \(read)")
+            let (headSent, closedAfter, unexpected) = try await offPool {
+                let slow = try LoopbackSocket(port: port)
+                let headSent = slow.send("POST /api/auth/sign-in HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n")
+                let start = Self.clock.now
+                for _ in 0..<50 {
+                    guard slow.send(" ") else { return (headSent, Optional(start.duration(to: Self.clock.now)), LoopbackSocket.Read?.none) }
+                    // Waiting for the close is what paces the bytes; anything else (an answer) is wrong.
+                    let read = slow.read(within: .milliseconds(200))
+                    if read == .closed { return (headSent, start.duration(to: Self.clock.now), nil) }
+                    if read != .timedOut { return (headSent, nil, read) }
+                }
+                return (headSent, nil, nil)
             }
+            #expect(headSent)
+            #expect(unexpected == nil, "the server answered an unfinished body: \(String(describing: unexpected))")
             let closed = try #require(closedAfter, "the slow body was still being accepted after 50 bytes")
             #expect(closed < .seconds(5), "closed only after \(closed)")
         }
