@@ -192,7 +192,7 @@ private let benchOrdersURL = "http://127.0.0.1:9/orders"
 
 /// The offline screen over a cached collection, as the app resolves it on open.
 private func openScreen(_ metadata: CacheMetadata) -> CachedScreen {
-    let actions = [ScreenAction(id: "track", title: .trackOrder, requirement: .networkRequired)]
+    let actions = [ScreenAction(id: "track", title: OfflineMessage(key: "app.trackOrder", text: "Track Order"), requirement: .networkRequired)]
     let screen = CachedScreen(CachedScreenInput(connectivity: .offlineHard, content: .available(metadata), actions: actions))
     precondition(screen.showsContent && screen.banner != nil && screen.actions.allSatisfy { !$0.isEnabled })
     return screen

@@ -62,11 +62,11 @@ extension DemoHarness {
             .joined(separator: " ")
     }
 
-    func state(_ model: CityGuideModel) -> CityPackState {
+    func state(_ model: CityGuideModel) -> PackScreenState {
         model.resolved(model.snapshot, connectivity: monitor.status.kind).state
     }
 
-    func screen(_ model: CityGuideModel) -> CityPackScreen {
+    func screen(_ model: CityGuideModel) -> PackScreen {
         model.resolved(model.snapshot, connectivity: monitor.status.kind)
     }
 
@@ -170,8 +170,8 @@ struct CityGuideScenarioTests {
             let screen = demo.screen(guide)
             #expect(screen.banner == nil)
             #expect(screen.autocomplete == .hidden)
-            #expect(screen.cityInput == .downloadedCities(note: .chooseDownloadedCityOffline, cities: ["London", "Paris"], emptyMessage: nil))
-            #expect(screen.problemCardsVisible && screen.offlineSearchVisible)
+            #expect(screen.picker == .downloaded(note: .chooseDownloadedCityOffline, names: ["London", "Paris"], emptyMessage: nil))
+            #expect(screen.contentVisible && screen.offlineSearchVisible)
             let text = demo.screenText(guide)
             for expected in ["Offline: choose a downloaded city", "[London]", "[Paris]", "Using your saved copy",
                              "Find a toilet", "Already saved for offline", "More when you’re back online."] {
@@ -232,7 +232,7 @@ struct CityGuideScenarioTests {
         try await withCityDemo(condition: .offline) { demo in
             let guide = try await demo.makeCityGuide()
             #expect(demo.state(guide) == .fullyOffline)
-            #expect(demo.screen(guide).cityInput == .downloadedCities(note: .chooseDownloadedCityOffline, cities: [], emptyMessage: .noCitiesDownloaded))
+            #expect(demo.screen(guide).picker == .downloaded(note: .chooseDownloadedCityOffline, names: [], emptyMessage: .noCitiesDownloaded))
             #expect(demo.screenText(guide).contains("No cities downloaded yet. Add one when you’re back online."))
             _ = guide.handle(.character("c"))
             #expect(demo.screenText(guide).contains("No cities downloaded yet. Add one when you’re back online."))
@@ -248,9 +248,9 @@ struct CityGuideScenarioTests {
             await demo.set(.slow)
             #expect(demo.state(guide) == .weakNetwork)
             let screen = demo.screen(guide)
-            #expect(screen.banner == CityPackBanner(message: .slowConnectionUsingSavedData, isDismissible: true))
+            #expect(screen.banner == PackBanner(message: .slowConnectionUsingSavedData, isDismissible: true))
             #expect(screen.autocomplete == .shown(note: .suggestionsMayBeSlow))
-            #expect(screen.problemCardsVisible && screen.offlineSearchVisible)
+            #expect(screen.contentVisible && screen.offlineSearchVisible)
             let text = demo.screenText(guide)
             #expect(text.contains("Connection is slow. Using your saved data."))
             #expect(text.contains("Suggestions may be slow."))
@@ -276,7 +276,7 @@ struct CityGuideScenarioTests {
             await guide.checkForUpdate()
             #expect(guide.snapshot.pack.installed?.version == "1")
             #expect(demo.state(guide) == .weakNetwork)
-            #expect(demo.screen(guide).problemCardsVisible)
+            #expect(demo.screen(guide).contentVisible)
             #expect(demo.environment.toasts.current.serial == toasts, "no message")
         }
     }
@@ -309,7 +309,7 @@ struct CityGuideScenarioTests {
             #expect(CityGuideModel.pickerEntries(guide.snapshot, connectivity: .poor).map(\.name) == ["Paris"])
             #expect(demo.screenText(guide).contains("Couldn’t load suggestions. Try a downloaded city."))
             _ = guide.handle(.escape)
-            #expect(demo.screen(guide).cityInput == .autocompleteWithNote(.couldNotLoadSuggestions, fallbackCities: ["Paris"]))
+            #expect(demo.screen(guide).picker == .autocompleteWithNote(.couldNotLoadSuggestions, fallback: ["Paris"]))
             #expect(demo.screenText(guide).contains("[Paris]"))
         }
     }
@@ -326,8 +326,8 @@ struct CityGuideScenarioTests {
                 return
             }
             #expect(progress > 0 && progress < 1)
-            #expect(demo.screen(guide).cityInput == .readOnly)
-            #expect(!demo.screen(guide).problemCardsVisible && !demo.screen(guide).offlineSearchVisible)
+            #expect(demo.screen(guide).picker == .readOnly)
+            #expect(!demo.screen(guide).contentVisible && !demo.screen(guide).offlineSearchVisible)
             let text = demo.screenText(guide)
             #expect(text.contains("Downloading Paris…"))
             #expect(text.contains("Preparing your offline pack."))
@@ -374,7 +374,7 @@ struct CityGuideScenarioTests {
             await demo.set(.online)
             #expect(demo.state(guide) == .downloadFailed)
             let screen = demo.screen(guide)
-            #expect(screen.packCard == .downloadFailed(message: .downloadDidNotFinish, retry: .tryAgain, chooseCity: nil))
+            #expect(screen.packCard == .downloadFailed(message: .downloadDidNotFinish, retry: .tryAgain, chooseDownloaded: nil))
             let text = demo.screenText(guide)
             #expect(text.contains("Download didn’t finish. Check your connection and try again."))
             #expect(text.contains("Try again"))
@@ -398,7 +398,7 @@ struct CityGuideScenarioTests {
             #expect(demo.state(guide) == .updateAvailable)
             let screen = demo.screen(guide)
             #expect(screen.packCard == .full(subtitle: nil, update: UpdateStrip(label: .updateAvailable, action: .update, isDismissible: true)))
-            #expect(screen.problemCardsVisible && screen.offlineSearchVisible, "the update never hides the pack")
+            #expect(screen.contentVisible && screen.offlineSearchVisible, "the update never hides the pack")
             #expect(screen.banner == nil)
             var text = demo.screenText(guide)
             #expect(text.contains("Update available"))

@@ -1,118 +1,115 @@
-// The product's copy, verbatim from the specification: curly apostrophes (’), the ellipsis
-// character (…), the em dash (—), the bullet (•) and the non-breaking hyphen in “Wi‑Fi”
-// (U+2011) are part of the text. Keys are stable; translations live in OfflineKit's
-// `Localizable.strings`, whose English entries must equal the formats below.
+// The library's copy: the messages every app shows the same way (connectivity, gated features,
+// content packs, cached screens), verbatim from the specification where it words them. Curly
+// apostrophes (’), the ellipsis character (…), the em dash (—) and the non-breaking hyphen in
+// “Wi‑Fi” (U+2011) are part of the text. Keys are stable; translations live in OfflineKit's
+// `Localizable.strings`, whose English entries must equal the formats below. An app's own words
+// (its features' names, the kind of content its packs hold) live in the app.
 
-// MARK: - City packs
+// MARK: - Content packs
 
 extension OfflineMessage {
-    /// Shown over the downloaded-cities list while offline.
-    public static let chooseDownloadedCityOffline = OfflineMessage(
-        key: "cityPacks.offline.chooseDownloadedCity", text: "Offline: choose a downloaded city")
     /// The pack's low-emphasis subtitle when it is used without the network.
     public static let usingSavedCopy = OfflineMessage(
-        key: "cityPacks.usingSavedCopy", text: "Using your saved copy")
-    /// The downloaded-cities list is empty while offline.
-    public static let noCitiesDownloaded = OfflineMessage(
-        key: "cityPacks.noCitiesDownloaded", text: "No cities downloaded yet. Add one when you’re back online.")
-    /// The offline search field's placeholder.
-    public static let offlineSearchPlaceholder = OfflineMessage(
-        key: "cityPacks.searchPlaceholder", text: "Search: toilet, ATM, food, metro…")
-    /// The single line that stands in for Tier 2–4 content while offline or on a poor connection.
+        key: "packs.usingSavedCopy", text: "Using your saved copy")
+    /// The single line that stands in for content that needs the network, while offline or on a
+    /// poor connection.
     public static let moreWhenBackOnline = OfflineMessage(
-        key: "cityPacks.moreWhenBackOnline", text: "More when you’re back online.")
+        key: "packs.moreWhenBackOnline", text: "More when you’re back online.")
     /// The download button of a pack that is already on the device.
     public static let alreadySavedForOffline = OfflineMessage(
-        key: "cityPacks.alreadySavedForOffline", text: "Already saved for offline")
-    /// The pack header's tagline.
-    public static let offlineReadyTagline = OfflineMessage(
-        key: "cityPacks.offlineReadyTagline", text: "Offline-ready • Problem-first navigation")
-    /// The pack header's tier badge.
-    public static let tierOneAvailable = OfflineMessage(
-        key: "cityPacks.tierOneAvailable", text: "Tier 1 Available")
+        key: "packs.alreadySavedForOffline", text: "Already saved for offline")
 
-    /// Weak network, the current city's pack is on the device.
+    /// Weak network, the selected pack is on the device.
     public static let slowConnectionUsingSavedData = OfflineMessage(
-        key: "cityPacks.slow.usingSavedData", text: "Connection is slow. Using your saved data.")
-    /// Weak network, no pack for the current city.
+        key: "packs.slow.usingSavedData", text: "Connection is slow. Using your saved data.")
+    /// Weak network, no pack for the selection.
     public static let slowConnectionSomeFeaturesUnavailable = OfflineMessage(
-        key: "cityPacks.slow.someFeaturesUnavailable", text: "Connection is slow. Some features may be unavailable.")
-    /// The note under the city field on a weak network.
+        key: "packs.slow.someFeaturesUnavailable", text: "Connection is slow. Some features may be unavailable.")
+    /// The note under the picker's field on a weak network.
     public static let suggestionsMayBeSlow = OfflineMessage(
-        key: "cityPacks.suggestionsMayBeSlow", text: "Suggestions may be slow.")
-    /// City suggestions timed out.
-    public static let couldNotLoadSuggestions = OfflineMessage(
-        key: "cityPacks.couldNotLoadSuggestions", text: "Couldn’t load suggestions. Try a downloaded city.")
+        key: "packs.suggestionsMayBeSlow", text: "Suggestions may be slow.")
 
-    /// No pack yet, online: the card's heading.
-    public static func downloadCityForOffline(_ city: String) -> OfflineMessage {
-        OfflineMessage(key: "cityPacks.noPack.online.heading", format: "Download %@ for offline", arguments: [city])
+    /// No pack yet, online: the card's heading, `name` being the content's (a city, a course).
+    public static func downloadForOffline(_ name: String) -> OfflineMessage {
+        OfflineMessage(key: "packs.noPack.online.heading", format: "Download %@ for offline", arguments: [name])
     }
-    /// No pack yet, online: the card's body.
-    public static let getTheEssentials = OfflineMessage(
-        key: "cityPacks.noPack.online.body",
-        text: "Get the essentials: food, transport, safety, and more. Works without the internet.")
     /// No pack yet, online: the primary button.
     public static let downloadPack = OfflineMessage(
-        key: "cityPacks.noPack.online.download", text: "Download pack")
+        key: "packs.noPack.online.download", text: "Download pack")
     /// No pack yet, online: the optional reassurance under the button.
     public static let takesAFewSeconds = OfflineMessage(
-        key: "cityPacks.noPack.online.note", text: "Takes a few seconds. You only need to do this once.")
+        key: "packs.noPack.online.note", text: "Takes a few seconds. You only need to do this once.")
 
     /// No pack yet, offline: the card's heading.
-    public static func downloadCityWhenOnline(_ city: String) -> OfflineMessage {
-        OfflineMessage(key: "cityPacks.noPack.offline.heading", format: "Download %@ when you’re online", arguments: [city])
+    public static func downloadWhenOnline(_ name: String) -> OfflineMessage {
+        OfflineMessage(key: "packs.noPack.offline.heading", format: "Download %@ when you’re online", arguments: [name])
     }
-    /// No pack yet, offline: the card's body, as the copy cheat sheet words it.
-    public static let cityNotSavedYet = OfflineMessage(
-        key: "cityPacks.noPack.offline.body",
-        text: "This city isn’t saved yet. Connect to Wi\u{2011}Fi or mobile data, then download the pack.")
-    /// No pack yet, offline: the card's body with the reassurance the state description adds.
-    public static let cityNotSavedYetWorksOfflineAfter = OfflineMessage(
-        key: "cityPacks.noPack.offline.bodyLong",
-        text: "This city isn’t saved yet. Connect to Wi\u{2011}Fi or mobile data, then download the pack. It will work offline after that.")
-    /// The way out of every dead end: pick a city that is on the device.
-    public static let chooseDownloadedCity = OfflineMessage(
-        key: "cityPacks.chooseDownloadedCity", text: "Choose a downloaded city")
     /// Why there is no download button offline.
     public static let downloadNotAvailableOffline = OfflineMessage(
-        key: "cityPacks.downloadNotAvailableOffline", text: "Download not available offline.")
+        key: "packs.downloadNotAvailableOffline", text: "Download not available offline.")
 
     /// Downloading: the card's heading.
-    public static func downloadingCity(_ city: String) -> OfflineMessage {
-        OfflineMessage(key: "cityPacks.downloading.heading", format: "Downloading %@…", arguments: [city])
+    public static func downloading(_ name: String) -> OfflineMessage {
+        OfflineMessage(key: "packs.downloading.heading", format: "Downloading %@…", arguments: [name])
     }
     /// Downloading: the card's subtitle.
     public static let preparingOfflinePack = OfflineMessage(
-        key: "cityPacks.downloading.subtitle", text: "Preparing your offline pack.")
+        key: "packs.downloading.subtitle", text: "Preparing your offline pack.")
     /// Downloading, the last step of a single fetch.
     public static let almostThere = OfflineMessage(
-        key: "cityPacks.downloading.almostThere", text: "Almost there…")
+        key: "packs.downloading.almostThere", text: "Almost there…")
     /// A pack download failed.
     public static let downloadDidNotFinish = OfflineMessage(
-        key: "cityPacks.downloadFailed", text: "Download didn’t finish. Check your connection and try again.")
+        key: "packs.downloadFailed", text: "Download didn’t finish. Check your connection and try again.")
     /// Re-trigger a failed download.
     public static let tryAgain = OfflineMessage(
-        key: "cityPacks.tryAgain", text: "Try again")
+        key: "packs.tryAgain", text: "Try again")
 
     /// A newer version of the cached pack exists.
     public static let updateAvailable = OfflineMessage(
-        key: "cityPacks.update.available", text: "Update available")
+        key: "packs.update.available", text: "Update available")
     /// The update button.
     public static let update = OfflineMessage(
-        key: "cityPacks.update.action", text: "Update")
+        key: "packs.update.action", text: "Update")
     /// The update is being fetched; the current pack stays in use.
     public static let updating = OfflineMessage(
-        key: "cityPacks.update.updating", text: "Updating…")
+        key: "packs.update.updating", text: "Updating…")
     /// The update finished (shown briefly).
     public static let updated = OfflineMessage(
-        key: "cityPacks.update.updated", text: "Updated")
+        key: "packs.update.updated", text: "Updated")
     /// The update failed; the current pack stays in use.
     public static let updateFailed = OfflineMessage(
-        key: "cityPacks.update.failed", text: "Update failed. Try again.")
+        key: "packs.update.failed", text: "Update failed. Try again.")
     /// The one-line form of the update affordance.
     public static let newVersionOfThisPack = OfflineMessage(
-        key: "cityPacks.update.newVersion", text: "New version of this pack — Update")
+        key: "packs.update.newVersion", text: "New version of this pack — Update")
+}
+
+// MARK: - Content packs: the words for one kind of content, when the app gives none
+
+extension OfflineMessage {
+    /// Over the list of downloaded packs while offline.
+    public static let chooseDownloadedPackOffline = OfflineMessage(
+        key: "packs.generic.offline.chooseDownloaded", text: "Offline: choose a downloaded pack")
+    /// The list of downloaded packs is empty while offline.
+    public static let noPacksDownloaded = OfflineMessage(
+        key: "packs.generic.noneDownloaded", text: "Nothing downloaded yet. Add a pack when you’re back online.")
+    /// The offline search field's placeholder.
+    public static let searchThisPack = OfflineMessage(
+        key: "packs.generic.searchPlaceholder", text: "Search this pack…")
+    /// Suggestions for the picker timed out.
+    public static let couldNotLoadSuggestionsTryDownloaded = OfflineMessage(
+        key: "packs.generic.couldNotLoadSuggestions", text: "Couldn’t load suggestions. Try a downloaded pack.")
+    /// No pack yet, online: what the download brings.
+    public static let worksWithoutInternetOnceDownloaded = OfflineMessage(
+        key: "packs.generic.noPack.online.body", text: "Download it once and it works without the internet.")
+    /// No pack yet, offline: the card's body.
+    public static let notSavedYet = OfflineMessage(
+        key: "packs.generic.noPack.offline.body",
+        text: "This isn’t saved yet. Connect to Wi\u{2011}Fi or mobile data, then download the pack. It will work offline after that.")
+    /// The way out of every dead end: pick a pack that is on the device.
+    public static let chooseDownloadedPack = OfflineMessage(
+        key: "packs.generic.chooseDownloaded", text: "Choose a downloaded pack")
 }
 
 // MARK: - Cached screens
@@ -135,43 +132,6 @@ extension OfflineMessage {
         key: "cache.unavailableOffline", text: "Unavailable while offline")
 }
 
-// MARK: - Shop
-
-extension OfflineMessage {
-    public static let proceedToCheckout = OfflineMessage(key: "shop.proceedToCheckout", text: "Proceed to Checkout")
-    public static let updateQuantity = OfflineMessage(key: "shop.updateQuantity", text: "Update Quantity")
-    public static let trackOrder = OfflineMessage(key: "shop.trackOrder", text: "Track Order")
-    public static let rateOrder = OfflineMessage(key: "shop.rateOrder", text: "Rate Order")
-    public static let cartTitle = OfflineMessage(key: "shop.cart", text: "Cart")
-    public static let orderHistoryTitle = OfflineMessage(key: "shop.orderHistory", text: "Order history")
-}
-
-// MARK: - Network-required features
-
-extension OfflineMessage {
-    /// The planner's AI-based recommendations.
-    public static let aiRecommendations = OfflineMessage(key: "feature.aiRecommendations", text: "AI recommendations")
-    /// The planner's remote syllabus parsing.
-    public static let remoteSyllabusParsing = OfflineMessage(
-        key: "feature.remoteSyllabusParsing", text: "Remote syllabus parsing")
-    /// The planner's cloud backup and multi-device sync.
-    public static let cloudBackup = OfflineMessage(key: "feature.cloudBackup", text: "Cloud backup")
-
-    /// The audio app's session generation.
-    public static let generate = OfflineMessage(key: "audio.generate", text: "Generate")
-    /// Play a session.
-    public static let play = OfflineMessage(key: "audio.play", text: "Play")
-    /// Download a session for offline playback.
-    public static let download = OfflineMessage(key: "audio.download", text: "Download")
-    /// The badge of a session that is on the device.
-    public static let downloaded = OfflineMessage(key: "audio.downloaded", text: "Downloaded")
-    /// Offline, the session is on the device.
-    public static let offlinePlaybackAvailable = OfflineMessage(
-        key: "audio.offlinePlaybackAvailable", text: "Offline playback available")
-    /// Offline, the session is not on the device.
-    public static let noOfflineAccess = OfflineMessage(key: "audio.noOfflineAccess", text: "No offline access")
-}
-
 // MARK: - The whole catalog
 
 extension OfflineMessage {
@@ -182,22 +142,16 @@ extension OfflineMessage {
     public static let catalog: [OfflineMessage] = [
         // Standard offline messaging.
         .featureRequiresInternet, .localDataPreserved, .tryAgainWhenOnline, .noInternetConnection, .offlineMode,
-        // City packs.
-        .chooseDownloadedCityOffline, .usingSavedCopy, .noCitiesDownloaded, .offlineSearchPlaceholder,
-        .moreWhenBackOnline, .alreadySavedForOffline, .offlineReadyTagline, .tierOneAvailable,
+        // Content packs.
+        .usingSavedCopy, .moreWhenBackOnline, .alreadySavedForOffline,
         .slowConnectionUsingSavedData, .slowConnectionSomeFeaturesUnavailable, .suggestionsMayBeSlow,
-        .couldNotLoadSuggestions,
-        .downloadCityForOffline("%@"), .getTheEssentials, .downloadPack, .takesAFewSeconds,
-        .downloadCityWhenOnline("%@"), .cityNotSavedYet, .cityNotSavedYetWorksOfflineAfter,
-        .chooseDownloadedCity, .downloadNotAvailableOffline,
-        .downloadingCity("%@"), .preparingOfflinePack, .almostThere, .downloadDidNotFinish, .tryAgain,
+        .downloadForOffline("%@"), .downloadPack, .takesAFewSeconds,
+        .downloadWhenOnline("%@"), .downloadNotAvailableOffline,
+        .downloading("%@"), .preparingOfflinePack, .almostThere, .downloadDidNotFinish, .tryAgain,
         .updateAvailable, .update, .updating, .updated, .updateFailed, .newVersionOfThisPack,
+        .chooseDownloadedPackOffline, .noPacksDownloaded, .searchThisPack, .couldNotLoadSuggestionsTryDownloaded,
+        .worksWithoutInternetOnceDownloaded, .notSavedYet, .chooseDownloadedPack,
         // Cached screens.
         .internetRequiredFirstTime, .updatedAt("%@"), .refresh, .retry, .unavailableOffline,
-        // Shop.
-        .proceedToCheckout, .updateQuantity, .trackOrder, .rateOrder, .cartTitle, .orderHistoryTitle,
-        // Network-required features.
-        .aiRecommendations, .remoteSyllabusParsing, .cloudBackup,
-        .generate, .play, .download, .downloaded, .offlinePlaybackAvailable, .noOfflineAccess,
     ]
 }

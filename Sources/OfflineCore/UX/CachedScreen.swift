@@ -169,7 +169,7 @@ public struct RefreshAffordance: Sendable, Hashable {
 /// let screen = CachedScreen(CachedScreenInput(
 ///     connectivity: monitor.status.kind,
 ///     content: .available(result.metadata),
-///     actions: [ScreenAction(id: "checkout", title: .proceedToCheckout, requirement: .networkRequired)]))
+///     actions: [ScreenAction(id: "checkout", title: checkout, requirement: .networkRequired)]))
 /// screen.banner?.title        // “Offline mode” while offline
 /// screen.tap("checkout")      // .explain(“No internet connection. Please check your connection and try again.”)
 /// ```

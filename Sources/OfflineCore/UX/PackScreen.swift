@@ -1,19 +1,19 @@
-/// The one dominant state of the city-pack screen: a row of the specification's state matrix.
+/// The one dominant state of a content-pack screen: a row of the specification's state matrix.
 ///
 /// Principle 2 of the specification: no stacking of “offline” + “no pack” + “weak network”;
 /// exactly one of these is chosen from the inputs.
-public enum CityPackState: String, Sendable, Hashable, CaseIterable {
+public enum PackScreenState: String, Sendable, Hashable, CaseIterable {
     /// Online with the pack on the device and nothing to update: everything works.
     case normal
-    /// 1. Offline with the current city's pack on the device: the designed-for mode, no banner.
+    /// 1. Offline with the selected content's pack on the device: the designed-for mode, no banner.
     case fullyOffline
-    /// 2. A poor connection, with the pack on the device or no city chosen yet.
+    /// 2. A poor connection, with the pack on the device or nothing chosen yet.
     case weakNetwork
-    /// 3a. A city without a pack, online or on a poor connection: offer the download.
+    /// 3a. Content without a pack, online or on a poor connection: offer the download.
     case noPackOnline
-    /// 3b. A city without a pack, offline: explain, and offer the downloaded cities.
+    /// 3b. Content without a pack, offline: explain, and offer the downloaded packs.
     case noPackOffline
-    /// 4. The current city's pack is being fetched.
+    /// 4. The selected content's pack is being fetched.
     case downloading
     /// 4, on error: the fetch did not finish; offer to try again.
     case downloadFailed
@@ -47,43 +47,105 @@ public enum PackUpdatePhase: Sendable, Hashable {
     case failed
 }
 
-/// What became of the last request for city suggestions.
-public enum CitySuggestionsPhase: Sendable, Hashable {
+/// What became of the last request for the picker's suggestions.
+public enum PackSuggestionsPhase: Sendable, Hashable {
     case idle
-    /// The request timed out: clear suggestions and fall back to the downloaded cities.
+    /// The request timed out: clear suggestions and fall back to the downloaded packs.
     case timedOut
 }
 
-/// Everything the city-pack screen's state is decided from.
-public struct CityPackInput: Sendable, Hashable {
+/// The words a pack screen uses for one kind of content: cities, courses, map regions.
+///
+/// The resolver's structure is the same for every kind; only these messages name the content.
+/// ``generic`` speaks of packs; an app gives its own, keyed in its own strings:
+///
+/// ```swift
+/// extension PackContentKind {
+///     static let course = PackContentKind(
+///         chooseDownloadedOffline: OfflineMessage(key: "app.courses.offline", text: "Offline: choose a downloaded course"),
+///         …)
+/// }
+/// ```
+public struct PackContentKind: Sendable, Hashable {
+    /// Over the list of downloaded packs while offline (“Offline: choose a downloaded city”).
+    public var chooseDownloadedOffline: OfflineMessage
+    /// The list of downloaded packs is empty while offline.
+    public var noneDownloaded: OfflineMessage
+    /// The offline search field's placeholder.
+    public var searchPlaceholder: OfflineMessage
+    /// The picker's suggestions timed out: say so and point at the downloaded packs.
+    public var suggestionsFailed: OfflineMessage
+    /// No pack yet, online: the card's body, what the download brings.
+    public var whatTheDownloadBrings: OfflineMessage
+    /// No pack yet, offline: the card's body.
+    public var notSavedYet: OfflineMessage
+    /// The way out of every dead end: pick a pack that is on the device.
+    public var chooseDownloaded: OfflineMessage
+
+    public init(
+        chooseDownloadedOffline: OfflineMessage,
+        noneDownloaded: OfflineMessage,
+        searchPlaceholder: OfflineMessage,
+        suggestionsFailed: OfflineMessage,
+        whatTheDownloadBrings: OfflineMessage,
+        notSavedYet: OfflineMessage,
+        chooseDownloaded: OfflineMessage
+    ) {
+        self.chooseDownloadedOffline = chooseDownloadedOffline
+        self.noneDownloaded = noneDownloaded
+        self.searchPlaceholder = searchPlaceholder
+        self.suggestionsFailed = suggestionsFailed
+        self.whatTheDownloadBrings = whatTheDownloadBrings
+        self.notSavedYet = notSavedYet
+        self.chooseDownloaded = chooseDownloaded
+    }
+
+    /// Words for any pack, from the library's catalog.
+    public static let generic = PackContentKind(
+        chooseDownloadedOffline: .chooseDownloadedPackOffline,
+        noneDownloaded: .noPacksDownloaded,
+        searchPlaceholder: .searchThisPack,
+        suggestionsFailed: .couldNotLoadSuggestionsTryDownloaded,
+        whatTheDownloadBrings: .worksWithoutInternetOnceDownloaded,
+        notSavedYet: .notSavedYet,
+        chooseDownloaded: .chooseDownloadedPack)
+}
+
+/// Everything a pack screen's state is decided from.
+public struct PackScreenInput: Sendable, Hashable {
     public var connectivity: ConnectivityKind
-    /// The pack state of the selected city (`.none` when no city is selected).
+    /// The pack state of the selected content (`.none` when nothing is selected).
     public var pack: PackState
-    /// The selected city's display name, or nil before the user chose one.
-    public var city: String?
-    /// Display names of the cities whose pack is on the device, in the order to show them.
-    public var downloadedCities: [String]
+    /// The selected content's display name (“Paris”, “Organic Chemistry”), or nil before the user
+    /// chose one.
+    public var name: String?
+    /// What the packs hold, and the words for it.
+    public var kind: PackContentKind
+    /// Display names of the content whose pack is on the device, in the order to show them.
+    public var downloaded: [String]
     /// The user dismissed the slow-connection banner in this session.
     public var slowBannerDismissed: Bool
     /// The user dismissed the update affordance in this session.
     public var updateDismissed: Bool
     public var update: PackUpdatePhase
-    public var suggestions: CitySuggestionsPhase
+    public var suggestions: PackSuggestionsPhase
 
     public init(
         connectivity: ConnectivityKind,
         pack: PackState,
-        city: String?,
-        downloadedCities: [String] = [],
+        name: String?,
+        kind: PackContentKind = .generic,
+        downloaded: [String] = [],
         slowBannerDismissed: Bool = false,
         updateDismissed: Bool = false,
         update: PackUpdatePhase = .idle,
-        suggestions: CitySuggestionsPhase = .idle
+        suggestions: PackSuggestionsPhase = .idle
     ) {
         self.connectivity = connectivity
         self.pack = pack
-        self.city = city
-        self.downloadedCities = downloadedCities
+        self.name = name
+        self.kind = kind
+        self.downloaded = downloaded
         self.slowBannerDismissed = slowBannerDismissed
         self.updateDismissed = updateDismissed
         self.update = update
@@ -91,19 +153,20 @@ public struct CityPackInput: Sendable, Hashable {
     }
 }
 
-/// The city field: the “City input” row of the component table.
-public enum CityInputPresentation: Sendable, Hashable {
+/// The picker: the field where the user chooses content (the “City input” row of the
+/// specification's component table).
+public enum PackPickerPresentation: Sendable, Hashable {
     /// The usual field with autocomplete.
     case normal
-    /// Autocomplete replaced by a note and the downloaded cities as chips; tapping one selects it.
+    /// Autocomplete replaced by a note and the downloaded packs as chips; tapping one selects it.
     /// `emptyMessage` is set when there are none.
-    case downloadedCities(note: OfflineMessage, cities: [String], emptyMessage: OfflineMessage?)
+    case downloaded(note: OfflineMessage, names: [String], emptyMessage: OfflineMessage?)
     /// Autocomplete with a short note (weak network). After a timeout, the note says so and the
-    /// downloaded cities are offered as a fallback.
-    case autocompleteWithNote(OfflineMessage, fallbackCities: [String])
-    /// The selected city is shown; the card below carries the message (“—” in the table).
-    case showsSelectedCity
-    /// Shown but not editable while the pack downloads (changing city stays possible via back).
+    /// downloaded packs are offered as a fallback.
+    case autocompleteWithNote(OfflineMessage, fallback: [String])
+    /// The selection is shown; the card below carries the message (“—” in the table).
+    case showsSelection
+    /// Shown but not editable while the pack downloads (changing the selection stays possible via back).
     case readOnly
 }
 
@@ -112,7 +175,7 @@ public enum AutocompletePresentation: Sendable, Hashable {
     case hidden
     /// Suggestions are fetched as the user types; `note` says they may be slow.
     case shown(note: OfflineMessage?)
-    /// The field shows a chosen city; there is nothing to complete (“N/A”).
+    /// The field shows the chosen content; there is nothing to complete (“N/A”).
     case notApplicable
 }
 
@@ -123,13 +186,13 @@ public enum PackCardPresentation: Sendable, Hashable {
     case full(subtitle: OfflineMessage?, update: UpdateStrip?)
     /// 3a: offer the download.
     case downloadPack(heading: OfflineMessage, body: OfflineMessage, button: OfflineMessage, note: OfflineMessage)
-    /// 3b: explain and offer the downloaded cities; no download.
-    case downloadWhenOnline(heading: OfflineMessage, body: OfflineMessage, chooseCity: OfflineMessage, downloadUnavailable: OfflineMessage)
+    /// 3b: explain and offer the downloaded packs; no download.
+    case downloadWhenOnline(heading: OfflineMessage, body: OfflineMessage, chooseDownloaded: OfflineMessage, downloadUnavailable: OfflineMessage)
     /// 4: a downloading card with real progress when known, otherwise indeterminate.
     case downloading(heading: OfflineMessage, subtitle: OfflineMessage, progress: Double?)
-    /// 4, on error: try again, or choose a downloaded city when there is one.
-    case downloadFailed(message: OfflineMessage, retry: OfflineMessage, chooseCity: OfflineMessage?)
-    /// No city selected: nothing below the city field.
+    /// 4, on error: try again, or choose a downloaded pack when there is one.
+    case downloadFailed(message: OfflineMessage, retry: OfflineMessage, chooseDownloaded: OfflineMessage?)
+    /// Nothing selected: nothing below the picker.
     case empty
 }
 
@@ -154,7 +217,7 @@ public enum DownloadButtonPresentation: Sendable, Hashable {
     case alreadySaved(OfflineMessage)
     /// Start the download.
     case download(OfflineMessage)
-    /// Offline without a pack: no download; the link to the downloaded cities instead.
+    /// Offline without a pack: no download; the link to the downloaded packs instead.
     case chooseDownloaded(OfflineMessage)
     /// Not shown (“—”).
     case hidden
@@ -168,7 +231,7 @@ public enum DownloadButtonPresentation: Sendable, Hashable {
     }
 }
 
-/// The “Tier 2–4” row.
+/// The content that needs the network (the “Tier 2–4” row).
 public enum MoreTiersPresentation: Sendable, Hashable {
     /// Hidden, with a single line in their place.
     case oneLine(OfflineMessage)
@@ -178,7 +241,7 @@ public enum MoreTiersPresentation: Sendable, Hashable {
 }
 
 /// The non-blocking global banner; at most one, and only on a weak network.
-public struct CityPackBanner: Sendable, Hashable {
+public struct PackBanner: Sendable, Hashable {
     public var message: OfflineMessage
     /// The banner can be dismissed (and may auto-hide after a few seconds).
     public var isDismissible: Bool
@@ -189,85 +252,86 @@ public struct CityPackBanner: Sendable, Hashable {
     }
 }
 
-/// The city-pack screen, resolved: the state and every component of the specification's
-/// component table.
+/// A content-pack screen, resolved: the state and every component of the specification's
+/// component table, for any kind of content (a city, a course, a map region).
 ///
 /// ```swift
-/// let screen = CityPackScreen(CityPackInput(
+/// let screen = PackScreen(PackScreenInput(
 ///     connectivity: monitor.status.kind, pack: store.state(for: "paris"),
-///     city: "Paris", downloadedCities: ["Paris", "London"]))
+///     name: "Paris", downloaded: ["Paris", "London"]))
 /// screen.state        // .fullyOffline
 /// screen.banner       // nil: offline is the designed-for mode
 /// ```
-public struct CityPackScreen: Sendable, Hashable {
-    public var state: CityPackState
-    public var cityInput: CityInputPresentation
+public struct PackScreen: Sendable, Hashable {
+    public var state: PackScreenState
+    public var picker: PackPickerPresentation
     public var autocomplete: AutocompletePresentation
     public var packCard: PackCardPresentation
     public var offlineSearchVisible: Bool
     /// The offline search field's placeholder.
     public var searchPlaceholder: OfflineMessage
     public var voiceVisible: Bool
-    /// Problem cards, micro-situations and their actions.
-    public var problemCardsVisible: Bool
+    /// The pack's content and its actions (the specification's problem cards).
+    public var contentVisible: Bool
     public var downloadButton: DownloadButtonPresentation
     public var moreTiers: MoreTiersPresentation
-    public var banner: CityPackBanner?
+    public var banner: PackBanner?
     /// What a screen reader announces for the pack area in this state.
     public var accessibilityLabel: String
 
     /// Resolves `input` to exactly one state and the presentation of every component.
-    public init(_ input: CityPackInput) {
+    public init(_ input: PackScreenInput) {
         let poor = input.connectivity == .poor
         let installed = input.pack.installed
-        let downloaded = input.downloadedCities
+        let downloaded = input.downloaded
+        let words = input.kind
         let state = Self.state(input)
         self.state = state
-        searchPlaceholder = .offlineSearchPlaceholder
+        searchPlaceholder = words.searchPlaceholder
 
         let packContentVisible: Bool
         switch state {
-        case .normal, .fullyOffline, .updateAvailable, .weakNetwork: packContentVisible = installed != nil && input.city != nil
+        case .normal, .fullyOffline, .updateAvailable, .weakNetwork: packContentVisible = installed != nil && input.name != nil
         case .noPackOnline, .noPackOffline, .downloading, .downloadFailed: packContentVisible = false
         }
         offlineSearchVisible = packContentVisible
         voiceVisible = packContentVisible
-        problemCardsVisible = packContentVisible
+        contentVisible = packContentVisible
 
-        // City input and autocomplete.
+        // The picker and autocomplete.
         switch state {
         case .fullyOffline:
-            cityInput = .downloadedCities(
-                note: .chooseDownloadedCityOffline, cities: downloaded,
-                emptyMessage: downloaded.isEmpty ? .noCitiesDownloaded : nil)
+            picker = .downloaded(
+                note: words.chooseDownloadedOffline, names: downloaded,
+                emptyMessage: downloaded.isEmpty ? words.noneDownloaded : nil)
             autocomplete = .hidden
         case .weakNetwork:
             if input.suggestions == .timedOut {
-                cityInput = .autocompleteWithNote(.couldNotLoadSuggestions, fallbackCities: downloaded)
+                picker = .autocompleteWithNote(words.suggestionsFailed, fallback: downloaded)
             } else {
-                cityInput = .autocompleteWithNote(.suggestionsMayBeSlow, fallbackCities: [])
+                picker = .autocompleteWithNote(.suggestionsMayBeSlow, fallback: [])
             }
             autocomplete = .shown(note: .suggestionsMayBeSlow)
         case .noPackOffline:
-            cityInput = .showsSelectedCity
+            picker = .showsSelection
             autocomplete = .notApplicable
         case .noPackOnline:
-            cityInput = .showsSelectedCity
+            picker = .showsSelection
             autocomplete = .shown(note: poor ? .suggestionsMayBeSlow : nil)
         case .downloading:
-            cityInput = .readOnly
+            picker = .readOnly
             autocomplete = .notApplicable
         case .downloadFailed:
-            cityInput = .showsSelectedCity
+            picker = .showsSelection
             autocomplete = .shown(note: poor ? .suggestionsMayBeSlow : nil)
         case .normal, .updateAvailable:
-            cityInput = .normal
+            picker = .normal
             autocomplete = .shown(note: nil)
         }
 
         // The pack card.
-        let city = input.city ?? ""
-        let chooseCity: OfflineMessage? = downloaded.isEmpty ? nil : .chooseDownloadedCity
+        let name = input.name ?? ""
+        let chooseDownloaded: OfflineMessage? = downloaded.isEmpty ? nil : words.chooseDownloaded
         switch state {
         case .normal:
             packCard = installed == nil ? .empty : .full(subtitle: nil, update: nil)
@@ -277,17 +341,17 @@ public struct CityPackScreen: Sendable, Hashable {
             packCard = packContentVisible ? .full(subtitle: .usingSavedCopy, update: nil) : .empty
         case .noPackOnline:
             packCard = .downloadPack(
-                heading: .downloadCityForOffline(city), body: .getTheEssentials,
+                heading: .downloadForOffline(name), body: words.whatTheDownloadBrings,
                 button: .downloadPack, note: .takesAFewSeconds)
         case .noPackOffline:
             packCard = .downloadWhenOnline(
-                heading: .downloadCityWhenOnline(city), body: .cityNotSavedYetWorksOfflineAfter,
-                chooseCity: .chooseDownloadedCity, downloadUnavailable: .downloadNotAvailableOffline)
+                heading: .downloadWhenOnline(name), body: words.notSavedYet,
+                chooseDownloaded: words.chooseDownloaded, downloadUnavailable: .downloadNotAvailableOffline)
         case .downloading:
             let progress: Double? = if case .downloading(let transfer) = input.pack { transfer.fraction } else { nil }
-            packCard = .downloading(heading: .downloadingCity(city), subtitle: .preparingOfflinePack, progress: progress)
+            packCard = .downloading(heading: .downloading(name), subtitle: .preparingOfflinePack, progress: progress)
         case .downloadFailed:
-            packCard = .downloadFailed(message: .downloadDidNotFinish, retry: .tryAgain, chooseCity: chooseCity)
+            packCard = .downloadFailed(message: .downloadDidNotFinish, retry: .tryAgain, chooseDownloaded: chooseDownloaded)
         case .updateAvailable:
             packCard = .full(subtitle: nil, update: Self.updateStrip(input.update))
         }
@@ -301,14 +365,14 @@ public struct CityPackScreen: Sendable, Hashable {
         case .noPackOnline:
             downloadButton = .download(.downloadPack)
         case .noPackOffline:
-            downloadButton = .chooseDownloaded(.chooseDownloadedCity)
+            downloadButton = .chooseDownloaded(words.chooseDownloaded)
         case .downloading:
             downloadButton = .hidden
         case .downloadFailed:
             downloadButton = .download(.tryAgain)
         }
 
-        // Tier 2–4.
+        // Content that needs the network.
         switch state {
         case .fullyOffline, .weakNetwork: moreTiers = .oneLine(.moreWhenBackOnline)
         case .noPackOnline, .noPackOffline, .downloading, .downloadFailed: moreTiers = .hidden
@@ -317,26 +381,26 @@ public struct CityPackScreen: Sendable, Hashable {
 
         // The banner: only a weak network earns one, and only until dismissed.
         if state == .weakNetwork, !input.slowBannerDismissed {
-            banner = CityPackBanner(
-                message: installed != nil && input.city != nil ? .slowConnectionUsingSavedData : .slowConnectionSomeFeaturesUnavailable,
+            banner = PackBanner(
+                message: installed != nil && input.name != nil ? .slowConnectionUsingSavedData : .slowConnectionSomeFeaturesUnavailable,
                 isDismissible: true)
         } else {
             banner = nil
         }
 
         accessibilityLabel = Self.accessibilityLabel(
-            state: state, city: input.city, banner: banner, packCard: packCard, downloaded: downloaded)
+            state: state, name: input.name, kind: words, banner: banner, packCard: packCard, downloaded: downloaded)
     }
 
     /// The state-matrix decision alone.
     ///
     /// `unknown` connectivity counts as offline: the monitor never assumes it is online, and
     /// offering a download that cannot start would be a broken promise.
-    public static func state(_ input: CityPackInput) -> CityPackState {
+    public static func state(_ input: PackScreenInput) -> PackScreenState {
         let connectivity = input.connectivity
         let reachable = connectivity.isReachable
-        guard input.city != nil else {
-            // No city yet: only the connection decides what the city field offers.
+        guard input.name != nil else {
+            // Nothing chosen yet: only the connection decides what the picker offers.
             switch connectivity {
             case .online: return .normal
             case .poor: return .weakNetwork
@@ -377,13 +441,13 @@ public struct CityPackScreen: Sendable, Hashable {
     }
 
     static func accessibilityLabel(
-        state: CityPackState, city: String?, banner: CityPackBanner?, packCard: PackCardPresentation, downloaded: [String]
+        state: PackScreenState, name: String?, kind: PackContentKind, banner: PackBanner?, packCard: PackCardPresentation, downloaded: [String]
     ) -> String {
         var parts: [String] = []
         if let banner { parts.append(banner.message.text) }
         switch packCard {
         case .full(let subtitle, let update):
-            if let city { parts.append(city) }
+            if let name { parts.append(name) }
             if let subtitle { parts.append(subtitle.text) }
             if let update { parts.append(update.label.text) }
         case .downloadPack(let heading, let body, _, _):
@@ -397,7 +461,7 @@ public struct CityPackScreen: Sendable, Hashable {
             parts.append(message.text)
         case .empty:
             if state == .fullyOffline {
-                parts.append(downloaded.isEmpty ? OfflineMessage.noCitiesDownloaded.text : OfflineMessage.chooseDownloadedCityOffline.text)
+                parts.append(downloaded.isEmpty ? kind.noneDownloaded.text : kind.chooseDownloadedOffline.text)
             }
         }
         return parts.map(Self.sentence).joined(separator: " ")

@@ -7,7 +7,7 @@ public import OfflineKit
 /// remove), offline search over the pack, and problem cards → micro-situations → actions.
 ///
 /// Which of the specification's states the screen is in, and which components it shows, is
-/// decided by ``CityPackScreen`` alone; this model only gathers its inputs and performs the
+/// decided by ``PackScreen`` alone; this model only gathers its inputs and performs the
 /// actions it allows.
 public final class CityGuideModel: Scenario {
     public struct State: Sendable, Hashable {
@@ -24,7 +24,7 @@ public final class CityGuideModel: Scenario {
         public var focus: Focus = .none
         /// The server's suggestions for the text in the city field.
         public var suggestions: [CityChoice] = []
-        public var suggestionsPhase: CitySuggestionsPhase = .idle
+        public var suggestionsPhase: PackSuggestionsPhase = .idle
         public var isLoadingSuggestions = false
         /// The highlighted entry of the city picker.
         public var pick = 0
@@ -176,11 +176,11 @@ public final class CityGuideModel: Scenario {
     // MARK: Resolving
 
     /// The screen for `state`: the one place that decides the state of the matrix.
-    public func resolved(_ state: State, connectivity: ConnectivityKind) -> CityPackScreen {
-        CityPackScreen(Self.input(state, connectivity: connectivity))
+    public func resolved(_ state: State, connectivity: ConnectivityKind) -> PackScreen {
+        PackScreen(Self.input(state, connectivity: connectivity))
     }
 
-    static func input(_ state: State, connectivity: ConnectivityKind) -> CityPackInput {
+    static func input(_ state: State, connectivity: ConnectivityKind) -> PackScreenInput {
         var pack = state.pack
         if state.downloadRequested, pack.installed == nil {
             switch pack {
@@ -189,9 +189,9 @@ public final class CityGuideModel: Scenario {
             case .none, .failed, .cached, .updateAvailable: pack = .downloading(TransferProgress(completedBytes: 0, totalBytes: nil))
             }
         }
-        return CityPackInput(
-            connectivity: connectivity, pack: state.city == nil ? .none : pack, city: state.city?.name,
-            downloadedCities: state.downloaded.map(\.name),
+        return PackScreenInput(
+            connectivity: connectivity, pack: state.city == nil ? .none : pack, name: state.city?.name,
+            kind: .city, downloaded: state.downloaded.map(\.name),
             slowBannerDismissed: state.slowBannerDismissed, updateDismissed: state.updateDismissed,
             update: state.update, suggestions: state.suggestionsPhase)
     }

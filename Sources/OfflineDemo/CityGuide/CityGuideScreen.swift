@@ -1,12 +1,12 @@
 import Foundation
 public import OfflineCore
 
-/// The city guide, drawn from a state snapshot and its resolved ``CityPackScreen``.
+/// The city guide, drawn from a state snapshot and its resolved ``PackScreen``.
 ///
 /// The chrome stays in place (city block on top, pack area below, keys at the bottom); only
 /// the pack area's inner content swaps with the state, as principle 5 of the specification asks.
 public enum CityGuideScreen {
-    public static func render(_ state: CityGuideModel.State, _ screen: CityPackScreen, _ context: RenderContext) -> ScreenContent {
+    public static func render(_ state: CityGuideModel.State, _ screen: PackScreen, _ context: RenderContext) -> ScreenContent {
         let width = max(40, context.width)
         var body: [Line] = []
         body += cityBlock(state, screen, context, width: width)
@@ -25,7 +25,7 @@ public enum CityGuideScreen {
 
     // MARK: The city block
 
-    static func cityBlock(_ state: CityGuideModel.State, _ screen: CityPackScreen, _ context: RenderContext, width: Int) -> [Line] {
+    static func cityBlock(_ state: CityGuideModel.State, _ screen: PackScreen, _ context: RenderContext, width: Int) -> [Line] {
         var lines: [Line] = []
         let field: TextField
         let focused: Bool
@@ -38,11 +38,11 @@ public enum CityGuideScreen {
         }
         var input = field.line(label: " City ", focused: focused, width: 24)
         if !focused, let country = state.city?.country { input = input + Line("  " + country, .dim) }
-        if !focused, screen.cityInput == .readOnly { input = input + Line("  (read-only while downloading)", .dim) }
+        if !focused, screen.picker == .readOnly { input = input + Line("  (read-only while downloading)", .dim) }
         lines.append(input)
 
-        switch screen.cityInput {
-        case .downloadedCities(let note, let cities, let empty):
+        switch screen.picker {
+        case .downloaded(let note, let cities, let empty):
             if focused { break }
             var spans = [Span(" " + note.text, .color(.cyan))]
             if let empty {
@@ -55,7 +55,7 @@ public enum CityGuideScreen {
             var spans = [Span(" " + note.text, .color(.yellow))]
             spans += chips(fallback, current: state.city?.name)
             lines.append(Line(spans).truncated(to: width))
-        case .normal, .showsSelectedCity, .readOnly:
+        case .normal, .showsSelection, .readOnly:
             if case .shown(let note?) = screen.autocomplete {
                 lines.append(Line(" " + note.text, .color(.yellow)))
             }
@@ -104,7 +104,7 @@ public enum CityGuideScreen {
 
     // MARK: The pack area
 
-    static func packArea(_ state: CityGuideModel.State, _ screen: CityPackScreen, width: Int) -> [Line] {
+    static func packArea(_ state: CityGuideModel.State, _ screen: PackScreen, width: Int) -> [Line] {
         var lines: [Line] = []
         let city = state.city?.name ?? ""
         switch screen.packCard {
@@ -145,7 +145,7 @@ public enum CityGuideScreen {
     }
 
     static func packHeader(
-        _ state: CityGuideModel.State, city: String, subtitle: OfflineMessage?, update: UpdateStrip?, screen: CityPackScreen, width: Int
+        _ state: CityGuideModel.State, city: String, subtitle: OfflineMessage?, update: UpdateStrip?, screen: PackScreen, width: Int
     ) -> [Line] {
         var lines: [Line] = []
         var title = [Span(" " + city, .color(.cyan, bold: true)), Span("  " + OfflineMessage.offlineReadyTagline.text, .dim)]
@@ -164,7 +164,7 @@ public enum CityGuideScreen {
         return lines
     }
 
-    static func packContent(_ state: CityGuideModel.State, _ screen: CityPackScreen, width: Int) -> [Line] {
+    static func packContent(_ state: CityGuideModel.State, _ screen: PackScreen, width: Int) -> [Line] {
         var lines: [Line] = []
         if screen.offlineSearchVisible {
             if case .search(let field) = state.focus {
@@ -175,7 +175,7 @@ public enum CityGuideScreen {
                 lines.append(Line([Span(" "), Span(" " + screen.searchPlaceholder.text + " ", .inverse), Span("  /", .dim)]))
             }
         }
-        if screen.problemCardsVisible, let guide = state.guide {
+        if screen.contentVisible, let guide = state.guide {
             lines += navigation(state, guide, width: width)
         }
         var footer: [Span] = []
@@ -243,7 +243,7 @@ public enum CityGuideScreen {
         return Line(text, .color(.cyan))
     }
 
-    static func banner(_ screen: CityPackScreen) -> Line? {
+    static func banner(_ screen: PackScreen) -> Line? {
         guard let banner = screen.banner else { return nil }
         var spans = [Span(" ◔ " + banner.message.text, .color(.yellow, bold: true))]
         if banner.isDismissible { spans.append(Span("   x: dismiss", .dim)) }
@@ -252,7 +252,7 @@ public enum CityGuideScreen {
 
     // MARK: Keys
 
-    static func keys(_ state: CityGuideModel.State, _ screen: CityPackScreen, _ context: RenderContext) -> [KeyHint] {
+    static func keys(_ state: CityGuideModel.State, _ screen: PackScreen, _ context: RenderContext) -> [KeyHint] {
         switch state.focus {
         case .city:
             return [KeyHint("type", "filter"), KeyHint("↑↓", "choose"), KeyHint("Enter", "select"), KeyHint("Esc", "close")]
@@ -274,7 +274,7 @@ public enum CityGuideScreen {
             keys.append(KeyHint("←", "cancel"))
         case .normal, .fullyOffline, .weakNetwork, .updateAvailable:
             if screen.offlineSearchVisible { keys.append(KeyHint("/", "search")) }
-            if screen.problemCardsVisible { keys += [KeyHint("↑↓⏎", "open"), KeyHint("←", "back")] }
+            if screen.contentVisible { keys += [KeyHint("↑↓⏎", "open"), KeyHint("←", "back")] }
             if case .full(_, let strip?) = screen.packCard, strip.action != nil { keys.append(KeyHint("u", "update")) }
             if state.pack != .none { keys.append(KeyHint("r", "remove")) }
             if state.pack.installed != nil, context.width >= 80 { keys.append(KeyHint("P", "publish v+1 (demo)", enabled: context.connectivity.isReachable)) }

@@ -6,7 +6,7 @@ extension OfflineMessage {
     /// arguments filled in.
     ///
     /// ```swift
-    /// Text(OfflineMessage.downloadingCity("Paris").localized())   // “Downloading Paris…”
+    /// Text(OfflineMessage.downloading("Paris").localized())   // “Downloading Paris…”
     /// ```
     ///
     /// Falls back to the English ``OfflineMessage/text`` when the key has no translation, so a

@@ -6,8 +6,8 @@ private let fetched = Date(timeIntervalSince1970: 1_700_000_000)
 private let fromCache = CachedContent.available(CacheMetadata(source: .cache, fetchedAt: fetched, validator: "\"v1\"", isStale: true))
 private let fresh = CachedContent.available(CacheMetadata(source: .network, fetchedAt: fetched, validator: "\"v2\"", isStale: false))
 private let cartActions = [
-    ScreenAction(id: "checkout", title: .proceedToCheckout, requirement: .networkRequired),
-    ScreenAction(id: "quantity", title: .updateQuantity, requirement: .networkRequired),
+    ScreenAction(id: "checkout", title: OfflineMessage(key: "app.checkout", text: "Proceed to Checkout"), requirement: .networkRequired),
+    ScreenAction(id: "quantity", title: OfflineMessage(key: "app.quantity", text: "Update Quantity"), requirement: .networkRequired),
     ScreenAction(id: "share", title: OfflineMessage(key: "app.share", text: "Share"), requirement: .offlineCapable),
 ]
 

@@ -20,16 +20,13 @@ struct OfflineMessageCatalogTests {
 
     @Test("typography is the specification's, character for character")
     func typography() {
-        #expect(OfflineMessage.cityNotSavedYet.text.unicodeScalars.contains("\u{2011}"))
-        #expect(!OfflineMessage.cityNotSavedYet.text.contains("Wi-Fi"))
-        #expect(OfflineMessage.downloadingCity("Paris").text.unicodeScalars.last == "\u{2026}")
+        #expect(OfflineMessage.notSavedYet.text.unicodeScalars.contains("\u{2011}"))
+        #expect(!OfflineMessage.notSavedYet.text.contains("Wi-Fi"))
+        #expect(OfflineMessage.downloading("Paris").text.unicodeScalars.last == "\u{2026}")
         #expect(OfflineMessage.updating.text == "Updating\u{2026}")
-        #expect(OfflineMessage.downloadCityWhenOnline("Oslo").text == "Download Oslo when you\u{2019}re online")
-        #expect(OfflineMessage.couldNotLoadSuggestions.text == "Couldn\u{2019}t load suggestions. Try a downloaded city.")
+        #expect(OfflineMessage.downloadWhenOnline("Oslo").text == "Download Oslo when you\u{2019}re online")
         #expect(OfflineMessage.downloadDidNotFinish.text == "Download didn\u{2019}t finish. Check your connection and try again.")
-        #expect(OfflineMessage.noCitiesDownloaded.text == "No cities downloaded yet. Add one when you\u{2019}re back online.")
         #expect(OfflineMessage.newVersionOfThisPack.text == "New version of this pack \u{2014} Update")
-        #expect(OfflineMessage.offlineReadyTagline.text == "Offline-ready \u{2022} Problem-first navigation")
         #expect(OfflineMessage.noInternetConnection.text == "No internet connection. Please check your connection and try again.")
         #expect(!OfflineMessage.catalog.contains { $0.text.contains("'") || $0.text.contains("...") })
     }
@@ -50,7 +47,7 @@ struct OfflineMessageCatalogTests {
 struct OfflineMessageCodingTests {
     @Test("messages round-trip through JSON, and ones stored without arguments still decode")
     func coding() throws {
-        let message = OfflineMessage.downloadingCity("Paris")
+        let message = OfflineMessage.downloading("Paris")
         let decoded = try JSONDecoder().decode(OfflineMessage.self, from: JSONEncoder().encode(message))
         #expect(decoded == message)
         let legacy = Data(#"{"key":"offline.offlineMode","text":"Offline mode"}"#.utf8)

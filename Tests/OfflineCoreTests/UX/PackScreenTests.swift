@@ -6,12 +6,22 @@ private let cached = PackState.cached(paris)
 private let updatable = PackState.updateAvailable(installed: paris, latestVersion: "4")
 private let halfway = PackState.downloading(TransferProgress(completedBytes: 50, totalBytes: 100))
 
-@Suite("City pack state matrix")
-struct CityPackStateMatrixTests {
+/// A kind of content with words of its own, to show that they reach every component.
+private let words = PackContentKind(
+    chooseDownloadedOffline: OfflineMessage(key: "app.courses.offline", text: "Offline: choose a downloaded course"),
+    noneDownloaded: OfflineMessage(key: "app.courses.none", text: "No courses downloaded yet. Add one when you’re back online."),
+    searchPlaceholder: OfflineMessage(key: "app.courses.search", text: "Search lessons…"),
+    suggestionsFailed: OfflineMessage(key: "app.courses.suggestionsFailed", text: "Couldn’t load suggestions. Try a downloaded course."),
+    whatTheDownloadBrings: OfflineMessage(key: "app.courses.brings", text: "Lessons, exercises and notes. Works without the internet."),
+    notSavedYet: OfflineMessage(key: "app.courses.notSaved", text: "This course isn’t saved yet. Connect, then download it."),
+    chooseDownloaded: OfflineMessage(key: "app.courses.choose", text: "Choose a downloaded course"))
+
+@Suite("Pack screen state matrix")
+struct PackScreenStateMatrixTests {
     struct Row: Sendable, CustomTestStringConvertible {
         var connectivity: ConnectivityKind
         var pack: PackState
-        var expected: CityPackState
+        var expected: PackScreenState
         var testDescription: String { "\(connectivity.rawValue) × \(pack) → \(expected.specificationLabel)" }
     }
 
@@ -32,9 +42,9 @@ struct CityPackStateMatrixTests {
 
     @Test("each row of the matrix resolves to its one state", arguments: matrix)
     func matrixRow(_ row: Row) {
-        let input = CityPackInput(connectivity: row.connectivity, pack: row.pack, city: "Paris", downloadedCities: ["Paris"])
-        #expect(CityPackScreen.state(input) == row.expected)
-        #expect(CityPackScreen(input).state == row.expected)
+        let input = PackScreenInput(connectivity: row.connectivity, pack: row.pack, name: "Paris", kind: words, downloaded: ["Paris"])
+        #expect(PackScreen.state(input) == row.expected)
+        #expect(PackScreen(input).state == row.expected)
     }
 
     /// States the matrix leaves open, decided so the user is never promised what cannot happen.
@@ -51,18 +61,18 @@ struct CityPackStateMatrixTests {
 
     @Test("states beyond the matrix stay calm and honest", arguments: beyondMatrix)
     func beyond(_ row: Row) {
-        let input = CityPackInput(connectivity: row.connectivity, pack: row.pack, city: "Paris")
-        #expect(CityPackScreen.state(input) == row.expected)
+        let input = PackScreenInput(connectivity: row.connectivity, pack: row.pack, name: "Paris", kind: words)
+        #expect(PackScreen.state(input) == row.expected)
     }
 
-    @Test("without a city, the connection alone decides", arguments: [
-        (ConnectivityKind.online, CityPackState.normal),
+    @Test("with nothing chosen, the connection alone decides", arguments: [
+        (ConnectivityKind.online, PackScreenState.normal),
         (.poor, .weakNetwork),
         (.offlineHard, .fullyOffline),
         (.unknown, .fullyOffline),
     ])
-    func noCity(_ connectivity: ConnectivityKind, _ expected: CityPackState) {
-        let screen = CityPackScreen(CityPackInput(connectivity: connectivity, pack: .none, city: nil, downloadedCities: ["Paris", "London"]))
+    func noCity(_ connectivity: ConnectivityKind, _ expected: PackScreenState) {
+        let screen = PackScreen(PackScreenInput(connectivity: connectivity, pack: .none, name: nil, kind: words, downloaded: ["Paris", "London"]))
         #expect(screen.state == expected)
         #expect(screen.packCard == .empty)
         #expect(!screen.offlineSearchVisible)
@@ -70,9 +80,9 @@ struct CityPackStateMatrixTests {
 
     @Test("a pending download in a poor connection shows the downloading card, not the no-pack card")
     func poorFetchInProgress() {
-        let screen = CityPackScreen(CityPackInput(connectivity: .poor, pack: .downloading(TransferProgress(completedBytes: 0, totalBytes: nil)), city: "Rome"))
+        let screen = PackScreen(PackScreenInput(connectivity: .poor, pack: .downloading(TransferProgress(completedBytes: 0, totalBytes: nil)), name: "Rome", kind: words))
         #expect(screen.state == .downloading)
-        #expect(screen.packCard == .downloading(heading: .downloadingCity("Rome"), subtitle: .preparingOfflinePack, progress: nil))
+        #expect(screen.packCard == .downloading(heading: .downloading("Rome"), subtitle: .preparingOfflinePack, progress: nil))
     }
 }
 
@@ -80,32 +90,32 @@ struct CityPackStateMatrixTests {
 enum Column: String, CaseIterable, Sendable {
     case fullyOffline, weakNetwork, noPackOffline, noPackOnline, downloading, updateAvailable
 
-    var input: CityPackInput {
+    var input: PackScreenInput {
         switch self {
-        case .fullyOffline: CityPackInput(connectivity: .offlineHard, pack: cached, city: "Paris", downloadedCities: ["Paris", "London"])
-        case .weakNetwork: CityPackInput(connectivity: .poor, pack: cached, city: "Paris", downloadedCities: ["Paris"])
-        case .noPackOffline: CityPackInput(connectivity: .offlineHard, pack: .none, city: "Rome", downloadedCities: ["Paris"])
-        case .noPackOnline: CityPackInput(connectivity: .online, pack: .none, city: "Rome", downloadedCities: ["Paris"])
-        case .downloading: CityPackInput(connectivity: .online, pack: halfway, city: "Rome", downloadedCities: ["Paris"])
-        case .updateAvailable: CityPackInput(connectivity: .online, pack: updatable, city: "Paris", downloadedCities: ["Paris"])
+        case .fullyOffline: PackScreenInput(connectivity: .offlineHard, pack: cached, name: "Paris", kind: words, downloaded: ["Paris", "London"])
+        case .weakNetwork: PackScreenInput(connectivity: .poor, pack: cached, name: "Paris", kind: words, downloaded: ["Paris"])
+        case .noPackOffline: PackScreenInput(connectivity: .offlineHard, pack: .none, name: "Rome", kind: words, downloaded: ["Paris"])
+        case .noPackOnline: PackScreenInput(connectivity: .online, pack: .none, name: "Rome", kind: words, downloaded: ["Paris"])
+        case .downloading: PackScreenInput(connectivity: .online, pack: halfway, name: "Rome", kind: words, downloaded: ["Paris"])
+        case .updateAvailable: PackScreenInput(connectivity: .online, pack: updatable, name: "Paris", kind: words, downloaded: ["Paris"])
         }
     }
 
-    var screen: CityPackScreen { CityPackScreen(input) }
+    var screen: PackScreen { PackScreen(input) }
 }
 
-@Suite("City pack component table")
-struct CityPackComponentTests {
-    @Test("City input", arguments: Column.allCases)
-    func cityInput(_ column: Column) {
-        let expected: CityInputPresentation = switch column {
-        case .fullyOffline: .downloadedCities(note: .chooseDownloadedCityOffline, cities: ["Paris", "London"], emptyMessage: nil)
-        case .weakNetwork: .autocompleteWithNote(.suggestionsMayBeSlow, fallbackCities: [])
-        case .noPackOffline, .noPackOnline: .showsSelectedCity
+@Suite("Pack screen component table")
+struct PackScreenComponentTests {
+    @Test("City input (the picker)", arguments: Column.allCases)
+    func picker(_ column: Column) {
+        let expected: PackPickerPresentation = switch column {
+        case .fullyOffline: .downloaded(note: words.chooseDownloadedOffline, names: ["Paris", "London"], emptyMessage: nil)
+        case .weakNetwork: .autocompleteWithNote(.suggestionsMayBeSlow, fallback: [])
+        case .noPackOffline, .noPackOnline: .showsSelection
         case .downloading: .readOnly
         case .updateAvailable: .normal
         }
-        #expect(column.screen.cityInput == expected)
+        #expect(column.screen.picker == expected)
     }
 
     @Test("Autocomplete", arguments: Column.allCases)
@@ -125,11 +135,11 @@ struct CityPackComponentTests {
         case .fullyOffline: .full(subtitle: .usingSavedCopy, update: nil)
         case .weakNetwork: .full(subtitle: .usingSavedCopy, update: nil)
         case .noPackOffline: .downloadWhenOnline(
-            heading: .downloadCityWhenOnline("Rome"), body: .cityNotSavedYetWorksOfflineAfter,
-            chooseCity: .chooseDownloadedCity, downloadUnavailable: .downloadNotAvailableOffline)
+            heading: .downloadWhenOnline("Rome"), body: words.notSavedYet,
+            chooseDownloaded: words.chooseDownloaded, downloadUnavailable: .downloadNotAvailableOffline)
         case .noPackOnline: .downloadPack(
-            heading: .downloadCityForOffline("Rome"), body: .getTheEssentials, button: .downloadPack, note: .takesAFewSeconds)
-        case .downloading: .downloading(heading: .downloadingCity("Rome"), subtitle: .preparingOfflinePack, progress: 0.5)
+            heading: .downloadForOffline("Rome"), body: words.whatTheDownloadBrings, button: .downloadPack, note: .takesAFewSeconds)
+        case .downloading: .downloading(heading: .downloading("Rome"), subtitle: .preparingOfflinePack, progress: 0.5)
         case .updateAvailable: .full(subtitle: nil, update: UpdateStrip(label: .updateAvailable, action: .update, isDismissible: true))
         }
         #expect(column.screen.packCard == expected)
@@ -144,15 +154,15 @@ struct CityPackComponentTests {
         let screen = column.screen
         #expect(screen.offlineSearchVisible == shown)
         #expect(screen.voiceVisible == shown)
-        #expect(screen.problemCardsVisible == shown)
-        #expect(screen.searchPlaceholder.text == "Search: toilet, ATM, food, metro…")
+        #expect(screen.contentVisible == shown)
+        #expect(screen.searchPlaceholder == words.searchPlaceholder)
     }
 
     @Test("Download button", arguments: Column.allCases)
     func downloadButton(_ column: Column) {
         let expected: DownloadButtonPresentation = switch column {
         case .fullyOffline, .weakNetwork, .updateAvailable: .alreadySaved(.alreadySavedForOffline)
-        case .noPackOffline: .chooseDownloaded(.chooseDownloadedCity)
+        case .noPackOffline: .chooseDownloaded(words.chooseDownloaded)
         case .noPackOnline: .download(.downloadPack)
         case .downloading: .hidden
         }
@@ -172,8 +182,8 @@ struct CityPackComponentTests {
 
     @Test("Global banner", arguments: Column.allCases)
     func banner(_ column: Column) {
-        let expected: CityPackBanner? = column == .weakNetwork
-            ? CityPackBanner(message: .slowConnectionUsingSavedData, isDismissible: true) : nil
+        let expected: PackBanner? = column == .weakNetwork
+            ? PackBanner(message: .slowConnectionUsingSavedData, isDismissible: true) : nil
         #expect(column.screen.banner == expected)
     }
 
@@ -192,44 +202,44 @@ struct CityPackComponentTests {
     }
 }
 
-@Suite("City pack copy and transitions")
-struct CityPackCopyTests {
+@Suite("Pack screen copy and transitions")
+struct PackScreenCopyTests {
     @Test("a dismissed slow banner stays dismissed")
     func dismissedBanner() {
         var input = Column.weakNetwork.input
         input.slowBannerDismissed = true
-        let screen = CityPackScreen(input)
+        let screen = PackScreen(input)
         #expect(screen.state == .weakNetwork)
         #expect(screen.banner == nil)
     }
 
-    @Test("weak network with no city chosen warns that some features may be unavailable")
+    @Test("weak network with nothing chosen warns that some features may be unavailable")
     func weakWithoutPack() {
-        let screen = CityPackScreen(CityPackInput(connectivity: .poor, pack: .none, city: nil))
+        let screen = PackScreen(PackScreenInput(connectivity: .poor, pack: .none, name: nil, kind: words))
         #expect(screen.banner?.message.text == "Connection is slow. Some features may be unavailable.")
     }
 
-    @Test("suggestions that timed out fall back to the downloaded cities")
+    @Test("suggestions that timed out fall back to the downloaded packs")
     func suggestionsTimedOut() {
         var input = Column.weakNetwork.input
         input.suggestions = .timedOut
-        #expect(CityPackScreen(input).cityInput == .autocompleteWithNote(.couldNotLoadSuggestions, fallbackCities: ["Paris"]))
+        #expect(PackScreen(input).picker == .autocompleteWithNote(words.suggestionsFailed, fallback: ["Paris"]))
     }
 
     @Test("offline with nothing downloaded says so instead of an empty list")
     func emptyDownloadedList() {
-        let screen = CityPackScreen(CityPackInput(connectivity: .offlineHard, pack: .none, city: nil))
-        #expect(screen.cityInput == .downloadedCities(note: .chooseDownloadedCityOffline, cities: [], emptyMessage: .noCitiesDownloaded))
-        #expect(screen.accessibilityLabel == "No cities downloaded yet. Add one when you’re back online.")
+        let screen = PackScreen(PackScreenInput(connectivity: .offlineHard, pack: .none, name: nil, kind: words))
+        #expect(screen.picker == .downloaded(note: words.chooseDownloadedOffline, names: [], emptyMessage: words.noneDownloaded))
+        #expect(screen.accessibilityLabel == "No courses downloaded yet. Add one when you’re back online.")
     }
 
-    @Test("a failed download offers to try again and, when there is one, a downloaded city")
+    @Test("a failed download offers to try again and, when there is one, a downloaded pack")
     func downloadFailed() {
-        let withCity = CityPackScreen(CityPackInput(connectivity: .online, pack: .failed(.interrupted), city: "Rome", downloadedCities: ["Paris"]))
-        #expect(withCity.packCard == .downloadFailed(message: .downloadDidNotFinish, retry: .tryAgain, chooseCity: .chooseDownloadedCity))
-        #expect(withCity.downloadButton == .download(.tryAgain))
-        let alone = CityPackScreen(CityPackInput(connectivity: .online, pack: .failed(.interrupted), city: "Rome"))
-        #expect(alone.packCard == .downloadFailed(message: .downloadDidNotFinish, retry: .tryAgain, chooseCity: nil))
+        let withOthers = PackScreen(PackScreenInput(connectivity: .online, pack: .failed(.interrupted), name: "Rome", kind: words, downloaded: ["Paris"]))
+        #expect(withOthers.packCard == .downloadFailed(message: .downloadDidNotFinish, retry: .tryAgain, chooseDownloaded: words.chooseDownloaded))
+        #expect(withOthers.downloadButton == .download(.tryAgain))
+        let alone = PackScreen(PackScreenInput(connectivity: .online, pack: .failed(.interrupted), name: "Rome", kind: words))
+        #expect(alone.packCard == .downloadFailed(message: .downloadDidNotFinish, retry: .tryAgain, chooseDownloaded: nil))
     }
 
     @Test("the update strip walks through its phases without ever hiding the pack", arguments: [
@@ -241,33 +251,33 @@ struct CityPackCopyTests {
     func updatePhases(_ phase: PackUpdatePhase, _ strip: UpdateStrip) {
         var input = Column.updateAvailable.input
         input.update = phase
-        let screen = CityPackScreen(input)
+        let screen = PackScreen(input)
         #expect(screen.packCard == .full(subtitle: nil, update: strip))
         #expect(screen.offlineSearchVisible)
-        #expect(screen.problemCardsVisible)
+        #expect(screen.contentVisible)
     }
 
     @Test("a dismissed update affordance leaves the normal screen")
     func updateDismissed() {
         var input = Column.updateAvailable.input
         input.updateDismissed = true
-        let screen = CityPackScreen(input)
+        let screen = PackScreen(input)
         #expect(screen.state == .normal)
         #expect(screen.packCard == .full(subtitle: nil, update: nil))
     }
 
-    @Test("[City] is filled into every heading", arguments: ["Paris", "São Paulo", "Kraków"])
-    func cityFilled(_ city: String) {
-        #expect(OfflineMessage.downloadCityForOffline(city).text == "Download \(city) for offline")
-        #expect(OfflineMessage.downloadCityWhenOnline(city).text == "Download \(city) when you’re online")
-        #expect(OfflineMessage.downloadingCity(city).text == "Downloading \(city)…")
-        #expect(OfflineMessage.downloadingCity(city).arguments == [city])
+    @Test("the content's name is filled into every heading", arguments: ["Paris", "São Paulo", "Organic Chemistry"])
+    func nameFilled(_ city: String) {
+        #expect(OfflineMessage.downloadForOffline(city).text == "Download \(city) for offline")
+        #expect(OfflineMessage.downloadWhenOnline(city).text == "Download \(city) when you’re online")
+        #expect(OfflineMessage.downloading(city).text == "Downloading \(city)…")
+        #expect(OfflineMessage.downloading(city).arguments == [city])
     }
 
     @Test("one dominant message: never a banner together with a no-pack or downloading card",
           arguments: ConnectivityKind.allCases, [PackState.none, cached, updatable, halfway, .failed(.interrupted)])
     func oneMessage(_ connectivity: ConnectivityKind, _ pack: PackState) {
-        let screen = CityPackScreen(CityPackInput(connectivity: connectivity, pack: pack, city: "Paris", downloadedCities: ["Paris"]))
+        let screen = PackScreen(PackScreenInput(connectivity: connectivity, pack: pack, name: "Paris", kind: words, downloaded: ["Paris"]))
         if screen.banner != nil {
             guard case .full = screen.packCard else {
                 Issue.record("banner stacked on \(screen.packCard)")
@@ -275,5 +285,28 @@ struct CityPackCopyTests {
             }
         }
         if connectivity.isOffline { #expect(screen.banner == nil) }
+    }
+}
+
+@Suite("Pack screen words")
+struct PackScreenWordsTests {
+    @Test("without words of its own, a pack screen speaks of packs")
+    func generic() {
+        let offline = PackScreen(PackScreenInput(connectivity: .offlineHard, pack: .none, name: "Lesson 4", downloaded: ["Lesson 1"]))
+        #expect(offline.packCard == .downloadWhenOnline(
+            heading: .downloadWhenOnline("Lesson 4"), body: .notSavedYet,
+            chooseDownloaded: .chooseDownloadedPack, downloadUnavailable: .downloadNotAvailableOffline))
+        #expect(offline.searchPlaceholder == .searchThisPack)
+        let empty = PackScreen(PackScreenInput(connectivity: .offlineHard, pack: .none, name: nil))
+        #expect(empty.picker == .downloaded(note: .chooseDownloadedPackOffline, names: [], emptyMessage: .noPacksDownloaded))
+    }
+
+    @Test("no word of the library's catalog names a scenario's content")
+    func genericCatalog() {
+        for message in OfflineMessage.catalog {
+            for word in ["city", "cities", "Tier", "toilet", "Checkout", "Order", "syllabus", "AI "] {
+                #expect(!message.text.localizedCaseInsensitiveContains(word), "\(message.key): \(message.text)")
+            }
+        }
     }
 }

@@ -13,7 +13,7 @@ struct LocalizationTests {
 
     @Test("lookups fill arguments and never show a key")
     func lookup() {
-        #expect(OfflineMessage.downloadingCity("Lisbon").localized(localization: "en") == "Downloading Lisbon…")
+        #expect(OfflineMessage.downloading("Lisbon").localized(localization: "en") == "Downloading Lisbon…")
         #expect(OfflineMessage.noInternetConnection.localized() == "No internet connection. Please check your connection and try again.")
         let unknown = OfflineMessage(key: "app.notInCatalog", text: "Fallback")
         #expect(unknown.localized() == "Fallback")

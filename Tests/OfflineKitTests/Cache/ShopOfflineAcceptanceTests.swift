@@ -11,12 +11,12 @@ import Testing
 @Suite("Shop offline acceptance", .timeLimit(.minutes(1)))
 struct ShopOfflineAcceptanceTests {
     static let cartActions = [
-        ScreenAction(id: "checkout", title: .proceedToCheckout, requirement: .networkRequired),
-        ScreenAction(id: "quantity", title: .updateQuantity, requirement: .networkRequired),
+        ScreenAction(id: "checkout", title: OfflineMessage(key: "app.checkout", text: "Proceed to Checkout"), requirement: .networkRequired),
+        ScreenAction(id: "quantity", title: OfflineMessage(key: "app.quantity", text: "Update Quantity"), requirement: .networkRequired),
     ]
     static let orderActions = [
-        ScreenAction(id: "track", title: .trackOrder, requirement: .networkRequired),
-        ScreenAction(id: "rate", title: .rateOrder, requirement: .networkRequired),
+        ScreenAction(id: "track", title: OfflineMessage(key: "app.trackOrder", text: "Track Order"), requirement: .networkRequired),
+        ScreenAction(id: "rate", title: OfflineMessage(key: "app.rateOrder", text: "Rate Order"), requirement: .networkRequired),
     ]
 
     /// A screen as an app builds it: observe the query, resolve the presentation.
