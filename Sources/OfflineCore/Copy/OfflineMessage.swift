@@ -8,7 +8,7 @@ public struct OfflineMessage: Sendable, Hashable, Codable, CustomStringConvertib
     public var key: String
     /// The English text, with any arguments filled in.
     public var text: String
-    /// The values filled into the text's `%@` placeholders (a city name, a time), in order.
+    /// The values filled into the text's `%@` placeholders (a pack's name, a time), in order.
     ///
     /// A localized lookup fills them into the translated format the same way.
     public var arguments: [String]
@@ -23,7 +23,7 @@ public struct OfflineMessage: Sendable, Hashable, Codable, CustomStringConvertib
     /// with `arguments`.
     ///
     /// ```swift
-    /// OfflineMessage(key: "cityPacks.downloading", format: "Downloading %@…", arguments: ["Paris"])
+    /// OfflineMessage(key: "packs.downloading.heading", format: "Downloading %@…", arguments: ["Paris"])
     /// // text == "Downloading Paris…"
     /// ```
     public init(key: String, format: String, arguments: [String]) {
