@@ -11,8 +11,8 @@ import OfflineServer
 /// 10,000 cached records, and every screen's data read from the device and drawn within one
 /// frame (16 ms).
 ///
-/// The data folder is filled through the demo's own models: the shop's refresh stores an order
-/// history of 10,000 orders in the response cache the shop reads, and the audio screen's
+/// The data folder is filled through the demo's own models: the shop's refresh pulls an order
+/// history of 10,000 orders into the table the shop reads, and the audio screen's
 /// refresh stores its session list, exactly as they would from the backend; the city guide
 /// downloads Paris from the demo's backend. Then:
 /// 1. `offline demo --network offline` (the binary beside this one) is launched without a
@@ -30,13 +30,15 @@ func runDemoBenchmark() async throws {
     let orderCount = 10_000
     let clock = ContinuousClock()
 
-    // MARK: Prepare: 10,000 orders through the shop's own refresh
+    // MARK: Prepare: 10,000 orders through the shop's own sync
 
     let prepareStart = clock.now
     let transport = RecordingTransport()
-    let ordersBody = try demoOrdersBody(count: orderCount)
-    transport.allow("GET", "/shop/orders") { _ in
-        HTTPResponse(status: 200, headers: ["Content-Type": "application/json", "Cache-Control": "max-age=60", "ETag": "\"bench\""], body: ordersBody)
+    let ordersPage = try demoOrdersPage(count: orderCount)
+    let emptyPage = Data(#"{"changes":[],"cursor":"bench","hasMore":false}"#.utf8)
+    transport.allow("GET", "/api/sync/orders") { request in
+        let next = request.url.query?.contains("cursor=") == true
+        return HTTPResponse(status: 200, headers: ["Content-Type": "application/json"], body: next ? emptyPage : ordersPage)
     }
     transport.allow("GET", "/shop/cart") { _ in
         HTTPResponse(status: 200, headers: ["Content-Type": "application/json", "Cache-Control": "max-age=60", "ETag": "\"cart\""],
@@ -67,8 +69,8 @@ func runDemoBenchmark() async throws {
             return
         }
         await shop.refresh()
-        guard shop.snapshot.orders?.count == orderCount else {
-            print("demo: the shop stored \(shop.snapshot.orders?.count ?? 0) orders instead of \(orderCount)")
+        guard shop.snapshot.orderCount == orderCount else {
+            print("demo: the shop stored \(shop.snapshot.orderCount) orders instead of \(orderCount)")
             return
         }
         guard let audio = app.scenarios.lazy.compactMap({ $0 as? AudioModel }).first else {
@@ -106,7 +108,7 @@ func runDemoBenchmark() async throws {
         app.select(shopIndex)
     }
     let prepared = prepareStart.duration(to: clock.now)
-    print("demo: first screen and every screen's read + draw with \(orderCount.formatted()) cached orders in the shop, \(sessionCount) audio sessions, \(city.name) downloaded (prepared in \(Int(Sampling.milliseconds(prepared))) ms); load: \(Sampling.loadAverage())")
+    print("demo: first screen and every screen's read + draw with \(orderCount.formatted()) synced orders in the shop, \(sessionCount) audio sessions, \(city.name) downloaded (prepared in \(Int(Sampling.milliseconds(prepared))) ms); load: \(Sampling.loadAverage())")
 
     // MARK: 1. Process launch → first screen printed
 
@@ -146,7 +148,7 @@ func runDemoBenchmark() async throws {
         let frame = app.frame(width: 80, height: 24)
         inProcess.append(Sampling.milliseconds(start.duration(to: clock.now)))
         let shop = app.scenarios.lazy.compactMap { $0 as? ShopModel }.first
-        precondition(frame.text.contains("Enamel mug") && shop?.snapshot.orders?.count == orderCount, "the first frame does not show the cached data")
+        precondition(frame.text.contains("Enamel mug") && shop?.snapshot.orderCount == orderCount, "the first frame does not show the cached data")
     }
     report("in process: open database + makeApp → first frame", inProcess, target: 1_000)
 
@@ -233,18 +235,19 @@ private func readSummary(_ scenario: any Scenario) -> String {
     case let model as AudioModel: "\(model.snapshot.sessions.count) sessions"
     case let model as WorkspaceModel: "\(model.snapshot.chats.count) chats, \(model.snapshot.messages.count) messages"
     case let model as ShopModel:
-        "\(model.snapshot.cart?.items.count ?? 0) cart items, \((model.snapshot.orders?.count ?? 0).formatted()) orders"
+        "\(model.snapshot.cart?.items.count ?? 0) cart items, \(model.snapshot.orderCount.formatted()) orders"
     default: "not counted"
     }
 }
 
-/// The backend's order-history body: `{"orders": [...]}`, newest first, ISO 8601 dates.
-private func demoOrdersBody(count: Int) throws -> Data {
+/// The backend's order-history feed in one page: `{"changes": [...], "cursor", "hasMore"}`, ISO
+/// 8601 dates.
+private func demoOrdersPage(count: Int) throws -> Data {
     let start = Date(timeIntervalSince1970: 1_700_000_000)
     let formatter = ISO8601DateFormatter()
     let statuses = ["placed", "shipped", "delivered"]
-    var orders: [[String: Any]] = []
-    for index in (0..<count).reversed() {
+    var changes: [[String: Any]] = []
+    for index in 0..<count {
         var order: [String: Any] = [:]
         order["id"] = "A-\(100_000 + index)"
         order["placedAt"] = formatter.string(from: start.addingTimeInterval(Double(index) * 3_600))
@@ -252,9 +255,9 @@ private func demoOrdersBody(count: Int) throws -> Data {
         order["totalCents"] = 500 + (index * 7) % 20_000
         order["currency"] = "EUR"
         if index % 5 == 0 { order["rating"] = 4 }
-        orders.append(order)
+        changes.append(["id": order["id"] ?? "", "position": index + 1, "value": order])
     }
-    return try JSONSerialization.data(withJSONObject: ["orders": orders])
+    return try JSONSerialization.data(withJSONObject: ["changes": changes, "cursor": "bench", "hasMore": false] as [String: Any])
 }
 
 /// Runs `binary` with no terminal; times the first byte on its output and its exit, in ms.

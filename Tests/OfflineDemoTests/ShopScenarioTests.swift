@@ -102,4 +102,31 @@ struct ShopScenarioTests {
             #expect(demo.requestCount == 0)
         }
     }
+
+    @Test("The order history comes down by delta: a new order arrives through the feed, newest first, and a relaunch shows it from the device and asks only for what changed")
+    func ordersByDelta() async throws {
+        try await withDemo { demo in
+            let shop = demo.makeShop()
+            await shop.start()
+            try await demo.wait { shop.snapshot.orders?.count == 3 }
+            #expect(shop.snapshot.orders?.map(\.id) == ["A-1041", "A-1040", "A-1039"])
+
+            await shop.tap("checkout")
+            try await demo.wait { shop.snapshot.orders?.count == 4 }
+            let orders = try #require(shop.snapshot.orders)
+            #expect(!["A-1041", "A-1040", "A-1039"].contains(orders[0].id), "the new order is first: \(orders.map(\.id))")
+
+            let relaunched = demo.makeShop()
+            await relaunched.start()
+            #expect(relaunched.snapshot.orders?.map(\.id) == orders.map(\.id), "read from the device at launch")
+            guard case .available = relaunched.snapshot.ordersContent else {
+                Issue.record("the relaunched history is \(relaunched.snapshot.ordersContent)")
+                return
+            }
+            let pulls = demo.requests.urls.filter { $0.path == "/api/sync/orders" }
+            #expect(pulls.first?.query?.contains("cursor=") == false)
+            #expect(pulls.count > 1 && pulls.dropFirst().allSatisfy { $0.query?.contains("cursor=") == true }, "\(pulls)")
+            #expect(demo.requests.count(pathPrefix: "/shop/orders") == 0, "the history is never fetched whole")
+        }
+    }
 }

@@ -9,6 +9,7 @@ enum DemoMigrations {
         migrator.registerPlannerMigrations()
         migrator.registerAudioMigrations()
         migrator.registerWorkspaceMigrations()
+        migrator.registerShopMigrations()
         migrator.registerMigration("demo.prefs.v1") { db in
             try db.create(table: "demo_pref") { table in
                 table.primaryKey("key", .text)

@@ -1,10 +1,15 @@
 public import Foundation
+import GRDB
 public import OfflineCore
 public import OfflineKit
 
-/// The shop scenario: cart and order history shown from the cache at once, an offline banner,
+/// The shop scenario: cart and order history shown from the device at once, an offline banner,
 /// network actions disabled offline and answering with the toast message, empty states when
-/// nothing was ever cached, and a refresh when the connection comes back.
+/// nothing was ever loaded, and a refresh when the connection comes back.
+///
+/// The cart is a cached response. The order history, which grows without bound, comes down by
+/// delta into the shop's own table (``ShopSync``): a launch reads the newest orders with one
+/// indexed query, and an order placed or rated elsewhere arrives through the live stream.
 public final class ShopModel: Scenario {
     public enum Tab: String, Sendable, Hashable { case cart, orders }
 
@@ -34,7 +39,10 @@ public final class ShopModel: Scenario {
         public var tab: Tab = .cart
         public var cart: Cart?
         public var cartContent: CachedContent = .loading
+        /// The newest orders (at most ``ShopOrderStore/window``); nil until the history is known.
         public var orders: [Order]?
+        /// How many orders the history holds in all.
+        public var orderCount = 0
         public var ordersContent: CachedContent = .loading
         public var selection = 0
         /// The connection came back while this screen showed cached data offline.
@@ -62,12 +70,16 @@ public final class ShopModel: Scenario {
     let customer: String
     private let environment: DemoEnvironment
     public let cache: ResponseCache
+    /// The order history, pulled by delta when the live stream says it changed.
+    public let sync: SyncEngine
     private let state = Locked(State())
 
     public init(environment: DemoEnvironment, cache: ResponseCache, customer: String = DemoEnvironment.account.name) {
         self.environment = environment
         self.cache = cache
         self.customer = customer
+        self.sync = SyncEngine(database: environment.database, baseURL: environment.serverURL, transport: environment.rawTransport,
+                               connectivity: environment.connectivity, collections: [ShopSync.orders], eventsPath: "api/sync/events")
     }
 
     // Named by path, not URL: the network switch listens on a new port at each launch, and the
@@ -77,45 +89,70 @@ public final class ShopModel: Scenario {
                    policy: .staleWhileRevalidate(maxStaleness: .seconds(86_400)), user: customer, cacheKey: "shop/cart")
     }
 
-    public var ordersQuery: CacheQuery {
-        CacheQuery(HTTPRequest(url: environment.url("shop/orders"), requirement: .offlineCapable),
-                   policy: .staleWhileRevalidate(maxStaleness: .seconds(86_400)), user: customer, cacheKey: "shop/orders")
-    }
-
     public var snapshot: State { state.current }
     public var capturesText: Bool { false }
 
     // MARK: Reading
 
-    /// Shows the cached cart and orders at once; observation keeps them current.
+    /// Shows the cached cart and the synced orders at once; observation and sync keep them
+    /// current.
     public func start() async {
+        try? DemoMigrations.migrate(environment.database.writer)
         showCached()
+        await showOrders()
         environment.spawn { [self] in await observe(cartQuery, .cart) { [self] response in
             let cart = try? response.decode(Cart.self, decoder: JSONDecoder.demo)
             state.withLock { $0.cart = cart ?? $0.cart }
         } }
-        environment.spawn { [self] in await observe(ordersQuery, .orders) { [self] response in
-            let orders = try? response.decode(Orders.self, decoder: JSONDecoder.demo)
-            state.withLock { $0.orders = orders?.orders ?? $0.orders }
-        } }
         environment.spawn { [cache] in try? await cache.run() }
+        environment.spawn { [self] in await followSync() }
+        environment.spawn { [sync] in try? await sync.run() }
     }
 
-    /// Whatever the cache holds now, without the network.
+    /// Whatever the cache holds for the cart now, without the network.
     public func showCached() {
         let cart = try? cache.cachedResponse(for: cartQuery)
-        let orders = try? cache.cachedResponse(for: ordersQuery)
         state.withLock { state in
             if let cart, let decoded = try? cart.decode(Cart.self, decoder: JSONDecoder.demo) {
                 state.cart = decoded
                 state.cartContent = .available(cart.metadata)
             }
-            if let orders, let decoded = try? orders.decode(Orders.self, decoder: JSONDecoder.demo) {
-                state.orders = decoded.orders
-                state.ordersContent = .available(orders.metadata)
+        }
+        environment.changed()
+    }
+
+    /// The newest orders from the shop's table. Until a first page has come down, the history
+    /// is not known: loading while the network can be used, never loaded otherwise.
+    func showOrders() async {
+        let preferences = DemoPreferences(writer: environment.database.writer)
+        let read = try? await environment.database.writer.read { db in
+            (orders: try ShopOrderStore.newest(db), count: try ShopOrderStore.count(db),
+             known: try SyncEngine.hasPulled(ShopSync.orders.name, db))
+        }
+        let pulledAt = preferences.string(Self.ordersPulledAtKey).flatMap(Double.init).map(Date.init(timeIntervalSince1970:))
+        let reachable = environment.connectivity.status.isReachable
+        state.withLock { state in
+            guard let read else { return }
+            if read.known {
+                state.orders = read.orders
+                state.orderCount = read.count
+                state.ordersContent = .available(CacheMetadata(
+                    source: .cache, fetchedAt: pulledAt ?? environment.now(), validator: nil, isStale: !reachable))
+            } else {
+                state.ordersContent = reachable ? .loading : .neverLoaded
             }
         }
         environment.changed()
+    }
+
+    private static let ordersPulledAtKey = "shop.orders.pulledAt"
+
+    /// Shows what each pull brought, and remembers when the history was last brought up to date.
+    private func followSync() async {
+        for await progress in sync.progress() where !progress.isPulling {
+            DemoPreferences(writer: environment.database.writer).set(Self.ordersPulledAtKey, String(environment.now().timeIntervalSince1970))
+            await showOrders()
+        }
     }
 
     private func observe(_ query: CacheQuery, _ tab: Tab, apply: @Sendable (CachedResponse) -> Void) async {
@@ -138,21 +175,17 @@ public final class ShopModel: Scenario {
         state.withLock { $0.isRefreshing = true }
         environment.changed()
         async let cart: CachedResponse? = try? cache.refresh(cartQuery)
-        async let orders: CachedResponse? = try? cache.refresh(ordersQuery)
-        let (cartResponse, ordersResponse) = await (cart, orders)
+        async let pulled: Bool = (try? await sync.pull()) != nil
+        let (cartResponse, ordersPulled) = await (cart, pulled)
         state.withLock { state in
             state.isRefreshing = false
             if let cartResponse, let decoded = try? cartResponse.decode(Cart.self, decoder: JSONDecoder.demo) {
                 state.cart = decoded
                 state.cartContent = .available(cartResponse.metadata)
             }
-            if let ordersResponse, let decoded = try? ordersResponse.decode(Orders.self, decoder: JSONDecoder.demo) {
-                state.orders = decoded.orders
-                state.ordersContent = .available(ordersResponse.metadata)
-            }
-            if cartResponse != nil || ordersResponse != nil { state.reconnected = false }
+            if cartResponse != nil || ordersPulled { state.reconnected = false }
         }
-        environment.changed()
+        await showOrders()
     }
 
     // MARK: Actions
@@ -190,7 +223,8 @@ public final class ShopModel: Scenario {
         switch id {
         case "checkout":
             guard current.cart?.items.isEmpty == false else { environment.toast("Your cart is empty."); return nil }
-            return try await cache.perform(refreshing: [cartQuery, ordersQuery]) {
+            // The new order comes down with the history's next pull, which the live stream asks for.
+            return try await cache.perform(refreshing: [cartQuery]) {
                 HTTPRequest(method: "POST", url: environment.url("shop/checkout"), headers: json, body: Data("{}".utf8))
             }
         case "quantity":
@@ -207,7 +241,7 @@ public final class ShopModel: Scenario {
             }
         case "rate":
             guard let orders = current.orders, orders.indices.contains(current.selection) else { return nil }
-            return try await cache.perform(refreshing: [ordersQuery]) {
+            return try await cache.perform {
                 HTTPRequest(method: "POST", url: environment.url("shop/orders/\(orders[current.selection].id)/rating"), headers: json,
                             body: Data(#"{"stars":5}"#.utf8))
             }

@@ -1,5 +1,5 @@
 public import Foundation
-import GRDB
+public import GRDB
 public import OfflineCore
 
 /// Brings the server's changes down into the app's own tables, a page at a time after a saved
@@ -81,6 +81,19 @@ public final class SyncEngine: Sendable {
     /// Where pulls stand, the latest first: rows and bytes received by the current pull.
     public func progress() -> AsyncStream<SyncProgress> {
         progressUpdates.subscribe()
+    }
+
+    /// Whether `collection` has had a page applied on this device: from then on its table holds
+    /// the server's rows, and an empty table means the server has none, not that nothing came yet.
+    /// Read inside the app's own read, with its rows:
+    ///
+    /// ```swift
+    /// let (orders, known) = try await database.writer.read { db in
+    ///     (try Order.fetchAll(db), try SyncEngine.hasPulled("orders", db))
+    /// }
+    /// ```
+    public static func hasPulled(_ collection: String, _ db: Database) throws -> Bool {
+        try SyncState.fetch(db, collection).cursor != nil
     }
 
     /// Asks ``run()`` to pull now (a push from the server said something changed, or the user
