@@ -63,6 +63,30 @@ public final class ShopModel: Scenario {
         ScreenAction(id: "rate", title: .rateOrder, requirement: .networkRequired),
     ]
 
+    /// What changes the shop's state: all of it goes through ``ShopReducer``.
+    public enum Event: Sendable, Hashable {
+        case key(Key)
+        case connectivity(ConnectivityStatus)
+        /// The cart as the cache has it now (from the device, or revalidated).
+        case cartShown(Cart, CachedContent)
+        /// The cache's state for the cart changed without a new copy (loading, failed…).
+        case cartContent(CachedContent)
+        /// The order history as the shop's table has it now.
+        case ordersShown(orders: [Order], count: Int, CachedContent)
+        /// The history is not known yet.
+        case ordersContent(CachedContent)
+        case refreshStarted
+        case refreshFinished(cart: Cart?, cartMetadata: CacheMetadata?, ordersPulled: Bool)
+        /// An action finished: what to tell the user, if anything.
+        case actionFinished(String?)
+    }
+
+    /// What the shop asks its shell to do.
+    public enum Effect: Sendable, Hashable {
+        case tap(String)
+        case refresh
+    }
+
     public let title = "Shop"
     /// The signed-in customer, whose copies the cache keeps apart from other users'. The token
     /// itself is added by the environment's transport as each request leaves, and lives in
@@ -72,7 +96,7 @@ public final class ShopModel: Scenario {
     public let cache: ResponseCache
     /// The order history, pulled by delta when the live stream says it changed.
     public let sync: SyncEngine
-    private let state = Locked(State())
+    private let store = ScreenStore<ShopReducer>(State())
 
     public init(environment: DemoEnvironment, cache: ResponseCache, customer: String = DemoEnvironment.account.name) {
         self.environment = environment
@@ -89,7 +113,21 @@ public final class ShopModel: Scenario {
                    policy: .staleWhileRevalidate(maxStaleness: .seconds(86_400)), user: customer, cacheKey: "shop/cart")
     }
 
-    public var snapshot: State { state.current }
+    public var snapshot: State { store.current }
+
+    /// Applies `event`, asks for a redraw, and runs the effects it calls for.
+    public func send(_ event: Event) {
+        let effects = store.send(event)
+        environment.changed()
+        for effect in effects {
+            environment.spawn { [self] in
+                switch effect {
+                case .tap(let id): await tap(id)
+                case .refresh: await refresh()
+                }
+            }
+        }
+    }
     public var capturesText: Bool { false }
 
     // MARK: Reading
@@ -100,10 +138,7 @@ public final class ShopModel: Scenario {
         try? DemoMigrations.migrate(environment.database.writer)
         showCached()
         await showOrders()
-        environment.spawn { [self] in await observe(cartQuery, .cart) { [self] response in
-            let cart = try? response.decode(Cart.self, decoder: JSONDecoder.demo)
-            state.withLock { $0.cart = cart ?? $0.cart }
-        } }
+        environment.spawn { [self] in await observeCart() }
         environment.spawn { [cache] in try? await cache.run() }
         environment.spawn { [self] in await followSync() }
         environment.spawn { [sync] in try? await sync.run() }
@@ -111,14 +146,9 @@ public final class ShopModel: Scenario {
 
     /// Whatever the cache holds for the cart now, without the network.
     public func showCached() {
-        let cart = try? cache.cachedResponse(for: cartQuery)
-        state.withLock { state in
-            if let cart, let decoded = try? cart.decode(Cart.self, decoder: JSONDecoder.demo) {
-                state.cart = decoded
-                state.cartContent = .available(cart.metadata)
-            }
+        if let cart = try? cache.cachedResponse(for: cartQuery), let decoded = try? cart.decode(Cart.self, decoder: JSONDecoder.demo) {
+            send(.cartShown(decoded, .available(cart.metadata)))
         }
-        environment.changed()
     }
 
     /// The newest orders from the shop's table. Until a first page has come down, the history
@@ -131,18 +161,13 @@ public final class ShopModel: Scenario {
         }
         let pulledAt = preferences.string(Self.ordersPulledAtKey).flatMap(Double.init).map(Date.init(timeIntervalSince1970:))
         let reachable = environment.connectivity.status.isReachable
-        state.withLock { state in
-            guard let read else { return }
-            if read.known {
-                state.orders = read.orders
-                state.orderCount = read.count
-                state.ordersContent = .available(CacheMetadata(
-                    source: .cache, fetchedAt: pulledAt ?? environment.now(), validator: nil, isStale: !reachable))
-            } else {
-                state.ordersContent = reachable ? .loading : .neverLoaded
-            }
+        guard let read else { return }
+        if read.known {
+            send(.ordersShown(orders: read.orders, count: read.count, .available(CacheMetadata(
+                source: .cache, fetchedAt: pulledAt ?? environment.now(), validator: nil, isStale: !reachable))))
+        } else {
+            send(.ordersContent(reachable ? .loading : .neverLoaded))
         }
-        environment.changed()
     }
 
     private static let ordersPulledAtKey = "shop.orders.pulledAt"
@@ -155,13 +180,14 @@ public final class ShopModel: Scenario {
         }
     }
 
-    private func observe(_ query: CacheQuery, _ tab: Tab, apply: @Sendable (CachedResponse) -> Void) async {
-        for await snapshot in cache.observe(query) {
-            if let response = snapshot.response { apply(response) }
-            state.withLock { state in
-                if tab == .cart { state.cartContent = snapshot.content } else { state.ordersContent = snapshot.content }
+    /// Follows the cache's copy of the cart: revalidated copies and the loading state.
+    private func observeCart() async {
+        for await snapshot in cache.observe(cartQuery) {
+            if let response = snapshot.response, let cart = try? response.decode(Cart.self, decoder: JSONDecoder.demo) {
+                send(.cartShown(cart, snapshot.content))
+            } else {
+                send(.cartContent(snapshot.content))
             }
-            environment.changed()
         }
     }
 
@@ -172,19 +198,12 @@ public final class ShopModel: Scenario {
             environment.toast(message)
             return
         }
-        state.withLock { $0.isRefreshing = true }
-        environment.changed()
+        send(.refreshStarted)
         async let cart: CachedResponse? = try? cache.refresh(cartQuery)
         async let pulled: Bool = (try? await sync.pull()) != nil
         let (cartResponse, ordersPulled) = await (cart, pulled)
-        state.withLock { state in
-            state.isRefreshing = false
-            if let cartResponse, let decoded = try? cartResponse.decode(Cart.self, decoder: JSONDecoder.demo) {
-                state.cart = decoded
-                state.cartContent = .available(cartResponse.metadata)
-            }
-            if cartResponse != nil || ordersPulled { state.reconnected = false }
-        }
+        let decoded = try? cartResponse?.decode(Cart.self, decoder: JSONDecoder.demo)
+        send(.refreshFinished(cart: decoded, cartMetadata: decoded == nil ? nil : cartResponse?.metadata, ordersPulled: ordersPulled))
         await showOrders()
     }
 
@@ -204,7 +223,7 @@ public final class ShopModel: Scenario {
         do {
             let response = try await perform(id, current)
             if let response, (200..<300).contains(response.status) {
-                state.withLock { $0.lastResult = Self.describe(id, response) }
+                send(.actionFinished(Self.describe(id, response)))
             } else if response != nil {
                 environment.toast("That didn't work. Please try again.")
             }
@@ -214,7 +233,6 @@ public final class ShopModel: Scenario {
         } catch {
             environment.toast(.noInternetConnection)
         }
-        environment.changed()
         return result
     }
 
@@ -274,39 +292,80 @@ public final class ShopModel: Scenario {
     // MARK: Scenario
 
     public func connectivityChanged(_ status: ConnectivityStatus) {
-        state.withLock { state in
-            if status.isOffline { state.wasOffline = true }
-            if status.isReachable, state.wasOffline {
-                state.wasOffline = false
-                state.reconnected = true
-            }
-        }
+        send(.connectivity(status))
     }
 
     public func handle(_ key: Key) -> Bool {
-        switch key {
-        case .character("v"), .left, .right:
-            state.withLock { $0.tab = $0.tab == .cart ? .orders : .cart; $0.selection = 0; $0.lastResult = nil }
-        case .up:
-            state.withLock { $0.selection = max(0, $0.selection - 1) }
-        case .down:
-            state.withLock { state in
-                let count = state.tab == .cart ? (state.cart?.items.count ?? 0) : (state.orders?.count ?? 0)
-                state.selection = min(max(0, count - 1), state.selection + 1)
-            }
-        case .character("c"): environment.spawn { [self] in await tap("checkout") }
-        case .character("+"): environment.spawn { [self] in await tap("quantity") }
-        case .character("t"): environment.spawn { [self] in await tap("track") }
-        case .character("r"): environment.spawn { [self] in await tap("rate") }
-        case .character("f"): environment.spawn { [self] in await refresh() }
-        default: return false
-        }
-        environment.changed()
+        guard ShopReducer.handles(key) else { return false }
+        send(.key(key))
         return true
     }
 
     public func render(_ context: RenderContext) -> ScreenContent {
         let current = snapshot
         return ShopScreen.render(current, resolved(current, connectivity: context.connectivity), context)
+    }
+}
+
+/// The shop's one reducer: every change to ``ShopModel/State``.
+public enum ShopReducer: ScreenReducer {
+    public typealias State = ShopModel.State
+
+    static let keys: [Key] = [.character("v"), .left, .right, .up, .down, .character("c"), .character("+"),
+                              .character("t"), .character("r"), .character("f")]
+
+    static func handles(_ key: Key) -> Bool { keys.contains(key) }
+
+    public static func reduce(_ state: inout State, _ event: ShopModel.Event) -> [ShopModel.Effect] {
+        switch event {
+        case .key(let key):
+            switch key {
+            case .character("v"), .left, .right:
+                state.tab = state.tab == .cart ? .orders : .cart
+                state.selection = 0
+                state.lastResult = nil
+            case .up:
+                state.selection = max(0, state.selection - 1)
+            case .down:
+                let count = state.tab == .cart ? (state.cart?.items.count ?? 0) : (state.orders?.count ?? 0)
+                state.selection = min(max(0, count - 1), state.selection + 1)
+            case .character("c"): return [.tap("checkout")]
+            case .character("+"): return [.tap("quantity")]
+            case .character("t"): return [.tap("track")]
+            case .character("r"): return [.tap("rate")]
+            case .character("f"): return [.refresh]
+            default: break
+            }
+        case .connectivity(let status):
+            if status.isOffline { state.wasOffline = true }
+            if status.isReachable, state.wasOffline {
+                state.wasOffline = false
+                state.reconnected = true
+            }
+        case .cartShown(let cart, let content):
+            state.cart = cart
+            state.cartContent = content
+        case .cartContent(let content):
+            state.cartContent = content
+        case .ordersShown(let orders, let count, let content):
+            state.orders = orders
+            state.orderCount = count
+            state.ordersContent = content
+            if state.tab == .orders { state.selection = min(state.selection, max(0, orders.count - 1)) }
+        case .ordersContent(let content):
+            state.ordersContent = content
+        case .refreshStarted:
+            state.isRefreshing = true
+        case .refreshFinished(let cart, let metadata, let ordersPulled):
+            state.isRefreshing = false
+            if let cart, let metadata {
+                state.cart = cart
+                state.cartContent = .available(metadata)
+            }
+            if cart != nil || ordersPulled { state.reconnected = false }
+        case .actionFinished(let result):
+            state.lastResult = result
+        }
+        return []
     }
 }
