@@ -33,25 +33,64 @@ public final class PlannerModel: Scenario {
         public init() {}
     }
 
+    /// What changes the planner's state: all of it goes through ``PlannerReducer``.
+    public enum Event: Sendable, Hashable {
+        case key(Key)
+        case connectivity(ConnectivityStatus)
+        /// The tasks and note as the device has them, read at `now`.
+        case loaded(tasks: [PlannerTask], note: PlannerNote?, now: Date)
+        /// "Tell me what to do", asked at `now`.
+        case recommend(now: Date)
+        case suggestions(State.Suggestions)
+        case backup(State.Backup)
+    }
+
+    /// What the planner asks its shell to do.
+    public enum Effect: Sendable, Hashable {
+        case addTask(String)
+        case toggleDone(String)
+        case saveNote(String)
+        case recommend
+        case requestSuggestions
+        case backUp
+    }
+
     public let title = "Planner"
     private let environment: DemoEnvironment
     private let transport: CountingTransport
-    private let state = Locked(State())
+    private let store = ScreenStore<PlannerReducer>(State())
 
     public init(environment: DemoEnvironment) {
         self.environment = environment
         self.transport = CountingTransport(environment.transport)
     }
 
+    /// The state, with the requests each kind of feature has sent so far.
     public var snapshot: State {
-        state.withLock { state in
-            state.offlineCapableCalls = transport.count(.offlineCapable)
-            state.networkRequiredCalls = transport.count(.networkRequired)
-            return state
-        }
+        var state = store.current
+        state.offlineCapableCalls = transport.count(.offlineCapable)
+        state.networkRequiredCalls = transport.count(.networkRequired)
+        return state
     }
 
-    public var capturesText: Bool { state.withLock { $0.editing != nil } }
+    public var capturesText: Bool { store.current.editing != nil }
+
+    /// Applies `event`, asks for a redraw, and runs the effects it calls for.
+    public func send(_ event: Event) {
+        let effects = store.send(event)
+        environment.changed()
+        for effect in effects {
+            switch effect {
+            // Local work is committed before the key returns: the next frame shows it.
+            case .addTask(let title): try? addTask(title: title)
+            case .toggleDone(let id): try? toggleDone(id: id)
+            case .saveNote(let body): try? saveNote(body: body)
+            case .recommend: tellMeWhatToDo()
+            case .requestSuggestions: environment.spawn { [self] in await requestSuggestions() }
+            case .backUp: environment.spawn { [self] in await backUp() }
+            }
+        }
+    }
 
     // MARK: Local, offline-capable work
 
@@ -67,16 +106,7 @@ public final class PlannerModel: Scenario {
         let (tasks, note) = (try? environment.database.writer.read { db in
             (try PlannerStore.tasks(db), try PlannerStore.note(db))
         }) ?? ([], nil)
-        state.withLock { state in
-            state.tasks = tasks
-            state.note = note
-            state.now = now
-            state.selection = min(state.selection, max(0, tasks.count - 1))
-            if state.recommendation != nil {
-                state.recommendation = PlannerSchedule.tellMeWhatToDo(tasks, now: now)
-            }
-        }
-        environment.changed()
+        send(.loaded(tasks: tasks, note: note, now: now))
     }
 
     /// Adds a task; committed to the local database before returning.
@@ -108,9 +138,7 @@ public final class PlannerModel: Scenario {
 
     /// "Tell me what to do": local heuristics only.
     public func tellMeWhatToDo() {
-        let now = environment.now()
-        state.withLock { $0.recommendation = PlannerSchedule.tellMeWhatToDo($0.tasks, now: now) }
-        environment.changed()
+        send(.recommend(now: environment.now()))
     }
 
     // MARK: Network-required features
@@ -120,15 +148,12 @@ public final class PlannerModel: Scenario {
         let kind = environment.connectivity.status.kind
         let availability = PlannerFeature.aiRecommendations.availability(kind)
         guard availability.isAvailable else {
-            state.withLock { $0.suggestions = .unavailable(availability) }
+            send(.suggestions(.unavailable(availability)))
             environment.toast(availability.message ?? .featureRequiresInternet)
             return
         }
-        let tasks = state.withLock { state in
-            state.suggestions = .loading
-            return state.tasks
-        }
-        environment.changed()
+        send(.suggestions(.loading))
+        let tasks = store.current.tasks
         do {
             let body = try JSONEncoder.demo.encode(SuggestionsRequest(tasks: tasks.filter { !$0.done }.map(\.title)))
             let response = try await transport.send(HTTPRequest(
@@ -136,109 +161,51 @@ public final class PlannerModel: Scenario {
                 headers: ["Content-Type": "application/json"], body: body, timeout: .seconds(5), requirement: .networkRequired))
             guard response.status == 200 else { throw TransportError.other("status \(response.status)") }
             let decoded = try JSONDecoder.demo.decode(SuggestionsResponse.self, from: response.body)
-            state.withLock { $0.suggestions = .loaded(decoded.suggestions) }
+            send(.suggestions(.loaded(decoded.suggestions)))
         } catch let error as NetworkRequiredError {
-            let availability = PlannerFeature.aiRecommendations.availability(error.status)
-            state.withLock { $0.suggestions = .unavailable(availability) }
+            send(.suggestions(.unavailable(PlannerFeature.aiRecommendations.availability(error.status))))
             environment.toast(error.message)
         } catch {
-            state.withLock { $0.suggestions = .failed }
+            send(.suggestions(.failed))
             environment.toast(.tryAgainWhenOnline)
         }
-        environment.changed()
     }
 
     /// Cloud backup of the local tasks and note: optional, network-required, never blocks local work.
     public func backUp() async {
         guard PlannerFeature.cloudBackup.availability(environment.connectivity.status.kind).isAvailable else {
-            state.withLock { $0.backup = .unavailable }
+            send(.backup(.unavailable))
             environment.toast(.featureRequiresInternet)
             return
         }
-        let (tasks, note) = state.withLock { state in
-            state.backup = .running
-            return (state.tasks, state.note)
-        }
-        environment.changed()
+        send(.backup(.running))
+        let (tasks, note) = (store.current.tasks, store.current.note)
         do {
             let body = try JSONEncoder.demo.encode(PlannerDocument(tasks: tasks, notes: note.map { [$0] } ?? []))
             let response = try await transport.send(HTTPRequest(
                 method: "PUT", url: environment.url("api/planner"),
                 headers: ["Content-Type": "application/json"], body: body, timeout: .seconds(5), requirement: .networkRequired))
             guard (200..<300).contains(response.status) else { throw TransportError.other("status \(response.status)") }
-            let now = environment.now()
-            state.withLock { $0.backup = .done(now) }
+            send(.backup(.done(environment.now())))
         } catch is NetworkRequiredError {
-            state.withLock { $0.backup = .unavailable }
+            send(.backup(.unavailable))
             environment.toast(.featureRequiresInternet)
         } catch {
-            state.withLock { $0.backup = .failed }
+            send(.backup(.failed))
             environment.toast(.tryAgainWhenOnline)
         }
-        environment.changed()
     }
 
     // MARK: Scenario
 
     public func connectivityChanged(_ status: ConnectivityStatus) {
-        state.withLock { state in
-            state.connectivity = status.kind
-            if case .unavailable = state.suggestions, status.isReachable { state.suggestions = .idle }
-            if state.backup == .unavailable, status.isReachable { state.backup = .idle }
-        }
+        send(.connectivity(status))
     }
 
     public func handle(_ key: Key) -> Bool {
-        if let editing = state.withLock({ $0.editing }) {
-            handleEditing(editing, key)
-            return true
-        }
-        switch key {
-        case .up:
-            state.withLock { $0.selection = max(0, $0.selection - 1) }
-        case .down:
-            state.withLock { $0.selection = min(max(0, $0.tasks.count - 1), $0.selection + 1) }
-        case .character(" "), .character("x"):
-            if let id = state.withLock({ $0.tasks.indices.contains($0.selection) ? $0.tasks[$0.selection].id : nil }) {
-                try? toggleDone(id: id)
-            }
-        case .character("a"):
-            state.withLock { $0.editing = .newTask(TextField()) }
-        case .character("e"):
-            state.withLock { $0.editing = .note(TextField($0.note?.body ?? "", maxLength: 120)) }
-        case .character("t"):
-            tellMeWhatToDo()
-        case .character("g"):
-            environment.spawn { [self] in await requestSuggestions() }
-        case .character("b"):
-            environment.spawn { [self] in await backUp() }
-        default:
-            return false
-        }
-        environment.changed()
+        guard PlannerReducer.handles(key, store.current) else { return false }
+        send(.key(key))
         return true
-    }
-
-    private func handleEditing(_ editing: State.Editing, _ key: Key) {
-        switch editing {
-        case .newTask(var field):
-            switch field.apply(key) {
-            case .editing: state.withLock { $0.editing = .newTask(field) }
-            case .submitted(let text):
-                state.withLock { $0.editing = nil }
-                try? addTask(title: text)
-            case .cancelled: state.withLock { $0.editing = nil }
-            }
-        case .note(var field):
-            switch field.apply(key) {
-            case .editing: state.withLock { $0.editing = .note(field) }
-            case .submitted(let text):
-                state.withLock { $0.editing = nil }
-                try? saveNote(body: text)
-            case .cancelled: state.withLock { $0.editing = nil }
-            }
-        }
-        environment.changed()
     }
 
     public func render(_ context: RenderContext) -> ScreenContent {
@@ -263,6 +230,77 @@ public final class PlannerModel: Scenario {
             for task in tasks { try PlannerStore.insert(task, db) }
             try PlannerStore.save(PlannerNote(title: "Notes", body: "Lecture 5: caches serve stale data on purpose.", updatedAt: now), db)
         }
+    }
+}
+
+/// The planner's one reducer: every change to ``PlannerModel/State``.
+public enum PlannerReducer: ScreenReducer {
+    public typealias State = PlannerModel.State
+
+    static let keys: [Key] = [.up, .down, .character(" "), .character("x"), .character("a"), .character("e"),
+                              .character("t"), .character("g"), .character("b")]
+
+    /// While a field has focus, every key is the planner's.
+    static func handles(_ key: Key, _ state: State) -> Bool { state.editing != nil || keys.contains(key) }
+
+    public static func reduce(_ state: inout State, _ event: PlannerModel.Event) -> [PlannerModel.Effect] {
+        switch event {
+        case .key(let key):
+            if let editing = state.editing { return edit(&state, editing, key) }
+            switch key {
+            case .up: state.selection = max(0, state.selection - 1)
+            case .down: state.selection = min(max(0, state.tasks.count - 1), state.selection + 1)
+            case .character(" "), .character("x"):
+                if state.tasks.indices.contains(state.selection) { return [.toggleDone(state.tasks[state.selection].id)] }
+            case .character("a"): state.editing = .newTask(TextField())
+            case .character("e"): state.editing = .note(TextField(state.note?.body ?? "", maxLength: 120))
+            case .character("t"): return [.recommend]
+            case .character("g"): return [.requestSuggestions]
+            case .character("b"): return [.backUp]
+            default: break
+            }
+        case .connectivity(let status):
+            state.connectivity = status.kind
+            if case .unavailable = state.suggestions, status.isReachable { state.suggestions = .idle }
+            if state.backup == .unavailable, status.isReachable { state.backup = .idle }
+        case .loaded(let tasks, let note, let now):
+            state.tasks = tasks
+            state.note = note
+            state.now = now
+            state.selection = min(state.selection, max(0, tasks.count - 1))
+            if state.recommendation != nil {
+                state.recommendation = PlannerSchedule.tellMeWhatToDo(tasks, now: now)
+            }
+        case .recommend(let now):
+            state.recommendation = PlannerSchedule.tellMeWhatToDo(state.tasks, now: now)
+        case .suggestions(let suggestions):
+            state.suggestions = suggestions
+        case .backup(let backup):
+            state.backup = backup
+        }
+        return []
+    }
+
+    private static func edit(_ state: inout State, _ editing: State.Editing, _ key: Key) -> [PlannerModel.Effect] {
+        switch editing {
+        case .newTask(var field):
+            switch field.apply(key) {
+            case .editing: state.editing = .newTask(field)
+            case .submitted(let text):
+                state.editing = nil
+                return [.addTask(text)]
+            case .cancelled: state.editing = nil
+            }
+        case .note(var field):
+            switch field.apply(key) {
+            case .editing: state.editing = .note(field)
+            case .submitted(let text):
+                state.editing = nil
+                return [.saveNote(text)]
+            case .cancelled: state.editing = nil
+            }
+        }
+        return []
     }
 }
 
