@@ -105,14 +105,9 @@ public final class ConnectivityMonitor: ConnectivitySource, Sendable {
     /// - Throws: `CancellationError` when cancelled; the link monitor's error if it fails.
     public func run() async throws {
         guard let probeTransport else {
-            let owned = HTTPClientTransport(defaultTimeout: probe.timeout, connectTimeout: probe.timeout, followRedirects: false)
-            do {
+            try await PlatformTransport.withTransport(defaultTimeout: probe.timeout, connectTimeout: probe.timeout, followRedirects: false) { owned in
                 try await run(probingOver: owned)
-            } catch {
-                try? await owned.shutdown()
-                throw error
             }
-            try await owned.shutdown()
             return
         }
         try await run(probingOver: probeTransport)

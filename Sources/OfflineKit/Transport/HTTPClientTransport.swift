@@ -9,6 +9,9 @@ import NIOPosix
 /// Owns its client; call ``shutdown()`` when done (or use ``withTransport(_:)``).
 public final class HTTPClientTransport: HTTPTransport {
     private let client: HTTPClient
+    /// For requests that ask for a fresh connection (`Connection: close`, as probes do): each
+    /// of them closes its connection after the answer, so this pool never holds one to reuse.
+    private let freshClient: HTTPClient
     /// Deadline used when a request sets none.
     public let defaultTimeout: Duration
 
@@ -23,6 +26,7 @@ public final class HTTPClientTransport: HTTPTransport {
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.redirectConfiguration = followRedirects ? .follow(max: 5, allowCycles: false) : .disallow
         client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+        freshClient = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
         self.defaultTimeout = defaultTimeout
     }
 
@@ -30,9 +34,10 @@ public final class HTTPClientTransport: HTTPTransport {
     public static func withTransport<T>(
         defaultTimeout: Duration = .seconds(30),
         connectTimeout: Duration = .seconds(3),
+        followRedirects: Bool = true,
         _ body: (HTTPClientTransport) async throws -> T
     ) async throws -> T {
-        let transport = HTTPClientTransport(defaultTimeout: defaultTimeout, connectTimeout: connectTimeout)
+        let transport = HTTPClientTransport(defaultTimeout: defaultTimeout, connectTimeout: connectTimeout, followRedirects: followRedirects)
         do {
             let result = try await body(transport)
             try await transport.shutdown()
@@ -45,13 +50,19 @@ public final class HTTPClientTransport: HTTPTransport {
 
     public func shutdown() async throws {
         try await client.shutdown()
+        try await freshClient.shutdown()
+    }
+
+    /// The client for `request`: a probe's must not answer over a connection pooled by others.
+    private func client(for request: HTTPRequest) -> HTTPClient {
+        request.headers["Connection"]?.lowercased() == "close" ? freshClient : client
     }
 
     public func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
         try await Self.retryingStaleConnection(request) {
             let timeout = request.timeout ?? defaultTimeout
             do {
-                let response = try await client.execute(makeRequest(request), timeout: .init(timeout))
+                let response = try await client(for: request).execute(makeRequest(request), timeout: .init(timeout))
                 let body = try await response.body.collect(upTo: maxBodyBytes)
                 return HTTPResponse(status: Int(response.status.code), headers: HTTPHeaders(response.headers), body: Data(body.readableBytesView))
             } catch {
@@ -108,6 +119,7 @@ public final class HTTPClientTransport: HTTPTransport {
         let delegate = StreamingDelegate(handoff: stream.handoff)
         // The delegate runs on the connection's own event loop: an idle pooled connection on
         // another loop would otherwise cost a hop between threads for every chunk of the body.
+        let client = client(for: request)
         let loop = client.eventLoopGroup.any()
         task.withLock {
             $0 = client.execute(request: outgoing, delegate: delegate, eventLoop: .delegateAndChannel(on: loop), deadline: .now() + TimeAmount(timeout))
@@ -136,6 +148,7 @@ public final class HTTPClientTransport: HTTPTransport {
     static func classify(_ error: any Error) -> TransportError {
         if let error = error as? TransportError { return error }
         if error is CancellationError { return .cancelled }
+        if error is NIOTooManyBytesError { return .responseTooLarge }
         if let error = error as? HTTPClientError {
             switch error {
             case .deadlineExceeded, .readTimeout, .connectTimeout, .writeTimeout:

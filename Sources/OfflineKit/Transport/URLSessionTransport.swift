@@ -1,0 +1,302 @@
+public import Foundation
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+
+/// A transport built on `URLSession`: the default on Apple platforms, where it brings the
+/// system's proxies, VPN on demand and cellular settings, and available on Linux through
+/// FoundationNetworking.
+///
+/// It keeps the same contract as ``HTTPClientTransport``: bodies stream with back-pressure on
+/// Apple platforms (the session's task is suspended while the reader's queue is full), the
+/// request's deadline covers
+/// the whole response, a probe (`Connection: close`) gets a connection of its own, redirects are
+/// returned as they are when `followRedirects` is false, and failures arrive as
+/// ``TransportError`` so the connectivity monitor reads them the same way.
+///
+/// ```swift
+/// let configuration = URLSessionConfiguration.default
+/// configuration.allowsExpensiveNetworkAccess = false     // the app's own network policy
+/// let transport = URLSessionTransport(configuration: configuration)
+/// ```
+///
+/// OfflineKit caches and stores cookies on its own terms: the session is given no URL cache and
+/// no cookie storage, whatever `configuration` says. Call ``invalidate()`` when done.
+///
+/// On Linux, FoundationNetworking cannot pause a transfer (suspending a running task restarts
+/// it from the start when resumed: a 64 MiB body arrived as 111 MiB), so there a streamed body
+/// is read as fast as the network gives it, whatever the reader does. ``HTTPClientTransport``,
+/// the default on Linux, holds the network back.
+public final class URLSessionTransport: HTTPTransport, @unchecked Sendable {
+    // @unchecked: every stored property is immutable; `URLSession` is thread-safe.
+
+    /// Deadline used when a request sets none.
+    public let defaultTimeout: Duration
+    /// Whether redirects are followed (false for probes, where a redirect means a captive portal).
+    public let followRedirects: Bool
+    private let configuration: URLSessionConfiguration
+    private let router: URLSessionTaskRouter
+    private let session: URLSession
+
+    /// - Parameters:
+    ///   - configuration: the app's session settings (proxies, cellular, timeouts for the
+    ///     connection); `.ephemeral` by default.
+    ///   - followRedirects: false for probes, where a redirect means a captive portal.
+    public init(
+        configuration: URLSessionConfiguration = .ephemeral,
+        defaultTimeout: Duration = .seconds(30),
+        followRedirects: Bool = true
+    ) {
+        configuration.urlCache = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        self.configuration = configuration
+        self.defaultTimeout = defaultTimeout
+        self.followRedirects = followRedirects
+        router = URLSessionTaskRouter(followRedirects: followRedirects)
+        session = Self.makeSession(configuration, router)
+    }
+
+    /// Cancels what is in flight and releases the session. The transport cannot be used after.
+    public func invalidate() {
+        session.invalidateAndCancel()
+    }
+
+    public func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+        try await HTTPClientTransport.retryingStaleConnection(request) {
+            let response = try await streamOnce(request)
+            var body = Data()
+            for try await chunk in response.body {
+                guard body.count + chunk.count <= maxBodyBytes else { throw TransportError.responseTooLarge }
+                body.append(contentsOf: chunk)
+            }
+            return HTTPResponse(status: response.status, headers: response.headers, body: body)
+        }
+    }
+
+    public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+        try await HTTPClientTransport.retryingStaleConnection(request) { try await streamOnce(request) }
+    }
+
+    private func streamOnce(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+        let timeout = request.timeout ?? defaultTimeout
+        // A request that asks for a fresh connection (a probe) gets a session of its own: a
+        // pooled connection would answer for a network that may no longer be there.
+        let fresh = request.headers["Connection"]?.lowercased() == "close"
+        let session = fresh ? Self.makeSession(configuration, router) : self.session
+        let task = session.dataTask(with: Self.urlRequest(request, timeout: timeout))
+        if fresh { session.finishTasksAndInvalidate() }
+        let handler = router.register(task, timeout: timeout)
+        task.resume()
+        let head = try await withTaskCancellationHandler {
+            try await handler.responseHead()
+        } onCancel: {
+            handler.cancel()
+        }
+        return HTTPStreamingResponse(status: head.statusCode, headers: Self.headers(head), body: HTTPBody(blocks: handler.body))
+    }
+
+    private static func makeSession(_ configuration: URLSessionConfiguration, _ router: URLSessionTaskRouter) -> URLSession {
+        let queue = OperationQueue()
+        // One delegate call at a time: a task's handler gathers its body without a lock.
+        queue.maxConcurrentOperationCount = 1
+        return URLSession(configuration: configuration, delegate: router, delegateQueue: queue)
+    }
+
+    // MARK: Conversions between OfflineKit's messages and Foundation's
+
+    static func urlRequest(_ request: HTTPRequest, timeout: Duration) -> URLRequest {
+        var outgoing = URLRequest(url: request.url)
+        outgoing.httpMethod = request.method
+        // The session's own timeout watches for silence only, and FoundationNetworking keeps it
+        // to whole seconds: set past the request's deadline, which the handler enforces, so it
+        // never cuts a request short.
+        outgoing.timeoutInterval = timeout.timeInterval.rounded(.up) + 1
+        outgoing.cachePolicy = .reloadIgnoringLocalCacheData
+        for field in request.headers {
+            outgoing.addValue(field.value, forHTTPHeaderField: field.name)
+        }
+        outgoing.httpBody = request.body
+        return outgoing
+    }
+
+    static func headers(_ response: HTTPURLResponse) -> HTTPHeaders {
+        HTTPHeaders(response.allHeaderFields.compactMap { name, value in
+            guard let name = name as? String else { return nil }
+            return (name: name, value: "\(value)")
+        }.sorted { $0.name < $1.name })
+    }
+
+    /// Maps Foundation's errors to ``TransportError``.
+    static func classify(_ error: any Error) -> TransportError {
+        if let error = error as? TransportError { return error }
+        if error is CancellationError { return .cancelled }
+        guard let error = error as? URLError else { return .other(String(describing: error)) }
+        switch error.code {
+        case .timedOut: return .timeout
+        case .cannotConnectToHost, .notConnectedToInternet: return .connectionRefused
+        case .cannotFindHost, .dnsLookupFailed: return .dnsFailure
+        case .networkConnectionLost: return .connectionLost
+        case .cancelled: return .cancelled
+        default: return .other(error.localizedDescription)
+        }
+    }
+}
+
+/// The session's delegate: routes each task's callbacks to the handler of the request that
+/// started it.
+final class URLSessionTaskRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    // @unchecked: `handlers` is locked; `followRedirects` is immutable.
+    private let handlers = Locked<[Int: URLSessionTaskHandler]>([:])
+    private let followRedirects: Bool
+
+    init(followRedirects: Bool) {
+        self.followRedirects = followRedirects
+    }
+
+    func register(_ task: URLSessionDataTask, timeout: Duration) -> URLSessionTaskHandler {
+        let handler = URLSessionTaskHandler(task: task, timeout: timeout)
+        handlers.withLock { $0[task.taskIdentifier] = handler }
+        return handler
+    }
+
+    private func handler(_ task: URLSessionTask) -> URLSessionTaskHandler? {
+        handlers.withLock { $0[task.taskIdentifier] }
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                    completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void) {
+        handler(dataTask)?.didReceive(response)
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        handler(dataTask)?.didReceive(data)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
+        completionHandler(followRedirects ? request : nil)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let handler = handlers.withLock { $0.removeValue(forKey: task.taskIdentifier) }
+        handler?.didComplete(error)
+    }
+}
+
+/// One request's head and body on their way from the session's delegate queue to the caller.
+final class URLSessionTaskHandler: @unchecked Sendable {
+    // @unchecked: `block` and `handsOverEachPart` are only touched on the session's serial
+    // delegate queue; everything else is locked or immutable.
+    let body: BlockStream
+    private let handoff: BlockHandoff
+    private let task: URLSessionDataTask
+    private let head = Locked<HeadState>(.waiting(nil))
+    private let timedOut = Locked(false)
+    private let deadline: Task<Void, Never>
+    private var block = BodyBlock()
+    private var handsOverEachPart = false
+
+    private enum HeadState {
+        case waiting(CheckedContinuation<HTTPURLResponse, any Error>?)
+        case arrived(HTTPURLResponse)
+        case failed(any Error)
+    }
+
+    init(task: URLSessionDataTask, timeout: Duration) {
+        self.task = task
+        body = BlockStream { task.cancel() }
+        handoff = body.handoff
+        // The request's deadline covers the whole response, body included, as in
+        // `HTTPClientTransport`; the session's own timeout only watches for silence.
+        deadline = Task { [timedOut] in
+            guard (try? await Task.sleep(for: timeout)) != nil else { return }
+            timedOut.withLock { $0 = true }
+            task.cancel()
+        }
+    }
+
+    func cancel() {
+        task.cancel()
+    }
+
+    func responseHead() async throws -> HTTPURLResponse {
+        try await withCheckedThrowingContinuation { continuation in
+            let ready = head.withLock { state -> Result<HTTPURLResponse, any Error>? in
+                switch state {
+                case .waiting: state = .waiting(continuation); return nil
+                case .arrived(let head): return .success(head)
+                case .failed(let error): return .failure(error)
+                }
+            }
+            if let ready { continuation.resume(with: ready) }
+        }
+    }
+
+    private func settleHead(_ result: Result<HTTPURLResponse, any Error>) {
+        let waiting = head.withLock { state -> CheckedContinuation<HTTPURLResponse, any Error>? in
+            guard case .waiting(let continuation) = state else { return nil }
+            switch result {
+            case .success(let head): state = .arrived(head)
+            case .failure(let error): state = .failed(error)
+            }
+            return continuation
+        }
+        waiting?.resume(with: result)
+    }
+
+    func didReceive(_ response: URLResponse) {
+        guard let response = response as? HTTPURLResponse else {
+            settleHead(.failure(TransportError.other("not an HTTP response")))
+            task.cancel()
+            return
+        }
+        handsOverEachPart = response.value(forHTTPHeaderField: "Content-Type")?.lowercased().hasPrefix("text/event-stream") == true
+        settleHead(.success(response))
+    }
+
+    func didReceive(_ data: Data) {
+        block.append(.bytes([UInt8](data)))
+        guard handsOverEachPart || block.isFull(blockBytes: StreamingDelegate.blockBytes, maxSegments: BlockHandoff.maxSegments) else { return }
+        let full = block
+        block = BodyBlock()
+        #if canImport(Darwin)
+        // Held back while the reader's queue is full: the task is suspended until it has room,
+        // so the session stops reading the connection and memory stays bounded.
+        let task = task
+        let waiting = Locked(true)
+        let suspended = Locked(false)
+        handoff.offer(full) { result in
+            switch result {
+            case .success:
+                waiting.withLock { $0 = false }
+                if suspended.withLock({ $0 }) { task.resume() }
+            case .failure:
+                task.cancel()
+            }
+        }
+        suspended.withLock { suspended in
+            if waiting.withLock({ $0 }) {
+                suspended = true
+                task.suspend()
+            }
+        }
+        #else
+        let task = task
+        handoff.offer(full) { result in
+            if case .failure = result { task.cancel() }
+        }
+        #endif
+    }
+
+    func didComplete(_ error: (any Error)?) {
+        deadline.cancel()
+        let failure = error.map { timedOut.withLock { $0 } ? TransportError.timeout : URLSessionTransport.classify($0) }
+        if let failure { settleHead(.failure(failure)) }
+        let last = block
+        block = BodyBlock()
+        handoff.finish(after: last, throwing: failure)
+    }
+}
