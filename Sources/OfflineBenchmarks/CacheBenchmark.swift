@@ -70,14 +70,14 @@ func runCacheBenchmark() async throws {
     }
 
     let transport = RecordingTransport()
-    transport.allow("GET", "/orders") { _ in HTTPResponse(status: 200, headers: ["Cache-Control": "max-age=60", "ETag": "\"1\""], body: body) }
+    transport.allow(.get, "/orders") { _ in TransportResponse(status: 200, headerFields: [.cacheControl: "max-age=60", .eTag: "\"1\""], body: body) }
     let monitor = FakeConnectivityMonitor(.online)
     let cache = ResponseCache(database: database, transport: transport, connectivity: monitor)
     // The same database without the memory tier: every open reads the rows, as the first open
     // after a launch does.
     let diskOnly = ResponseCache(database: database, transport: transport, connectivity: monitor, memoryCapacity: 0)
     guard let url = URL(string: benchOrdersURL) else { return }
-    let request = HTTPRequest(url: url)
+    let request = TransportRequest(url: url)
     // Filled from the network once: the whole response, and the collection (decoded once, into rows).
     _ = try await cache.load(CacheQuery(request, policy: .networkOnly, user: "bench"))
     _ = try await cache.load(CollectionQuery(CacheQuery(request, policy: .networkOnly, user: "bench"), of: OrderRow.self))
@@ -212,7 +212,7 @@ func runCacheColdOpen(file: URL) async throws {
     let opened = clock.now
     guard let url = URL(string: benchOrdersURL) else { return }
     let cache = ResponseCache(database: database, transport: RecordingTransport(), connectivity: FakeConnectivityMonitor(.offlineHard))
-    let collection = try await cache.load(CollectionQuery(CacheQuery(HTTPRequest(url: url), policy: .cacheOnly, user: "bench"), of: OrderRow.self))
+    let collection = try await cache.load(CollectionQuery(CacheQuery(TransportRequest(url: url), policy: .cacheOnly, user: "bench"), of: OrderRow.self))
     _ = openScreen(collection.metadata)
     let read = clock.now
     print(Sampling.milliseconds(start.duration(to: opened)), Sampling.milliseconds(start.duration(to: read)), collection.records.count)

@@ -36,17 +36,17 @@ func runDemoBenchmark() async throws {
     let transport = RecordingTransport()
     let ordersPage = try demoOrdersPage(count: orderCount)
     let emptyPage = Data(#"{"changes":[],"cursor":"bench","hasMore":false}"#.utf8)
-    transport.allow("GET", "/api/sync/orders") { request in
+    transport.allow(.get, "/api/sync/orders") { request in
         let next = request.url.query?.contains("cursor=") == true
-        return HTTPResponse(status: 200, headers: ["Content-Type": "application/json"], body: next ? emptyPage : ordersPage)
+        return TransportResponse(status: 200, headerFields: [.contentType: "application/json"], body: next ? emptyPage : ordersPage)
     }
-    transport.allow("GET", "/shop/cart") { _ in
-        HTTPResponse(status: 200, headers: ["Content-Type": "application/json", "Cache-Control": "max-age=60", "ETag": "\"cart\""],
+    transport.allow(.get, "/shop/cart") { _ in
+        TransportResponse(status: 200, headerFields: [.contentType: "application/json", .cacheControl: "max-age=60", .eTag: "\"cart\""],
                      body: Data(#"{"items":[{"id":"p1","name":"Enamel mug","imageURL":"/img/mug.jpg","quantity":2,"unitPriceCents":1200}],"totalCents":2400,"currency":"EUR"}"#.utf8))
     }
     // The demo signs in as its account before its first request.
-    transport.allow("POST", "/api/auth/sign-in") { _ in
-        HTTPResponse(status: 200, headers: ["Content-Type": "application/json"],
+    transport.allow(.post, "/api/auth/sign-in") { _ in
+        TransportResponse(status: 200, headerFields: [.contentType: "application/json"],
                      body: Data(#"{"accessToken":"bench-access","refreshToken":"bench-refresh"}"#.utf8))
     }
     let sessionCount = 12
@@ -54,8 +54,8 @@ func runDemoBenchmark() async throws {
         AudioSession(id: "s\(index)", title: "Session \(index)", minutes: 5 + index, packId: "audio-s\(index)", summary: "Breathing, part \(index)")
     }
     let sessionsBody = try JSONEncoder().encode(["sessions": sessions])
-    transport.allow("GET", "/api/sessions") { _ in
-        HTTPResponse(status: 200, headers: ["Content-Type": "application/json"], body: sessionsBody)
+    transport.allow(.get, "/api/sessions") { _ in
+        TransportResponse(status: 200, headerFields: [.contentType: "application/json"], body: sessionsBody)
     }
     let city = CityChoice(name: "Paris", country: "France", packId: "city-paris")
     guard let unusedServer = URL(string: "http://127.0.0.1:9") else { return }

@@ -163,9 +163,9 @@ private final class CuttingTransport: HTTPTransport {
         self.cutAfter = cutAfter
     }
 
-    func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse { try await base.send(request, maxBodyBytes: maxBodyBytes) }
+    func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse { try await base.send(request, maxBodyBytes: maxBodyBytes) }
 
-    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+    func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
         let response = try await base.stream(request)
         let shouldCut = cut.withLock { done in defer { done = true }; return !done }
         let source = response.body
@@ -188,7 +188,7 @@ private final class CuttingTransport: HTTPTransport {
             }
             continuation.onTermination = { _ in task.cancel() }
         }
-        return HTTPStreamingResponse(status: response.status, headers: response.headers, body: body)
+        return StreamingTransportResponse(status: response.status, headerFields: response.headerFields, body: body)
     }
 }
 

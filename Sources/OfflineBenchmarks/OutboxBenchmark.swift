@@ -15,7 +15,7 @@ func runOutboxBenchmark() async throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("offline-bench-outbox-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
-    let operation = OutboxOperation(name: "benchWrite", method: "PUT", change: .update)
+    let operation = OutboxOperation(name: "benchWrite", method: .put, change: .update)
     let payload = Data(#"{"title":"Buy oat milk","notes":"the barista one, two cartons","done":false,"list":"groceries","position":12}"#.utf8)
     let samples = 5_000
 
@@ -65,7 +65,7 @@ func runOutboxBenchmark() async throws {
             let transport = BearerTokenTransport(http, tokens: SignInSession(
                 serverURL: url, name: "ana", password: AccountSeed.demoPassword, transport: http))
             // Signed in before the clock starts.
-            _ = try await transport.send(HTTPRequest(url: url.appendingPathComponent("api/records/raw")))
+            _ = try await transport.send(TransportRequest(url: url.appendingPathComponent("api/records/raw")))
             // Raw baseline: the same requests sent straight from a loop, 16 at a time, no queue.
             let rawCount = 2_000
             let rawStart = ContinuousClock.now
@@ -73,9 +73,9 @@ func runOutboxBenchmark() async throws {
                 for worker in 0..<16 {
                     senders.addTask {
                         for index in stride(from: worker, to: rawCount, by: 16) {
-                            _ = try await transport.send(HTTPRequest(
-                                method: "PUT", url: url.appendingPathComponent("api/records/raw/\(index)"),
-                                headers: ["Idempotency-Key": "\"raw-\(index)\"", "Content-Type": "application/json"], body: payload))
+                            _ = try await transport.send(TransportRequest(
+                                method: .put, url: url.appendingPathComponent("api/records/raw/\(index)"),
+                                headerFields: [.idempotencyKey: "\"raw-\(index)\"", .contentType: "application/json"], body: payload))
                         }
                     }
                 }
@@ -88,7 +88,7 @@ func runOutboxBenchmark() async throws {
                 for worker in 0..<16 {
                     senders.addTask {
                         for _ in stride(from: worker, to: rawCount, by: 16) {
-                            _ = try await transport.send(HTTPRequest(url: url.appendingPathComponent("health")))
+                            _ = try await transport.send(TransportRequest(url: url.appendingPathComponent("health")))
                         }
                     }
                 }

@@ -97,11 +97,11 @@ private struct Shop: Sendable {
     let transport: any HTTPTransport
 
     func rate(stars: Int) async throws {
-        let request = HTTPRequest(method: "POST", url: server.appendingPathComponent("shop/orders/A-1041/rating"),
-                                  headers: ["Content-Type": "application/json", "Idempotency-Key": "\"\(UUID().uuidString)\""],
+        let request = TransportRequest(method: .post, url: server.appendingPathComponent("shop/orders/A-1041/rating"),
+                                  headerFields: [.contentType: "application/json", .idempotencyKey: "\"\(UUID().uuidString)\""],
                                   body: Data(#"{"stars":\#(stars)}"#.utf8))
         let response = try await transport.send(request)
-        guard response.status == 200 else { throw SyncError.unavailable(status: response.status) }
+        guard response.status == 200 else { throw SyncError.unavailable(status: response.status.code) }
     }
 }
 

@@ -67,12 +67,12 @@ private func measurePropagation(writer: Int, reader: Int, rounds: Int) async thr
             for round in 0...rounds {
                 let id = "p\(round)"
                 let start = ContinuousClock.now
-                let response = try await writing.send(HTTPRequest(
-                    method: "PUT", url: writerURL.appendingPathComponent("api/records/notes/\(id)"),
-                    headers: ["Content-Type": "application/json", "Idempotency-Key": "\"\(UUID().uuidString)\""],
+                let response = try await writing.send(TransportRequest(
+                    method: .put, url: writerURL.appendingPathComponent("api/records/notes/\(id)"),
+                    headerFields: [.contentType: "application/json", .idempotencyKey: "\"\(UUID().uuidString)\""],
                     body: Data(#"{"text":"round \#(round)"}"#.utf8)))
                 let written = ContinuousClock.now
-                guard response.status == 200 else { throw SyncError.unavailable(status: response.status) }
+                guard response.status == 200 else { throw SyncError.unavailable(status: response.status.code) }
                 var arrived: ContinuousClock.Instant?
                 while arrived == nil, let next = await arrivals.next() {
                     if next.id == id { arrived = next.at }

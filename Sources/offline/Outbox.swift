@@ -53,7 +53,7 @@ extension Offline.Outbox {
             try await database.writer.write { db in
                 try db.execute(sql: "CREATE TABLE IF NOT EXISTS drive_item (number INTEGER PRIMARY KEY)")
             }
-            let operation = OutboxOperation(name: "driveWrite", method: "PUT", change: .update)
+            let operation = OutboxOperation(name: "driveWrite", method: .put, change: .update)
             let outbox = OfflineKit.Outbox(database: database, operations: [operation])
             let done = try await database.writer.read { db in try Set(Int.fetchAll(db, sql: "SELECT number FROM drive_item")) }
             for number in 0..<count where !done.contains(number) {
@@ -112,9 +112,9 @@ extension Offline.Outbox {
             struct Effects: Decodable { var effects: [String: Int] }
             let (records, effects) = try await HTTPClientTransport.withTransport { transport in
                 let records = try await account.signedIn(transport, at: baseURL)
-                    .send(HTTPRequest(url: baseURL.appendingPathComponent("api/records/\(collection)")))
+                    .send(TransportRequest(url: baseURL.appendingPathComponent("api/records/\(collection)")))
                 guard records.status == 200 else { throw ValidationError("The server refused to list the records (status \(records.status)).") }
-                let effects = try await transport.send(HTTPRequest(url: baseURL.appendingPathComponent("api/record-effects")))
+                let effects = try await transport.send(TransportRequest(url: baseURL.appendingPathComponent("api/record-effects")))
                 guard effects.status == 200 else {
                     throw ValidationError("The server does not count applied writes: start it with `offline serve --faults`.")
                 }

@@ -65,7 +65,7 @@ extension Offline.Pack {
                 let installed = store.installedPacks()
                 if installed.isEmpty { print("no packs installed") }
                 for pack in installed {
-                    var line = "\(pack.id)\tversion \(pack.version)\t\(ByteCountText.format(pack.bytesOnDisk))"
+                    var line = "\(pack.id)\tversion \(pack.version)\t\(ByteCountFormatter.string(fromByteCount: pack.bytesOnDisk, countStyle: .file))"
                     if store.isPinned(pack.id) { line += "\tpinned" }
                     if options.server != nil {
                         if case .updateAvailable(_, let latest) = try? await store.checkForUpdate(pack.id) { line += "\tupdate available: \(latest)" }
@@ -168,7 +168,7 @@ extension Offline.Pack {
                 from: URL(fileURLWithPath: from, isDirectory: true),
                 into: URL(fileURLWithPath: packs, isDirectory: true)
             )
-            print("published \(pack) version \(version): \(manifest.files.count) files, \(ByteCountText.format(manifest.totalBytes))")
+            print("published \(pack) version \(version): \(manifest.files.count) files, \(ByteCountFormatter.string(fromByteCount: manifest.totalBytes, countStyle: .file))")
         }
     }
 }
@@ -193,7 +193,7 @@ enum PackCommandRunner {
             let installed = try await store.download(pack)
             drawing.cancel()
             display.finish()
-            print("\(pack): installed version \(installed.version), \(ByteCountText.format(installed.bytesOnDisk))")
+            print("\(pack): installed version \(installed.version), \(ByteCountFormatter.string(fromByteCount: installed.bytesOnDisk, countStyle: .file))")
         } catch let error as PackDownloadError {
             drawing.cancel()
             display.finish()
@@ -227,9 +227,9 @@ final class ProgressDisplay: @unchecked Sendable {
         let now = clock.now
         let elapsed = start.duration(to: now).timeInterval
         let rate = elapsed > 0 ? Double(progress.completedBytes) / elapsed : 0
-        var text = "\(ByteCountText.format(progress.completedBytes))"
-        if let total = progress.totalBytes { text += " / \(ByteCountText.format(total))" }
-        text += "  \(ByteCountText.format(Int64(rate)))/s"
+        var text = "\(ByteCountFormatter.string(fromByteCount: progress.completedBytes, countStyle: .file))"
+        if let total = progress.totalBytes { text += " / \(ByteCountFormatter.string(fromByteCount: total, countStyle: .file))" }
+        text += "  \(ByteCountFormatter.string(fromByteCount: Int64(rate), countStyle: .file))/s"
         if let total = progress.totalBytes, rate > 0 {
             let left = Double(total - progress.completedBytes) / rate
             text += "  \(Self.duration(left)) left"
@@ -266,12 +266,3 @@ final class ProgressDisplay: @unchecked Sendable {
     }
 }
 
-enum ByteCountText {
-    static func format(_ bytes: Int64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(bytes)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 { value /= 1024; unit += 1 }
-        return unit == 0 ? "\(bytes) B" : String(format: "%.1f", value) + " " + units[unit]
-    }
-}

@@ -52,7 +52,7 @@ extension Offline {
             policy.idleProbeInterval = .seconds(interval)
             let probe = ConnectivityProbe(
                 url: URL(string: probeURL)!,
-                expectedStatus: expectStatus,
+                expectedStatus: .init(code: expectStatus),
                 expectedBody: expectBody.map { Data($0.utf8) },
                 timeout: .seconds(timeout)
             )
@@ -101,7 +101,7 @@ extension Offline {
         private func sample(_ url: URL, monitor: ConnectivityMonitor) async throws {
             try await HTTPClientTransport.withTransport(defaultTimeout: .seconds(sampleTimeout)) { client in
                 let transport = GatedTransport(client, connectivity: monitor)
-                let request = HTTPRequest(url: url, timeout: .seconds(sampleTimeout))
+                let request = TransportRequest(url: url, timeout: .seconds(sampleTimeout))
                 try await withThrowingDiscardingTaskGroup { group in
                     while !Task.isCancelled {
                         group.addTask { _ = try? await transport.send(request) }

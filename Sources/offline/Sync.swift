@@ -78,7 +78,7 @@ extension Offline.Sync {
             let database = try await options.open()
             let response = try await HTTPClientTransport.withTransport { transport in
                 try await account.signedIn(transport, at: options.baseURL)
-                    .send(HTTPRequest(url: options.baseURL.appendingPathComponent("api/records/\(options.collection)")), maxBodyBytes: 256 << 20)
+                    .send(TransportRequest(url: options.baseURL.appendingPathComponent("api/records/\(options.collection)")), maxBodyBytes: 256 << 20)
             }
             guard response.status == 200 else { throw ValidationError("The server refused to list the records (status \(response.status)).") }
             guard let listed = try JSONSerialization.jsonObject(with: response.body) as? [[String: Any]] else {

@@ -426,9 +426,9 @@ struct CityGuideScenarioTests {
             let guide = try await demo.makeCityGuide()
             try await demo.download("Porto", in: guide)
             _ = try await demo.environment.rawTransport.send(
-                HTTPRequest(method: "POST", url: demo.environment.url("_demo/packs/city-porto/publish")))
-            let fault = try await demo.environment.rawTransport.send(HTTPRequest(
-                method: "PUT", url: demo.environment.url("_faults/routes"), headers: ["Content-Type": "application/json"],
+                TransportRequest(method: .post, url: demo.environment.url("_demo/packs/city-porto/publish")))
+            let fault = try await demo.environment.rawTransport.send(TransportRequest(
+                method: .put, url: demo.environment.url("_faults/routes"), headerFields: [.contentType: "application/json"],
                 body: Data(#"{"path": "/packs/city-porto/2/", "fault": {"error": {"status": 503}}}"#.utf8)))
             #expect(fault.status == 200)
             await guide.checkForUpdate()

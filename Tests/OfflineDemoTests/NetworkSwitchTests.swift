@@ -9,7 +9,7 @@ struct NetworkSwitchTests {
     func relaysOnline() async throws {
         try await withSwitchedBackend { network, url in
             try await HTTPClientTransport.withTransport { transport in
-                let response = try await transport.send(HTTPRequest(url: url.appending(path: "health")))
+                let response = try await transport.send(TransportRequest(url: url.appending(path: "health")))
                 #expect(response.status == 204)
             }
             #expect(network.statistics.connectionsRelayed >= 1)
@@ -20,7 +20,7 @@ struct NetworkSwitchTests {
     @Test("refuses new connections while offline, and relays again once back online")
     func refusesOffline() async throws {
         try await withSwitchedBackend { network, url in
-            let health = HTTPRequest(url: url.appending(path: "health"), timeout: .seconds(2))
+            let health = TransportRequest(url: url.appending(path: "health"), timeout: .seconds(2))
             await network.change(to: .offline)
             try await HTTPClientTransport.withTransport { transport in
                 await #expect(throws: TransportError.connectionRefused) {
@@ -39,7 +39,7 @@ struct NetworkSwitchTests {
     func cutsOpenConnections() async throws {
         try await withSwitchedBackend { network, url in
             try await HTTPClientTransport.withTransport { transport in
-                let health = HTTPRequest(url: url.appending(path: "health"), timeout: .seconds(2))
+                let health = TransportRequest(url: url.appending(path: "health"), timeout: .seconds(2))
                 let answered = try await transport.send(health)
                 #expect(answered.status == 204)
 
@@ -62,7 +62,7 @@ struct NetworkSwitchTests {
         try await withSwitchedBackend { network, url in
             try await HTTPClientTransport.withTransport { transport in
                 network.set(.blackHole)
-                let health = HTTPRequest(url: url.appending(path: "health"), timeout: .milliseconds(400))
+                let health = TransportRequest(url: url.appending(path: "health"), timeout: .milliseconds(400))
                 await #expect(throws: TransportError.timeout) {
                     try await transport.send(health)
                 }
@@ -70,7 +70,7 @@ struct NetworkSwitchTests {
 
                 await network.change(to: .online)
                 // Only the request that must time out gets the short deadline.
-                let answered = try await transport.send(HTTPRequest(url: health.url, timeout: .seconds(10)))
+                let answered = try await transport.send(TransportRequest(url: health.url, timeout: .seconds(10)))
                 #expect(answered.status == 204)
             }
         }
@@ -83,7 +83,7 @@ struct NetworkSwitchTests {
                 network.set(.slow(.init(latency: .milliseconds(150), bytesPerSecond: 1 << 20)))
                 let clock = ContinuousClock()
                 let start = clock.now
-                let response = try await transport.send(HTTPRequest(url: url.appending(path: "health")))
+                let response = try await transport.send(TransportRequest(url: url.appending(path: "health")))
                 #expect(response.status == 204)
                 #expect(start.duration(to: clock.now) >= .milliseconds(300))
             }

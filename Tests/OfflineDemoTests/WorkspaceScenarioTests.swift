@@ -235,10 +235,10 @@ struct WorkspaceScenarioTests {
             ]
             for (index, (text, status, detail)) in cases.enumerated() {
                 let body = try JSONSerialization.data(withJSONObject: ["text": text, "chat": "general"])
-                let response = try await demo.asDemoAccount.send(HTTPRequest(
-                    method: "PUT", url: demo.environment.url("api/records/messages/rule-\(index)"),
-                    headers: ["Content-Type": "application/json", "Idempotency-Key": "\"rule-\(index)-\(UUID().uuidString)\""], body: body))
-                #expect(response.status == status, "\(text.prefix(20))")
+                let response = try await demo.asDemoAccount.send(TransportRequest(
+                    method: .put, url: demo.environment.url("api/records/messages/rule-\(index)"),
+                    headerFields: [.contentType: "application/json", .idempotencyKey: "\"rule-\(index)-\(UUID().uuidString)\""], body: body))
+                #expect(response.status.code == status, "\(text.prefix(20))")
                 if let detail {
                     let problem = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
                     #expect(problem?["detail"] as? String == detail)
@@ -318,7 +318,7 @@ extension DemoHarness {
 
     /// The server's copy of a record (read past the switch's counter), nil when it has none.
     func serverRecord(_ collection: String, _ id: String) async throws -> [String: Any]? {
-        let response = try await asDemoAccount.send(HTTPRequest(url: environment.url("api/records/\(collection)/\(id)")))
+        let response = try await asDemoAccount.send(TransportRequest(url: environment.url("api/records/\(collection)/\(id)")))
         guard response.status == 200 else { return nil }
         let record = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
         return record?["body"] as? [String: Any]
@@ -326,7 +326,7 @@ extension DemoHarness {
 
     /// How many times the server applied a write, per idempotency key.
     func serverEffects() async throws -> [String: Int] {
-        let response = try await requests.base.send(HTTPRequest(url: environment.url("api/record-effects")))
+        let response = try await requests.base.send(TransportRequest(url: environment.url("api/record-effects")))
         let object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
         return (object?["effects"] as? [String: Int]) ?? [:]
     }

@@ -24,17 +24,17 @@ public final class CountingTransport: HTTPTransport, Sendable {
     /// Every request's URL, oldest first.
     public var urls: [URL] { sent.current }
 
-    private func record(_ request: HTTPRequest) {
+    private func record(_ request: TransportRequest) {
         sent.withLock { $0.append(request.url) }
         counts.withLock { $0[request.requirement, default: 0] += 1 }
     }
 
-    public func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+    public func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
         record(request)
         return try await base.send(request, maxBodyBytes: maxBodyBytes)
     }
 
-    public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+    public func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
         record(request)
         return try await base.stream(request)
     }

@@ -209,8 +209,8 @@ public final class AudioModel: Scenario {
             environment.changed()
         }
         do {
-            let response = try await environment.transport.send(HTTPRequest(
-                url: environment.url("api/sessions"), headers: ["Accept": "application/json"], timeout: .seconds(5), requirement: .offlineCapable),
+            let response = try await environment.transport.send(TransportRequest(
+                url: environment.url("api/sessions"), headerFields: [.accept: "application/json"], timeout: .seconds(5), requirement: .offlineCapable),
                 maxBodyBytes: 1 << 20)
             guard response.status == 200 else { return }
             let sessions = try JSONDecoder.demo.decode(AudioSessionList.self, from: response.body).sessions
@@ -350,11 +350,11 @@ public final class AudioModel: Scenario {
             environment.changed()
         }
         do {
-            let response = try await environment.transport.send(HTTPRequest(
-                method: "POST", url: environment.url("api/sessions/\(session.id)/generate"),
-                headers: ["Content-Type": "application/json"], body: Data("{}".utf8), timeout: .seconds(10), requirement: .networkRequired),
+            let response = try await environment.transport.send(TransportRequest(
+                method: .post, url: environment.url("api/sessions/\(session.id)/generate"),
+                headerFields: [.contentType: "application/json"], body: Data("{}".utf8), timeout: .seconds(10), requirement: .networkRequired),
                 maxBodyBytes: 1 << 20)
-            guard (200..<300).contains(response.status) else {
+            guard response.status.kind == .successful else {
                 environment.toast("Couldn’t generate a variation. Try again.")
                 return
             }
@@ -414,7 +414,7 @@ public final class AudioModel: Scenario {
             }
         }
         do {
-            let response = try await environment.transport.send(HTTPRequest(
+            let response = try await environment.transport.send(TransportRequest(
                 url: environment.url("packs/\(session.packId)/latest.json"), timeout: .seconds(10), requirement: .networkRequired),
                 maxBodyBytes: 1 << 20)
             guard response.status == 200 else { throw TransportError.other("status \(response.status)") }
@@ -493,8 +493,8 @@ public final class AudioModel: Scenario {
     private func streamChunk(_ playback: Playback, count: Int64) async throws -> Data {
         guard let url = playback.url else { return Data() }
         let last = min(playback.length, playback.bytesRead + count) - 1
-        let response = try await environment.transport.send(HTTPRequest(
-            url: url, headers: ["Range": "bytes=\(playback.bytesRead)-\(last)"], timeout: .seconds(10), requirement: .networkRequired),
+        let response = try await environment.transport.send(TransportRequest(
+            url: url, headerFields: [.range: "bytes=\(playback.bytesRead)-\(last)"], timeout: .seconds(10), requirement: .networkRequired),
             maxBodyBytes: Int(count) + 1024)
         guard response.status == 206 else { throw TransportError.other("status \(response.status)") }
         return response.body

@@ -295,7 +295,7 @@ public final class CityGuideModel: Scenario {
         let result: Result<[CityChoice], any Error>
         do {
             let response = try await environment.transport.send(
-                HTTPRequest(url: url, headers: ["Accept": "application/json"], timeout: suggestionTimeout, requirement: .networkRequired),
+                TransportRequest(url: url, headerFields: [.accept: "application/json"], timeout: suggestionTimeout, requirement: .networkRequired),
                 maxBodyBytes: 256 << 10)
             guard response.status == 200 else { throw TransportError.other("suggestions unavailable") }
             result = .success(try JSONDecoder().decode(CitySuggestionList.self, from: response.body).cities)
@@ -408,7 +408,7 @@ public final class CityGuideModel: Scenario {
     /// the selected city's pack, then checks for it, so “Update available” can be seen.
     public func publishNewVersion() async {
         guard let city = snapshot.city else { return }
-        let request = HTTPRequest(method: "POST", url: environment.url("_demo/packs/\(city.packId)/publish"), requirement: .networkRequired)
+        let request = TransportRequest(method: .post, url: environment.url("_demo/packs/\(city.packId)/publish"), requirement: .networkRequired)
         do {
             let response = try await environment.transport.send(request, maxBodyBytes: 64 << 10)
             guard response.status == 201 else {

@@ -156,9 +156,9 @@ public final class PlannerModel: Scenario {
         let tasks = store.current.tasks
         do {
             let body = try JSONEncoder.demo.encode(SuggestionsRequest(tasks: tasks.filter { !$0.done }.map(\.title)))
-            let response = try await transport.send(HTTPRequest(
-                method: "POST", url: environment.url("api/planner/suggestions"),
-                headers: ["Content-Type": "application/json"], body: body, timeout: .seconds(5), requirement: .networkRequired))
+            let response = try await transport.send(TransportRequest(
+                method: .post, url: environment.url("api/planner/suggestions"),
+                headerFields: [.contentType: "application/json"], body: body, timeout: .seconds(5), requirement: .networkRequired))
             guard response.status == 200 else { throw TransportError.other("status \(response.status)") }
             let decoded = try JSONDecoder.demo.decode(SuggestionsResponse.self, from: response.body)
             send(.suggestions(.loaded(decoded.suggestions)))
@@ -182,10 +182,10 @@ public final class PlannerModel: Scenario {
         let (tasks, note) = (store.current.tasks, store.current.note)
         do {
             let body = try JSONEncoder.demo.encode(PlannerDocument(tasks: tasks, notes: note.map { [$0] } ?? []))
-            let response = try await transport.send(HTTPRequest(
-                method: "PUT", url: environment.url("api/planner"),
-                headers: ["Content-Type": "application/json"], body: body, timeout: .seconds(5), requirement: .networkRequired))
-            guard (200..<300).contains(response.status) else { throw TransportError.other("status \(response.status)") }
+            let response = try await transport.send(TransportRequest(
+                method: .put, url: environment.url("api/planner"),
+                headerFields: [.contentType: "application/json"], body: body, timeout: .seconds(5), requirement: .networkRequired))
+            guard response.status.kind == .successful else { throw TransportError.other("status \(response.status)") }
             send(.backup(.done(environment.now())))
         } catch is NetworkRequiredError {
             send(.backup(.unavailable))

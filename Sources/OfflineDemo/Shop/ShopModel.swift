@@ -2,6 +2,7 @@ public import Foundation
 import GRDB
 public import OfflineCore
 public import OfflineKit
+import HTTPTypes
 
 /// The shop scenario: cart and order history shown from the device at once, an offline banner,
 /// network actions disabled offline and answering with the toast message, empty states when
@@ -109,7 +110,7 @@ public final class ShopModel: Scenario {
     // Named by path, not URL: the network switch listens on a new port at each launch, and the
     // copies saved last time must still open offline.
     public var cartQuery: CacheQuery {
-        CacheQuery(HTTPRequest(url: environment.url("shop/cart"), requirement: .offlineCapable),
+        CacheQuery(TransportRequest(url: environment.url("shop/cart"), requirement: .offlineCapable),
                    policy: .staleWhileRevalidate(maxStaleness: .seconds(86_400)), user: customer, cacheKey: "shop/cart")
     }
 
@@ -222,7 +223,7 @@ public final class ShopModel: Scenario {
         }
         do {
             let response = try await perform(id, current)
-            if let response, (200..<300).contains(response.status) {
+            if let response, response.status.kind == .successful {
                 send(.actionFinished(Self.describe(id, response)))
             } else if response != nil {
                 environment.toast("That didn't work. Please try again.")
@@ -236,31 +237,31 @@ public final class ShopModel: Scenario {
         return result
     }
 
-    private func perform(_ id: String, _ current: State) async throws -> HTTPResponse? {
-        let json: HTTPHeaders = ["Content-Type": "application/json"]
+    private func perform(_ id: String, _ current: State) async throws -> TransportResponse? {
+        let json: HTTPFields = [.contentType: "application/json"]
         switch id {
         case "checkout":
             guard current.cart?.items.isEmpty == false else { environment.toast("Your cart is empty."); return nil }
             // The new order comes down with the history's next pull, which the live stream asks for.
             return try await cache.perform(refreshing: [cartQuery]) {
-                HTTPRequest(method: "POST", url: environment.url("shop/checkout"), headers: json, body: Data("{}".utf8))
+                TransportRequest(method: .post, url: environment.url("shop/checkout"), headerFields: json, body: Data("{}".utf8))
             }
         case "quantity":
             guard let items = current.cart?.items, items.indices.contains(current.selection) else { return nil }
             let item = items[current.selection]
             return try await cache.perform(refreshing: [cartQuery]) {
-                HTTPRequest(method: "PATCH", url: environment.url("shop/cart/items/\(item.id)"), headers: json,
+                TransportRequest(method: .patch, url: environment.url("shop/cart/items/\(item.id)"), headerFields: json,
                             body: Data(#"{"quantity":\#(item.quantity + 1)}"#.utf8))
             }
         case "track":
             guard let orders = current.orders, orders.indices.contains(current.selection) else { return nil }
             return try await cache.perform {
-                HTTPRequest(method: "GET", url: environment.url("shop/orders/\(orders[current.selection].id)/tracking"))
+                TransportRequest(method: .get, url: environment.url("shop/orders/\(orders[current.selection].id)/tracking"))
             }
         case "rate":
             guard let orders = current.orders, orders.indices.contains(current.selection) else { return nil }
             return try await cache.perform {
-                HTTPRequest(method: "POST", url: environment.url("shop/orders/\(orders[current.selection].id)/rating"), headers: json,
+                TransportRequest(method: .post, url: environment.url("shop/orders/\(orders[current.selection].id)/rating"), headerFields: json,
                             body: Data(#"{"stars":5}"#.utf8))
             }
         default:
@@ -268,7 +269,7 @@ public final class ShopModel: Scenario {
         }
     }
 
-    static func describe(_ id: String, _ response: HTTPResponse) -> String {
+    static func describe(_ id: String, _ response: TransportResponse) -> String {
         switch id {
         case "checkout": "Order placed."
         case "quantity": "Quantity updated."

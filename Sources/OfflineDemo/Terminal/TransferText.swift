@@ -1,9 +1,10 @@
+import Foundation
+
 /// How the demo's screens write sizes and draw progress, so every screen says them alike.
 enum TransferText {
-    /// A size in decimal units, as the platforms' file sizes are shown: "640 KB", "2.9 MB".
+    /// A size as the platforms show file sizes, by Foundation's formatter: "640 KB", "2.9 MB".
     static func bytes(_ count: Int64) -> String {
-        if count < 1_000_000 { return "\(count / 1000) KB" }
-        return String(format: "%.1f MB", Double(count) / 1_000_000)
+        ByteCountFormatter.string(fromByteCount: count, countStyle: .file)
     }
 
     /// A bar of `width` cells, filled to `fraction` (rounded down; none filled when unknown).

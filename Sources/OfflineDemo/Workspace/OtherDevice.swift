@@ -21,11 +21,11 @@ public struct OtherDevice: Sendable {
     func post(_ text: String, to chat: String, at date: Date) async throws -> String {
         let id = UUID().uuidString.lowercased()
         let payload = MessagePayload(chat: chat, author: WorkspaceStore.me, text: text, sentAt: date)
-        let response = try await transport.send(HTTPRequest(
-            method: "PUT", url: serverURL.appending(path: String(WorkspaceOperations.messagePath(id).dropFirst())),
-            headers: ["Content-Type": "application/json", "Idempotency-Key": "\"\(UUID().uuidString)\""],
+        let response = try await transport.send(TransportRequest(
+            method: .put, url: serverURL.appending(path: String(WorkspaceOperations.messagePath(id).dropFirst())),
+            headerFields: [.contentType: "application/json", .idempotencyKey: IdempotencyKey().fieldValue],
             body: try JSONEncoder.demo.encode(payload)))
-        guard response.status == 200 else { throw SyncError.unavailable(status: response.status) }
+        guard response.status == .ok else { throw SyncError.unavailable(status: response.status.code) }
         return id
     }
 }

@@ -125,7 +125,7 @@ public final class WorkspaceModel: Scenario {
         self.form = BlockingForm(id: "workspace.invite-members", database: environment.database, baseURL: environment.serverURL,
                                  transport: environment.transport, connectivity: environment.connectivity, now: environment.now)
         self.bankAccounts = BlockingRead(
-            request: HTTPRequest(url: environment.url("api/workspace/bank-accounts"), timeout: .seconds(5)),
+            request: TransportRequest(url: environment.url("api/workspace/bank-accounts"), timeout: .seconds(5)),
             transport: environment.transport, connectivity: environment.connectivity
         ) { response in
             try JSONDecoder().decode(BankAccountsResponse.self, from: response.body).accounts

@@ -45,7 +45,7 @@ enum WorkspaceOperations {
     /// Pattern B, add. A refused message stays, flagged by the outbox with its error, until the
     /// user dismisses it; dismissing removes it (the add never happened).
     static let sendMessage = OutboxOperation(
-        name: "workspace.sendMessage", method: "PUT", change: .add,
+        name: "workspace.sendMessage", method: .put, change: .add,
         onDismissed: { db, entry in
             guard let id = entry.record?.id else { return }
             try WorkspaceStore.deleteMessage(id: id, db)
@@ -54,7 +54,7 @@ enum WorkspaceOperations {
     /// Pattern B, delete. The message stays, struck through, until the server confirms; a delete
     /// of a message that was never sent cancels both writes (the caller then removes it at once).
     static let deleteMessage = OutboxOperation(
-        name: "workspace.deleteMessage", method: "DELETE", change: .delete, coalescing: .cancelAddAndDelete,
+        name: "workspace.deleteMessage", method: .delete, change: .delete, coalescing: .cancelAddAndDelete,
         onAcknowledged: { db, entry, _ in
             guard let id = entry.record?.id else { return }
             try WorkspaceStore.deleteMessage(id: id, db)
@@ -62,11 +62,11 @@ enum WorkspaceOperations {
 
     /// Pattern A. Toggling again before the write left merges into the queued one.
     static let pinChat = OutboxOperation(
-        name: "workspace.pinChat", method: "PUT", change: .update, coalescing: .mergeUpdates)
+        name: "workspace.pinChat", method: .put, change: .update, coalescing: .mergeUpdates)
 
     /// Pattern C: never queued, submitted with ``BlockingForm`` while online.
     static let inviteMember = OutboxOperation(
-        name: "workspace.inviteMember", method: "POST", change: .action, isOptimistic: false)
+        name: "workspace.inviteMember", method: .post, change: .action, isOptimistic: false)
 
     static var all: [OutboxOperation] { [sendMessage, deleteMessage, pinChat] }
 

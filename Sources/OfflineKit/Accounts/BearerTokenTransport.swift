@@ -18,23 +18,23 @@ public struct BearerTokenTransport: HTTPTransport {
         self.tokens = tokens
     }
 
-    public func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+    public func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
         let token = try await tokens.accessToken()
         let response = try await base.send(Self.authorized(request, token), maxBodyBytes: maxBodyBytes)
         guard response.status == 401 else { return response }
         return try await base.send(Self.authorized(request, try await tokens.refreshAccessToken(rejected: token)), maxBodyBytes: maxBodyBytes)
     }
 
-    public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+    public func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
         let token = try await tokens.accessToken()
         let response = try await base.stream(Self.authorized(request, token))
         guard response.status == 401 else { return response }
         return try await base.stream(Self.authorized(request, try await tokens.refreshAccessToken(rejected: token)))
     }
 
-    static func authorized(_ request: HTTPRequest, _ token: String) -> HTTPRequest {
+    static func authorized(_ request: TransportRequest, _ token: String) -> TransportRequest {
         var request = request
-        request.headers["Authorization"] = "Bearer " + token
+        request.headerFields[.authorization] = "Bearer " + token
         return request
     }
 }

@@ -80,17 +80,17 @@ public final class SignInSession: AccessTokenSource, Sendable {
 
     /// The tokens a sign-in route answered, or nil for `401`.
     private func post(_ path: String, _ body: [String: String]) async throws -> Tokens? {
-        let request = HTTPRequest(
-            method: "POST", url: serverURL.appendingPathComponent(path),
-            headers: ["Content-Type": "application/json", "Accept": "application/json"],
+        let request = TransportRequest(
+            method: .post, url: serverURL.appendingPathComponent(path),
+            headerFields: [.contentType: "application/json", .accept: "application/json"],
             body: try JSONEncoder().encode(body), requirement: .networkRequired)
         let response = try await transport.send(request, maxBodyBytes: 64 << 10)
         if response.status == 401 { return nil }
-        guard response.status == 200 else { throw SignInError.unavailable(status: response.status) }
+        guard response.status == 200 else { throw SignInError.unavailable(status: response.status.code) }
         do {
             return try JSONDecoder().decode(Tokens.self, from: response.body)
         } catch {
-            throw SignInError.unavailable(status: response.status)
+            throw SignInError.unavailable(status: response.status.code)
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import HTTPTypes
 
 /// A row of `offlinekit_cache_entry`.
 struct CacheEntry: Codable, Sendable, Hashable, FetchableRecord, PersistableRecord {
@@ -40,18 +41,21 @@ enum CredentialHeaders {
         "www-authenticate", "proxy-authenticate", "x-api-key", "x-auth-token",
     ]
 
-    static func strip(_ headers: HTTPHeaders) -> HTTPHeaders {
-        HTTPHeaders(headers.fields.filter { !names.contains($0.name.lowercased()) })
+    static func strip(_ fields: HTTPFields) -> HTTPFields {
+        HTTPFields(fields.filter { !names.contains($0.name.canonicalName) })
     }
 
-    static func encode(_ headers: HTTPHeaders) -> String {
-        let pairs = strip(headers).fields.map { [$0.name, $0.value] }
+    static func encode(_ fields: HTTPFields) -> String {
+        let pairs = strip(fields).map { [$0.name.rawName, $0.value] }
         guard let data = try? JSONEncoder().encode(pairs) else { return "[]" }
         return String(decoding: data, as: UTF8.self)
     }
 
-    static func decode(_ text: String) -> HTTPHeaders {
+    static func decode(_ text: String) -> HTTPFields {
         guard let pairs = try? JSONDecoder().decode([[String]].self, from: Data(text.utf8)) else { return [:] }
-        return HTTPHeaders(pairs.compactMap { $0.count == 2 ? (name: $0[0], value: $0[1]) : nil })
+        return HTTPFields(pairs.compactMap { pair in
+            guard pair.count == 2, let name = HTTPField.Name(pair[0]) else { return nil }
+            return HTTPField(name: name, value: pair[1])
+        })
     }
 }

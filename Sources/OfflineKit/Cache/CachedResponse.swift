@@ -1,4 +1,5 @@
 public import Foundation
+public import HTTPTypes
 public import OfflineCore
 
 /// A read from the response cache: the body and where and when it came from.
@@ -9,18 +10,18 @@ public import OfflineCore
 /// label.text = cart.metadata.source == .cache ? OfflineMessage.usingSavedCopy.text : …
 /// ```
 public struct CachedResponse: Sendable, Hashable {
-    public var status: Int
-    /// The response's headers, without any credential (`Set-Cookie`, `Authorization`, …).
-    public var headers: HTTPHeaders
+    public var status: HTTPResponse.Status
+    /// The response's header fields, without any credential (`Set-Cookie`, `Authorization`, …).
+    public var headerFields: HTTPFields
     public var body: Data
     /// Source, fetch time, validator and staleness.
     public var metadata: CacheMetadata
     /// A digest of the body: equal digests mean equal content.
     public var bodyHash: String
 
-    public init(status: Int, headers: HTTPHeaders, body: Data, metadata: CacheMetadata, bodyHash: String) {
+    public init(status: HTTPResponse.Status, headerFields: HTTPFields, body: Data, metadata: CacheMetadata, bodyHash: String) {
         self.status = status
-        self.headers = headers
+        self.headerFields = headerFields
         self.body = body
         self.metadata = metadata
         self.bodyHash = bodyHash
@@ -76,12 +77,12 @@ public enum CacheError: Error, Sendable, Hashable {
 /// One cached read: the request, its policy, and whose data it is.
 ///
 /// ```swift
-/// let query = CacheQuery(HTTPRequest(url: cartURL), policy: .staleWhileRevalidate(maxStaleness: .seconds(3600)),
+/// let query = CacheQuery(TransportRequest(url: cartURL), policy: .staleWhileRevalidate(maxStaleness: .seconds(3600)),
 ///                        user: "alice")
 /// ```
 public struct CacheQuery: Sendable, Hashable {
     /// A `GET` request. Its `Authorization` and `Cookie` headers are sent, never stored.
-    public var request: HTTPRequest
+    public var request: TransportRequest
     public var policy: CachePolicy
     /// The signed-in user whose data this is; nil for data shared by every user.
     /// ``ResponseCache/clear(user:)`` removes a user's records on sign-out.
@@ -94,7 +95,7 @@ public struct CacheQuery: Sendable, Hashable {
     public var cacheKey: String?
 
     public init(
-        _ request: HTTPRequest, policy: CachePolicy = .cacheFirst, user: String? = nil, isPrivate: Bool = false,
+        _ request: TransportRequest, policy: CachePolicy = .cacheFirst, user: String? = nil, isPrivate: Bool = false,
         cacheKey: String? = nil
     ) {
         self.request = request
@@ -112,9 +113,9 @@ public struct CacheQuery: Sendable, Hashable {
     /// `Accept-Language` the request sends, and the record table of a collection.
     /// Credentials are never part of it.
     var key: String {
-        var key = "\(user ?? "")\n\(request.method.uppercased()) \(cacheKey ?? request.url.absoluteString)"
+        var key = "\(user ?? "")\n\(request.method.rawValue) \(cacheKey ?? request.url.absoluteString)"
         for name in Vary.keyedHeaders {
-            if let value = request.headers[name] { key += "\n\(name): \(value.trimmingCharacters(in: .whitespaces))" }
+            if let value = request.headerFields[name] { key += "\n\(name.rawName): \(value.trimmingCharacters(in: .whitespaces))" }
         }
         return recordTable.map { key + "\n" + $0 } ?? key
     }

@@ -30,7 +30,7 @@ extension ResponseCache {
         do {
             try Self.requireCacheable(query)
         } catch {
-            continuation.yield(.unavailable(.notCacheable(method: query.request.method.uppercased())))
+            continuation.yield(.unavailable(.notCacheable(method: query.request.method.rawValue)))
             continuation.finish()
             return stream
         }

@@ -12,7 +12,7 @@ extension ResponseCache {
     ///
     /// ```swift
     /// try await cache.perform(refreshing: [cartQuery, ordersCollection]) {
-    ///     HTTPRequest(method: "POST", url: checkoutURL, headers: auth, body: order)
+    ///     TransportRequest(method: .post, url: checkoutURL, headerFields: auth, body: order)
     /// }
     /// ```
     ///
@@ -22,13 +22,13 @@ extension ResponseCache {
     public func perform(
         _ requirement: ConnectivityRequirement = .networkRequired,
         refreshing queries: [any CacheRefreshable] = [],
-        build: () throws -> HTTPRequest
-    ) async throws -> HTTPResponse {
+        build: () throws -> TransportRequest
+    ) async throws -> TransportResponse {
         try ConnectivityGate.check(requirement, status: connectivity.status.kind, message: .noInternetConnection)
         var request = try build()
         request.requirement = requirement
         let response = try await transport.send(request, maxBodyBytes: maxBodyBytes)
-        if (200..<300).contains(response.status) {
+        if response.status.kind == .successful {
             for query in queries { try? await query.refresh(in: self) }
         }
         return response

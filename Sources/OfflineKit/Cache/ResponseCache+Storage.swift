@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HTTPTypes
 import GRDB
 import OfflineCore
 
@@ -26,9 +27,9 @@ extension ResponseCache {
         let deadline = timeout ?? request.timeout ?? defaultTimeout
         request.timeout = deadline
         if let etag = entry?.etag {
-            request.headers["If-None-Match"] = etag
+            request.headerFields[.ifNoneMatch] = etag
         } else if let lastModified = entry?.lastModified {
-            request.headers["If-Modified-Since"] = lastModified
+            request.headerFields[.ifModifiedSince] = lastModified
         }
 
         let failure: CacheError
@@ -37,15 +38,15 @@ extension ResponseCache {
             let maxBodyBytes = maxBodyBytes
             let sent = request
             let response = try await withDeadline(deadline) { try await transport.send(sent, maxBodyBytes: maxBodyBytes) }
-            switch (response.status, entry) {
+            switch (response.status.code, entry) {
             case (304, let entry?):
                 return try await revalidated(query, entry: entry, response: response)
             case (200..<300, _):
                 return try await store(query, response: response, records: records)
             case (500..., _):
-                failure = .unavailable(.serverError(status: response.status))
+                failure = .unavailable(.serverError(status: response.status.code))
             default:
-                throw CacheError.rejected(status: response.status)
+                throw CacheError.rejected(status: response.status.code)
             }
         } catch is NetworkRequiredError {
             failure = .offline
@@ -66,29 +67,29 @@ extension ResponseCache {
     }
 
     /// A `304`: the stored body is confirmed; only the timestamp and lifetimes move.
-    private func revalidated(_ query: CacheQuery, entry: CacheEntry, response: HTTPResponse) async throws -> CachedResponse {
+    private func revalidated(_ query: CacheQuery, entry: CacheEntry, response: TransportResponse) async throws -> CachedResponse {
         var entry = entry
-        let control = CacheControl(parsing: response.headers["Cache-Control"])
-        entry.fetchedAt = fetchTime(response.headers).timeIntervalSince1970
-        if response.headers["Cache-Control"] != nil {
+        let control = CacheControl(parsing: response.headerFields[.cacheControl])
+        entry.fetchedAt = fetchTime(response.headerFields).timeIntervalSince1970
+        if response.headerFields[.cacheControl] != nil {
             entry.maxAge = control.maxAge
             entry.staleWhileRevalidate = control.staleWhileRevalidate
             entry.staleIfError = control.staleIfError
         }
-        if let etag = response.headers["ETag"] { entry.etag = etag }
+        if let etag = response.headerFields[.eTag] { entry.etag = etag }
         let updated = entry
         try await database.writer.write { db in try updated.update(db) }
         networkHashes.withLock { $0[query.key] = updated.bodyHash }
         return try self.response(from: updated, source: .network)
     }
 
-    private func store(_ query: CacheQuery, response: HTTPResponse, records: RecordWriter?) async throws -> CachedResponse {
-        let control = CacheControl(parsing: response.headers["Cache-Control"])
-        let vary = Vary(parsing: response.headers)
+    private func store(_ query: CacheQuery, response: TransportResponse, records: RecordWriter?) async throws -> CachedResponse {
+        let control = CacheControl(parsing: response.headerFields[.cacheControl])
+        let vary = Vary(parsing: response.headerFields)
         // Decoded before the write: a malformed body fails here and the stored copy stays.
         let rows = try records.map { try $0.prepare(response.body) }
-        let headers = CredentialHeaders.strip(response.headers)
-        let fetchedAt = fetchTime(response.headers)
+        let headers = CredentialHeaders.strip(response.headerFields)
+        let fetchedAt = fetchTime(response.headerFields)
         var stored = response.body
         var hash = Self.digest(response.body)
         if query.isPrivate {
@@ -97,9 +98,9 @@ extension ResponseCache {
             hash = cipher.authenticator(response.body)
         }
         let entry = CacheEntry(
-            key: query.key, scope: query.scope, url: query.request.url.absoluteString, status: response.status,
+            key: query.key, scope: query.scope, url: query.request.url.absoluteString, status: response.status.code,
             headers: CredentialHeaders.encode(headers), body: stored, bodyHash: hash,
-            etag: response.headers["ETag"], lastModified: response.headers["Last-Modified"],
+            etag: response.headerFields[.eTag], lastModified: response.headerFields[.lastModified],
             fetchedAt: fetchedAt.timeIntervalSince1970, maxAge: control.maxAge,
             staleWhileRevalidate: control.staleWhileRevalidate, staleIfError: control.staleIfError,
             isEncrypted: query.isPrivate, varySelection: vary.selection(of: query.request))
@@ -134,14 +135,14 @@ extension ResponseCache {
             }
         }
         return CachedResponse(
-            status: response.status, headers: headers, body: response.body,
+            status: response.status, headerFields: headers, body: response.body,
             metadata: CacheMetadata(source: .network, fetchedAt: fetchedAt, validator: entry.validator, isStale: false),
             bodyHash: hash)
     }
 
     /// Now, moved back by the response's `Age` (how long it sat in caches on the way).
-    private func fetchTime(_ headers: HTTPHeaders) -> Date {
-        let age = headers["Age"].flatMap(Double.init).map { max(0, $0) } ?? 0
+    private func fetchTime(_ headerFields: HTTPFields) -> Date {
+        let age = headerFields[.age].flatMap(Double.init).map { max(0, $0) } ?? 0
         return now().addingTimeInterval(-age)
     }
 
@@ -153,7 +154,7 @@ extension ResponseCache {
         }
         let fresh = entry.freshness.isFresh(at: now())
         return CachedResponse(
-            status: entry.status, headers: CredentialHeaders.decode(entry.headers), body: body,
+            status: .init(code: entry.status), headerFields: CredentialHeaders.decode(entry.headers), body: body,
             metadata: CacheMetadata(
                 source: source, fetchedAt: Date(timeIntervalSince1970: entry.fetchedAt),
                 validator: entry.validator, isStale: !fresh),
@@ -161,8 +162,8 @@ extension ResponseCache {
     }
 
     static func requireCacheable(_ query: CacheQuery) throws {
-        let method = query.request.method.uppercased()
-        guard method == "GET" else { throw CacheError.notCacheable(method: method) }
+        let method = query.request.method
+        guard method == .get else { throw CacheError.notCacheable(method: method.rawValue) }
     }
 
     static func digest(_ data: Data) -> String {

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import HTTPTypes
 
 /// What a response's `Vary` header asks of the cache: which request headers select among
 /// copies of the same URL.
@@ -11,10 +12,10 @@ import GRDB
 /// Credentials are never compared nor stored (the user scope already separates users).
 struct Vary: Sendable, Hashable {
     /// Request headers whose values are always part of the key.
-    static let keyedHeaders = ["Accept", "Accept-Language"]
+    static let keyedHeaders: [HTTPField.Name] = [.accept, .acceptLanguage]
     /// Named by `Vary` but never compared here: keyed already, credentials, or transport-level.
     private static let notCompared: Set<String> = CredentialHeaders.names
-        .union(keyedHeaders.map { $0.lowercased() })
+        .union(keyedHeaders.map(\.canonicalName))
         .union(["accept-encoding"])
 
     /// `Vary: *`: the response may differ for any request.
@@ -22,10 +23,10 @@ struct Vary: Sendable, Hashable {
     /// Lowercased, sorted request header names the stored copy was selected by.
     var names: [String] = []
 
-    init(parsing headers: HTTPHeaders) {
+    init(parsing fields: HTTPFields) {
         var names = Set<String>()
-        for field in headers where field.name.caseInsensitiveCompare("Vary") == .orderedSame {
-            for name in field.value.split(separator: ",") {
+        for value in fields[values: .vary] {
+            for name in value.split(separator: ",") {
                 let name = name.trimmingCharacters(in: .whitespaces).lowercased()
                 if name == "*" { matchesNothing = true }
                 if !name.isEmpty, name != "*", !Self.notCompared.contains(name) { names.insert(name) }
@@ -36,21 +37,21 @@ struct Vary: Sendable, Hashable {
 
     /// The request's values of the varied headers, as stored beside the entry; nil when the
     /// response varies on nothing that needs comparing.
-    func selection(of request: HTTPRequest) -> String? {
+    func selection(of request: TransportRequest) -> String? {
         guard !names.isEmpty else { return nil }
         return Self.selection(names, request)
     }
 
     /// Whether a copy stored with `selection` answers `request`.
-    static func matches(_ selection: String?, _ request: HTTPRequest) -> Bool {
+    static func matches(_ selection: String?, _ request: TransportRequest) -> Bool {
         guard let selection else { return true }
         let names = selection.split(separator: "\n").compactMap { $0.split(separator: ":", maxSplits: 1).first.map(String.init) }
         return Self.selection(names, request) == selection
     }
 
-    private static func selection(_ names: [String], _ request: HTTPRequest) -> String {
+    private static func selection(_ names: [String], _ request: TransportRequest) -> String {
         names.map { name in
-            let value = request.headers[name].map { $0.split(separator: "\n").joined(separator: " ") } ?? ""
+            let value = HTTPField.Name(name).flatMap { request.headerFields[$0] }.map { $0.split(separator: "\n").joined(separator: " ") } ?? ""
             return name + ":" + value.trimmingCharacters(in: .whitespaces)
         }.joined(separator: "\n")
     }

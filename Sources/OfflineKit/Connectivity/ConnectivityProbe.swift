@@ -1,4 +1,5 @@
 public import Foundation
+public import HTTPTypes
 public import OfflineCore
 
 /// An active check that the app's own server answers as expected.
@@ -8,11 +9,11 @@ public import OfflineCore
 /// 2xx or 3xx answer means something in between (a captive portal) answered instead.
 public struct ConnectivityProbe: Sendable, Hashable {
     public var url: URL
-    public var expectedStatus: Int
+    public var expectedStatus: HTTPResponse.Status
     public var expectedBody: Data?
     public var timeout: Duration
 
-    public init(url: URL, expectedStatus: Int = 204, expectedBody: Data? = nil, timeout: Duration = .seconds(3)) {
+    public init(url: URL, expectedStatus: HTTPResponse.Status = .noContent, expectedBody: Data? = nil, timeout: Duration = .seconds(3)) {
         self.url = url
         self.expectedStatus = expectedStatus
         self.expectedBody = expectedBody
@@ -23,11 +24,11 @@ public struct ConnectivityProbe: Sendable, Hashable {
     ///
     /// - Parameter elapsed: measures the round trip; the monitor passes its clock.
     public func run(over transport: any HTTPTransport, elapsed: () -> Duration) async -> ProbeOutcome {
-        var request = HTTPRequest(url: url, timeout: timeout, requirement: .offlineCapable)
-        request.headers["Cache-Control"] = "no-cache"
+        var request = TransportRequest(url: url, timeout: timeout, requirement: .offlineCapable)
+        request.headerFields[.cacheControl] = "no-cache"
         // A fresh connection each time: a pooled one that lived through an outage carries a
         // backed-off retransmission timer and would report the outage long after it ended.
-        request.headers["Connection"] = "close"
+        request.headerFields[.connection] = "close"
         let start = elapsed()
         do {
             let response = try await transport.send(request, maxBodyBytes: 64 * 1024)
@@ -44,14 +45,14 @@ public struct ConnectivityProbe: Sendable, Hashable {
         }
     }
 
-    func classify(_ response: HTTPResponse, latency: Duration) -> ProbeOutcome {
+    func classify(_ response: TransportResponse, latency: Duration) -> ProbeOutcome {
         if response.status == expectedStatus, expectedBody.map({ $0 == response.body }) ?? true {
             return .success(latency: latency)
         }
-        switch response.status {
+        switch response.status.code {
         case 200..<400: return .captivePortal
-        case 500...: return .serverError(status: response.status)
-        default: return .unexpected(status: response.status)
+        case 500...: return .serverError(status: response.status.code)
+        default: return .unexpected(status: response.status.code)
         }
     }
 }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HTTPTypes
 public import OfflineCore
 
 /// Why one file of a pack did not arrive whole.
@@ -98,9 +99,9 @@ struct FileDownload {
         while true {
             try Task.checkCancellation()
             let plan = FileResume.request(for: journal)
-            var request = HTTPRequest(url: journal.url, timeout: timeout, requirement: .networkRequired)
-            for field in plan.headers { request.headers[field.name] = field.value }
-            let response: HTTPStreamingResponse
+            var request = TransportRequest(url: journal.url, timeout: timeout, requirement: .networkRequired)
+            for field in plan.headers { if let name = HTTPField.Name(field.name) { request.headerFields[name] = field.value } }
+            let response: StreamingTransportResponse
             do {
                 response = try await transport.stream(request)
             } catch let error as TransportError {
@@ -110,11 +111,11 @@ struct FileDownload {
             let decision = FileResume.decide(
                 journal: journal,
                 requestedOffset: plan.offset,
-                status: response.status,
-                contentRange: response.headers["Content-Range"],
-                entityTag: response.headers["ETag"],
-                contentLength: response.headers["Content-Length"].flatMap { Int64($0) },
-                contentEncoding: response.headers["Content-Encoding"]
+                status: response.status.code,
+                contentRange: response.headerFields[.contentRange],
+                entityTag: response.headerFields[.eTag],
+                contentLength: response.headerFields[.contentLength].flatMap { Int64($0) },
+                contentEncoding: response.headerFields[.contentEncoding]
             )
             switch decision {
             case .append(let from, let validator):
@@ -126,7 +127,7 @@ struct FileDownload {
             case .requestWholeFile:
                 // Asked once without a range; a server that still cannot answer it is broken.
                 guard !askedForWholeFile || plan.offset > 0 else {
-                    throw PackDownloadError(.invalidContent, path: file.path, detail: "server answered a whole-file request with status \(response.status)")
+                    throw PackDownloadError(.invalidContent, path: file.path, detail: "server answered a whole-file request with status \(response.status.code)")
                 }
                 askedForWholeFile = true
                 journal = restart(journal, staged: staged, hasher: &hasher)
@@ -158,7 +159,7 @@ struct FileDownload {
     /// reading ahead while the previous block is hashed and, at the same time, written with one
     /// vectored write.
     private func receive(
-        _ body: HTTPBody,
+        _ body: StreamedBody,
         into staged: StagedFile,
         journal: inout FileJournal,
         hasher: inout SHA256
@@ -250,8 +251,8 @@ struct FileDownload {
     }
 
     /// Removes the partial file and its journal: its bytes can never be trusted again.
-    private func discard(staged: StagedFile) {
-        _ = try? staged.truncate(toPlain: 0)
+    private func discard(staged: StagedFile?) {
+        _ = try? staged?.truncate(toPlain: 0)
         try? FileManager.default.removeItem(at: journalURL)
         journalWriter.reset()
         try? FileManager.default.removeItem(at: partialURL)
@@ -295,5 +296,58 @@ struct FileDownload {
             return PackDownloadError(.insufficientStorage, path: path, detail: error.description)
         }
         return PackDownloadError(.insufficientStorage, path: path, detail: "\(error)")
+    }
+}
+
+extension FileDownload {
+    /// Takes a complete copy of this file that arrived another way (a system background
+    /// transfer), verifies it against the manifest, and stages it as a finished download would
+    /// have: encrypted when the store encrypts, with a journal that says it is complete.
+    ///
+    /// - Throws: ``PackDownloadError`` (`verificationFailed` when the copy is not the file the
+    ///   manifest names: nothing is staged then).
+    func adopt(_ location: URL) throws {
+        let (size, digest) = try Self.measure(location, path: file.path)
+        guard size == file.size, digest == file.sha256 else {
+            throw PackDownloadError(.verificationFailed, path: file.path,
+                                    detail: "the copy has \(size) bytes and SHA-256 \(digest); the manifest says \(file.size) and \(file.sha256)")
+        }
+        discard(staged: nil)
+        do {
+            if key == nil {
+                try FileManager.default.moveItem(at: location, to: partialURL)
+            } else {
+                let staged = try StagedFile(url: partialURL, expectedSize: file.size, key: key)
+                let input = try FileHandle(forReadingFrom: location)
+                defer { try? input.close() }
+                while let data = try input.read(upToCount: Int(Self.blockBytes)), !data.isEmpty {
+                    var block = BodyBlock()
+                    block.append(.bytes([UInt8](data)))
+                    try staged.append(block)
+                }
+            }
+            try FileManager.default.createDirectory(at: journalURL.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try saveJournal(FileJournal(path: file.path, url: url, verifiedOffset: file.size, expectedSize: file.size, sha256: file.sha256))
+        } catch {
+            discard(staged: nil)
+            throw Self.storageError(error, path: file.path)
+        }
+    }
+
+    /// The size and SHA-256 of a file on disk, read in blocks.
+    private static func measure(_ location: URL, path: String) throws -> (Int64, String) {
+        do {
+            let input = try FileHandle(forReadingFrom: location)
+            defer { try? input.close() }
+            var hasher = SHA256()
+            var size: Int64 = 0
+            while let data = try input.read(upToCount: Int(blockBytes)), !data.isEmpty {
+                hasher.update(data: data)
+                size += Int64(data.count)
+            }
+            return (size, hexDigest(hasher.finalize()))
+        } catch {
+            throw PackDownloadError(.interrupted, path: path, detail: "the downloaded copy could not be read: \(error)")
+        }
     }
 }

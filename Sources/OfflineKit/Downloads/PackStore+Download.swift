@@ -47,9 +47,9 @@ extension PackStore {
         let layout = PackLayout(root: directory, id: packID)
         let cached = layout.latest()
         let url = try await source.manifestURL(packID)
-        var request = HTTPRequest(url: url, headers: ["Accept": "application/json"], timeout: .seconds(30), requirement: .networkRequired)
-        if let tag = cached?.entityTag { request.headers["If-None-Match"] = tag }
-        let response: HTTPResponse
+        var request = TransportRequest(url: url, headerFields: [.accept: "application/json"], timeout: .seconds(30), requirement: .networkRequired)
+        if let tag = cached?.entityTag { request.headerFields[.ifNoneMatch] = tag }
+        let response: TransportResponse
         do {
             response = try await transport.send(request, maxBodyBytes: 16 << 20)
         } catch let error as TransportError {
@@ -58,7 +58,7 @@ extension PackStore {
         }
         if response.status == 304, let cached { return cached.manifest }
         guard response.status == 200 else {
-            throw PackDownloadError(response.status >= 500 ? .interrupted : .invalidContent, detail: "manifest of \(packID): status \(response.status)")
+            throw PackDownloadError(response.status.kind == .serverError ? .interrupted : .invalidContent, detail: "manifest of \(packID): status \(response.status.code)")
         }
         let manifest: PackManifest
         do {
@@ -70,7 +70,7 @@ extension PackStore {
             throw PackDownloadError(.invalidContent, detail: PackStoreError.manifestMismatch(expected: packID, actual: manifest.id).description)
         }
         try? FileManager.default.createDirectory(at: layout.packFolder, withIntermediateDirectories: true)
-        try? layout.saveLatest(LatestRecord(manifest: manifest, entityTag: response.headers["ETag"]))
+        try? layout.saveLatest(LatestRecord(manifest: manifest, entityTag: response.headerFields[.eTag]))
         return manifest
     }
 
@@ -204,7 +204,7 @@ extension PackStore {
 
     /// Creates the staging folders for `manifest`, dropping stale staging of other versions
     /// and staging written with another encryption setting.
-    private func prepareStaging(_ layout: PackLayout, manifest: PackManifest, encrypted: Bool) throws {
+    func prepareStaging(_ layout: PackLayout, manifest: PackManifest, encrypted: Bool) throws {
         let fileManager = FileManager.default
         for version in (try? fileManager.contentsOfDirectory(atPath: layout.stagingRoot.path)) ?? [] where version != manifest.version {
             try? fileManager.removeItem(at: layout.stagingFolder(version))
@@ -226,7 +226,7 @@ extension PackStore {
 
     /// Applies the storage budget (evicting least recently opened unpinned packs) and checks
     /// the disk has room for what is still to come.
-    private func makeRoom(for plan: PackUpdatePlan, packID: String, layout: PackLayout, manifest: PackManifest) throws {
+    func makeRoom(for plan: PackUpdatePlan, packID: String, layout: PackLayout, manifest: PackManifest) throws {
         let encrypted = configuration.encryptionKey != nil
         var remaining: Int64 = 0
         for file in plan.download {
@@ -266,7 +266,6 @@ extension PackStore {
         layout: PackLayout,
         record: InstalledRecord?
     ) async throws -> InstalledPack {
-        let key = configuration.encryptionKey?.key
         let installed = record.map { InstalledPack(id: packID, version: $0.manifest.version, bytesOnDisk: $0.bytesOnDisk) }
         let progress = Locked((counter: PackProgress(totalBytes: plan.downloadBytes), published: Int64(-1)))
         let step = max(64 << 10, plan.downloadBytes / 200)
@@ -314,25 +313,8 @@ extension PackStore {
             }
         }
 
-        let downloads = try await plan.download.asyncMap { file -> FileDownload in
-            let target = layout.stagedFile(manifest.version, file.path)
-            do {
-                try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
-            } catch {
-                throw FileDownload.storageError(error, path: file.path)
-            }
-            return FileDownload(
-                file: file,
-                url: try await source.fileURL(manifest, file),
-                partialURL: target,
-                journalURL: layout.journalFile(manifest.version, file.path),
-                transport: transport,
-                checkpointInterval: configuration.checkpointInterval,
-                key: key,
-                timeout: configuration.requestTimeout,
-                onProgress: { bytes in publish(file.path, bytes) },
-                writesDirectly: configuration.directWriteThreshold.map { file.size >= $0 } ?? false
-            )
+        let downloads = try await plan.download.asyncMap { file in
+            try await fileDownload(file, manifest: manifest, layout: layout) { bytes in publish(file.path, bytes) }
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
             var pending = downloads[...]
@@ -356,6 +338,33 @@ extension PackStore {
         }
         try Task.checkCancellation()
         return try install(packID, manifest: manifest, layout: layout, previous: record)
+    }
+
+    /// The byte-range engine for one file of `manifest`, staged under `layout`.
+    func fileDownload(
+        _ file: PackManifest.File,
+        manifest: PackManifest,
+        layout: PackLayout,
+        onProgress: @escaping @Sendable (Int64) -> Void = { _ in }
+    ) async throws -> FileDownload {
+        let target = layout.stagedFile(manifest.version, file.path)
+        do {
+            try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+        } catch {
+            throw FileDownload.storageError(error, path: file.path)
+        }
+        return FileDownload(
+            file: file,
+            url: try await source.fileURL(manifest, file),
+            partialURL: target,
+            journalURL: layout.journalFile(manifest.version, file.path),
+            transport: transport,
+            checkpointInterval: configuration.checkpointInterval,
+            key: configuration.encryptionKey?.key,
+            timeout: configuration.requestTimeout,
+            onProgress: onProgress,
+            writesDirectly: configuration.directWriteThreshold.map { file.size >= $0 } ?? false
+        )
     }
 
     /// Makes the staged version current: one rename of the files folder, then one rename of

@@ -149,7 +149,7 @@ extension Outbox {
                         // is kept, visibly, for the app to resolve.
                         entry.progress.state = .deadLetter
                         entry.progress.lastFailure = OutboxFailure(
-                            kind: .unreadableResponse, status: attempt.response?.status, detail: String(describing: error))
+                            kind: .unreadableResponse, status: attempt.response?.status.code, detail: String(describing: error))
                         try entry.update(db)
                     }
                 case .reject:
@@ -172,5 +172,5 @@ struct DeliveryAttempt: Sendable {
     var entry: OutboxEntry
     /// Nil when the request never left (the gate refused it).
     var outcome: OutboxAttemptOutcome?
-    var response: HTTPResponse?
+    var response: TransportResponse?
 }

@@ -147,7 +147,7 @@ public final class Outbox: Sendable {
             operation: operation.name,
             operationVersion: operation.version,
             change: operation.change,
-            method: operation.method,
+            method: operation.method.rawValue,
             path: path,
             payload: payload,
             idempotencyKey: UUID().uuidString.lowercased(),

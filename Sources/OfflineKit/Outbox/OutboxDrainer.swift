@@ -1,4 +1,5 @@
 public import Foundation
+import HTTPTypes
 public import OfflineCore
 
 /// Delivers the outbox's entries whenever the app can reach the server.
@@ -27,7 +28,7 @@ public final class OutboxDrainer: Sendable {
     let clock: any Clock<Duration>
     let random: @Sendable () -> Double
     let maxConcurrentRequests: Int
-    let prepare: @Sendable (HTTPRequest) async throws -> HTTPRequest
+    let prepare: @Sendable (TransportRequest) async throws -> TransportRequest
     let requestTimeout: Duration
 
     /// - Parameters:
@@ -47,7 +48,7 @@ public final class OutboxDrainer: Sendable {
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         maxConcurrentRequests: Int = 16,
         requestTimeout: Duration = .seconds(30),
-        prepare: @escaping @Sendable (HTTPRequest) async throws -> HTTPRequest = { $0 }
+        prepare: @escaping @Sendable (TransportRequest) async throws -> TransportRequest = { $0 }
     ) {
         self.outbox = outbox
         self.baseURL = baseURL
@@ -166,19 +167,20 @@ public final class OutboxDrainer: Sendable {
 
     /// Sends one entry. A nil outcome means the request never left (the gate refused it).
     private func attempt(_ entry: OutboxEntry) async -> DeliveryAttempt {
-        guard let url = URL(string: entry.path, relativeTo: baseURL)?.absoluteURL else {
+        // An entry no request can be made from is answered as the server would answer it.
+        guard let url = URL(string: entry.path, relativeTo: baseURL)?.absoluteURL,
+              let method = HTTPRequest.Method(entry.method),
+              let key = IdempotencyKey(entry.idempotencyKey) else {
             return DeliveryAttempt(entry: entry, outcome: .response(status: 400))
         }
-        var headers: HTTPHeaders = [:]
-        // RFC 8941 sf-string, as the Idempotency-Key draft specifies.
-        headers["Idempotency-Key"] = "\"\(entry.idempotencyKey)\""
-        if entry.payload != nil { headers["Content-Type"] = "application/json" }
-        var request = HTTPRequest(method: entry.method, url: url, headers: headers, body: entry.payload,
+        var headerFields: HTTPFields = [.idempotencyKey: key.fieldValue]
+        if entry.payload != nil { headerFields[.contentType] = "application/json" }
+        var request = TransportRequest(method: method, url: url, headerFields: headerFields, body: entry.payload,
                                   timeout: requestTimeout, requirement: .networkRequired)
         do {
             request = try await prepare(request)
             let response = try await transport.send(request, maxBodyBytes: 1 << 20)
-            return DeliveryAttempt(entry: entry, outcome: .response(status: response.status, retryAfter: response.headers["Retry-After"]),
+            return DeliveryAttempt(entry: entry, outcome: .response(status: response.status.code, retryAfter: response.headerFields[.retryAfter]),
                                    response: response)
         } catch is NetworkRequiredError {
             return DeliveryAttempt(entry: entry, outcome: nil)

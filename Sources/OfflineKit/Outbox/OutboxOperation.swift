@@ -1,5 +1,6 @@
 public import Foundation
 public import GRDB
+public import HTTPTypes
 public import OfflineCore
 
 /// A kind of write the app queues, declared once and registered with the ``Outbox``.
@@ -10,7 +11,7 @@ public import OfflineCore
 ///
 /// ```swift
 /// extension OutboxOperation {
-///     static let sendMessage = OutboxOperation(name: "sendMessage", method: "PUT", change: .add,
+///     static let sendMessage = OutboxOperation(name: "sendMessage", method: .put, change: .add,
 ///         onRejected: { db, entry in
 ///             // The failure change: keep the message, flagged, so the user sees the error.
 ///             try db.execute(sql: "UPDATE message SET failed = 1 WHERE id = ?", arguments: [entry.record?.id])
@@ -22,14 +23,14 @@ public import OfflineCore
 /// ```
 public struct OutboxOperation: Sendable {
     public typealias Hook = @Sendable (Database, OutboxEntry) throws -> Void
-    public typealias AcknowledgementHook = @Sendable (Database, OutboxEntry, HTTPResponse) throws -> Void
+    public typealias AcknowledgementHook = @Sendable (Database, OutboxEntry, TransportResponse) throws -> Void
 
     /// A stable name, stored with each entry.
     public var name: String
     /// Bumped when the payload's shape changes, so old entries can be told apart.
     public var version: Int
     /// The HTTP method of its requests.
-    public var method: String
+    public var method: HTTPRequest.Method
     /// What it does to its record: the pending marker shown while it is queued.
     public var change: OutboxChange
     /// How its writes combine with unsent ones for the same entity.
@@ -50,7 +51,7 @@ public struct OutboxOperation: Sendable {
     public init(
         name: String,
         version: Int = 1,
-        method: String,
+        method: HTTPRequest.Method,
         change: OutboxChange,
         coalescing: OutboxCoalescing = .none,
         isOptimistic: Bool = true,
@@ -60,7 +61,7 @@ public struct OutboxOperation: Sendable {
     ) {
         self.name = name
         self.version = version
-        self.method = method.uppercased()
+        self.method = method
         self.change = change
         self.coalescing = coalescing
         self.isOptimistic = isOptimistic

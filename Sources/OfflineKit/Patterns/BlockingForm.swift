@@ -1,4 +1,5 @@
 public import Foundation
+import HTTPTypes
 public import GRDB
 public import OfflineCore
 
@@ -121,18 +122,20 @@ public struct BlockingForm: Sendable {
     /// - Throws: ``NetworkRequiredError`` (with ``OfflineMessage/noInternetConnection``) while
     ///   offline, before any request is built; ``FormSubmissionError`` when the server refuses or
     ///   cannot be reached. The draft is kept in both cases.
-    public func submit(_ operation: OutboxOperation, path: String, body: Data?) async throws -> HTTPResponse {
+    public func submit(_ operation: OutboxOperation, path: String, body: Data?) async throws -> TransportResponse {
         // BR-OFF-001: decide before building anything.
         try ConnectivityGate.check(.networkRequired, status: connectivity.status.kind, feature: operation.name,
                                    message: .noInternetConnection)
-        let key = try await submissionKey()
+        guard let key = IdempotencyKey(try await submissionKey()) else {
+            throw FormSubmissionError(failure: OutboxFailure(kind: .rejected, detail: "unreadable submission key"), response: nil)
+        }
         guard let url = URL(string: path, relativeTo: baseURL)?.absoluteURL else {
             throw FormSubmissionError(failure: OutboxFailure(kind: .rejected, detail: "invalid path \(path)"), response: nil)
         }
-        var headers: HTTPHeaders = ["Idempotency-Key": "\"\(key)\""]
-        if body != nil { headers["Content-Type"] = "application/json" }
-        let request = HTTPRequest(method: operation.method, url: url, headers: headers, body: body, requirement: .networkRequired)
-        let response: HTTPResponse
+        var headerFields: HTTPFields = [.idempotencyKey: key.fieldValue]
+        if body != nil { headerFields[.contentType] = "application/json" }
+        let request = TransportRequest(method: operation.method, url: url, headerFields: headerFields, body: body, requirement: .networkRequired)
+        let response: TransportResponse
         do {
             response = try await transport.send(request, maxBodyBytes: 1 << 20)
         } catch let error as NetworkRequiredError {
@@ -141,14 +144,14 @@ public struct BlockingForm: Sendable {
             let outcome: OutboxAttemptOutcome = (error as? TransportError) == .timeout ? .timeout : .networkFailure("\(error)")
             throw FormSubmissionError(verdict: OutboxDelivery.verdict(for: outcome, now: now()), response: nil)
         }
-        let verdict = OutboxDelivery.verdict(for: .response(status: response.status, retryAfter: response.headers["Retry-After"]), now: now())
+        let verdict = OutboxDelivery.verdict(for: .response(status: response.status.code, retryAfter: response.headerFields[.retryAfter]), now: now())
         guard verdict == .acknowledge else { throw FormSubmissionError(verdict: verdict, response: response) }
         try await discardDraft()
         return response
     }
 
     /// ``submit(_:path:body:)`` with a JSON body.
-    public func submit<Body: Encodable & Sendable>(_ operation: OutboxOperation, path: String, json body: Body) async throws -> HTTPResponse {
+    public func submit<Body: Encodable & Sendable>(_ operation: OutboxOperation, path: String, json body: Body) async throws -> TransportResponse {
         try ConnectivityGate.check(.networkRequired, status: connectivity.status.kind, feature: operation.name,
                                    message: .noInternetConnection)
         return try await submit(operation, path: path, body: try JSONEncoder().encode(body))
@@ -176,16 +179,16 @@ public struct FormSubmissionError: Error, Sendable, Hashable {
     /// Why: retryable (network, server busy) or a refusal.
     public var failure: OutboxFailure
     /// The server's response, when there was one (a refusal's body explains it).
-    public var response: HTTPResponse?
+    public var response: TransportResponse?
 
-    public init(failure: OutboxFailure, response: HTTPResponse?) {
+    public init(failure: OutboxFailure, response: TransportResponse?) {
         self.failure = failure
         self.response = response
     }
 
-    init(verdict: OutboxVerdict, response: HTTPResponse?) {
+    init(verdict: OutboxVerdict, response: TransportResponse?) {
         switch verdict {
-        case .acknowledge: failure = OutboxFailure(kind: .serverError, status: response?.status)
+        case .acknowledge: failure = OutboxFailure(kind: .serverError, status: response?.status.code)
         case .retry(let failure, _), .pause(let failure), .reject(let failure): self.failure = failure
         }
         self.response = response

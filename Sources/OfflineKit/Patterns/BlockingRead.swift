@@ -7,7 +7,7 @@ public import OfflineCore
 /// message and sends nothing; online, it fetches and returns the data.
 ///
 /// ```swift
-/// let accounts = BlockingRead(request: HTTPRequest(url: api.appending(path: "bank-accounts")),
+/// let accounts = BlockingRead(request: TransportRequest(url: api.appending(path: "bank-accounts")),
 ///                             transport: transport, connectivity: monitor) { response in
 ///     try JSONDecoder().decode([BankAccount].self, from: response.body)
 /// }
@@ -23,16 +23,16 @@ public struct BlockingRead<Value: Sendable>: Sendable {
         case failed(OfflineMessage)
     }
 
-    let request: HTTPRequest
+    let request: TransportRequest
     let transport: any HTTPTransport
     let connectivity: any ConnectivitySource
-    let decode: @Sendable (HTTPResponse) throws -> Value
+    let decode: @Sendable (TransportResponse) throws -> Value
 
     public init(
-        request: HTTPRequest,
+        request: TransportRequest,
         transport: any HTTPTransport,
         connectivity: any ConnectivitySource,
-        decode: @escaping @Sendable (HTTPResponse) throws -> Value
+        decode: @escaping @Sendable (TransportResponse) throws -> Value
     ) {
         var request = request
         request.requirement = .networkRequired
@@ -49,7 +49,7 @@ public struct BlockingRead<Value: Sendable>: Sendable {
         }
         do {
             let response = try await transport.send(request)
-            guard (200..<300).contains(response.status) else { return .failed(.tryAgainWhenOnline) }
+            guard response.status.kind == .successful else { return .failed(.tryAgainWhenOnline) }
             return .loaded(try decode(response))
         } catch is NetworkRequiredError {
             return .blocked(.featureRequiresInternet)

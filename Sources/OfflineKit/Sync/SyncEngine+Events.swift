@@ -6,7 +6,10 @@ extension SyncEngine {
     /// collection it names (`event: change`, `data: FEED`, the feed's path after `api/sync/`;
     /// `*` for all).
     ///
-    /// - Opened: everything is pulled once (changes made while it was closed were not announced).
+    /// - Opened: everything is pulled once (changes made while it was closed were not announced),
+    ///   when the stream's first bytes arrive rather than its head: the server writes them once it
+    ///   listens for changes, so a change committed between the pull and the listening cannot be
+    ///   missed (a head alone can arrive before the server listens).
     /// - Dropped, refused or timed out: opened again after 0.25 s, doubling up to 1 s. Each
     ///   attempt goes through the gate as an offline-capable request, so while the monitor says
     ///   offline-soft the attempts are evidence too: the first one that reaches the server tells
@@ -25,8 +28,8 @@ extension SyncEngine {
                 continue
             }
             do {
-                let response = try await transport.stream(HTTPRequest(
-                    url: baseURL.appendingPathComponent(path), headers: ["Accept": "text/event-stream"],
+                let response = try await transport.stream(TransportRequest(
+                    url: baseURL.appendingPathComponent(path), headerFields: [.accept: "text/event-stream"],
                     timeout: .seconds(24 * 3600), requirement: .offlineCapable))
                 guard response.status == 200 else {
                     refusals += 1
@@ -34,7 +37,6 @@ extension SyncEngine {
                     continue
                 }
                 (failures, refusals) = (0, 0)
-                want(nil)
                 try await follow(response.body)
                 failures = 1
             } catch is CancellationError {
@@ -50,13 +52,13 @@ extension SyncEngine {
     ///
     /// - Throws: ``SyncError/malformedEvents(_:)``, `TransportError`, and
     ///   `TransportError.timeout` (also reported to the monitor) after `eventsSilence` without a byte.
-    private func follow(_ body: HTTPBody) async throws {
+    private func follow(_ body: StreamedBody) async throws {
         let received = Locked(0)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 var parser = ServerSentEventParser()
                 try await body.readBlocks(blockBytes: 64 << 10) { block in
-                    received.withLock { $0 += 1 }
+                    if received.withLock({ count in defer { count += 1 }; return count == 0 }) { self.want(nil) }
                     var events: [ServerSentEvent] = []
                     do {
                         try block.forEachRegion { events += try parser.append($0) }

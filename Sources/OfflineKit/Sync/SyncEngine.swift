@@ -190,12 +190,12 @@ public final class SyncEngine: Sendable {
             if response.status == 410 {
                 // The server no longer keeps this position: start again, sweeping at the end.
                 restarts += 1
-                guard restarts <= 2 else { throw SyncError.unavailable(status: response.status) }
+                guard restarts <= 2 else { throw SyncError.unavailable(status: response.status.code) }
                 try await database.writer.write { db in try SyncState.restart(db, collection.name) }
                 startPosition = nil
                 continue
             }
-            guard response.status == 200 else { throw SyncError.unavailable(status: response.status) }
+            guard response.status == 200 else { throw SyncError.unavailable(status: response.status.code) }
             let page: SyncPage
             do {
                 page = try SyncPage(json: response.body)
@@ -215,10 +215,10 @@ public final class SyncEngine: Sendable {
         }
     }
 
-    private func request(_ path: String, cursor: String?) -> HTTPRequest {
+    private func request(_ path: String, cursor: String?) -> TransportRequest {
         var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
         components.queryItems = [URLQueryItem(name: "limit", value: String(pageSize))] + (cursor.map { [URLQueryItem(name: "cursor", value: $0)] } ?? [])
-        return HTTPRequest(url: components.url!, headers: ["Accept": "application/json"], requirement: .networkRequired)
+        return TransportRequest(url: components.url!, headerFields: [.accept: "application/json"], requirement: .networkRequired)
     }
 
     static func fraction(from start: Int?, at position: Int?, of head: Int?, done: Bool) -> Double? {

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import OfflineCore
 
 /// Wraps a transport so that every request obeys the connectivity gate and feeds the monitor.
@@ -21,14 +22,14 @@ public struct GatedTransport: HTTPTransport {
         self.connectivity = connectivity
     }
 
-    public func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+    public func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
         let request = Self.keyed(request)
         return try await reporting(request, status: \.status, bytes: \.body.count) {
             try await base.send(request, maxBodyBytes: maxBodyBytes)
         }
     }
 
-    public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+    public func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
         // Throughput of a stream is the downloader's to judge; the head proves reachability.
         let request = Self.keyed(request)
         return try await reporting(request, status: \.status, bytes: { _ in 0 }) {
@@ -38,8 +39,8 @@ public struct GatedTransport: HTTPTransport {
 
     /// Checks the gate, sends, and reports the outcome (or the transport failure) as evidence.
     private func reporting<Response>(
-        _ request: HTTPRequest,
-        status: (Response) -> Int,
+        _ request: TransportRequest,
+        status: (Response) -> HTTPResponse.Status,
         bytes: (Response) -> Int,
         _ send: () async throws -> Response
     ) async throws -> Response {
@@ -48,7 +49,7 @@ public struct GatedTransport: HTTPTransport {
         do {
             let response = try await send()
             let elapsed = start.duration(to: clock.now)
-            connectivity.report(Self.outcome(status: status(response), latency: elapsed, bytes: bytes(response), duration: elapsed))
+            connectivity.report(Self.outcome(status: status(response).code, latency: elapsed, bytes: bytes(response), duration: elapsed))
             return response
         } catch let error as TransportError {
             if let outcome = Self.outcome(error) { connectivity.report(outcome) }
@@ -57,12 +58,12 @@ public struct GatedTransport: HTTPTransport {
     }
 
     /// `request`, with a new `Idempotency-Key` (an RFC 8941 string) if it changes state and has none.
-    static func keyed(_ request: HTTPRequest) -> HTTPRequest {
-        guard ["POST", "PUT", "PATCH", "DELETE"].contains(request.method.uppercased()), request.headers["Idempotency-Key"] == nil else {
+    static func keyed(_ request: TransportRequest) -> TransportRequest {
+        guard request.changesState, request.headerFields[.idempotencyKey] == nil else {
             return request
         }
         var request = request
-        request.headers["Idempotency-Key"] = "\"\(UUID().uuidString.lowercased())\""
+        request.headerFields[.idempotencyKey] = IdempotencyKey().fieldValue
         return request
     }
 

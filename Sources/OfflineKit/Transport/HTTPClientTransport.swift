@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import HTTPTypes
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -54,24 +55,24 @@ public final class HTTPClientTransport: HTTPTransport {
     }
 
     /// The client for `request`: a probe's must not answer over a connection pooled by others.
-    private func client(for request: HTTPRequest) -> HTTPClient {
-        request.headers["Connection"]?.lowercased() == "close" ? freshClient : client
+    private func client(for request: TransportRequest) -> HTTPClient {
+        request.headerFields[.connection]?.lowercased() == "close" ? freshClient : client
     }
 
-    public func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+    public func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
         try await Self.retryingStaleConnection(request) {
             let timeout = request.timeout ?? defaultTimeout
             do {
                 let response = try await client(for: request).execute(makeRequest(request), timeout: .init(timeout))
                 let body = try await response.body.collect(upTo: maxBodyBytes)
-                return HTTPResponse(status: Int(response.status.code), headers: HTTPHeaders(response.headers), body: Data(body.readableBytesView))
+                return TransportResponse(status: .init(code: Int(response.status.code)), headerFields: HTTPFields(response.headers), body: Data(body.readableBytesView))
             } catch {
                 throw Self.classify(error)
             }
         }
     }
 
-    public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+    public func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
         try await Self.retryingStaleConnection(request) { try await streamOnce(request) }
     }
 
@@ -87,8 +88,8 @@ public final class HTTPClientTransport: HTTPTransport {
     /// §9.2.2 lets a client repeat an idempotent request then. A request that asks for a fresh
     /// connection (`Connection: close`, as probes do) is not repeated: for it, a lost connection
     /// is news about the network, not a stale socket.
-    static func retryingStaleConnection<T>(_ request: HTTPRequest, _ attempt: () async throws -> T) async throws -> T {
-        let repeatable = ["GET", "HEAD"].contains(request.method.uppercased()) && request.headers["Connection"]?.lowercased() != "close"
+    static func retryingStaleConnection<T>(_ request: TransportRequest, _ attempt: () async throws -> T) async throws -> T {
+        let repeatable = [.get, .head].contains(request.method) && request.headerFields[.connection]?.lowercased() != "close"
         var retries = 0
         while true {
             do {
@@ -99,14 +100,14 @@ public final class HTTPClientTransport: HTTPTransport {
         }
     }
 
-    private func streamOnce(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+    private func streamOnce(_ request: TransportRequest) async throws -> StreamingTransportResponse {
         let timeout = request.timeout ?? defaultTimeout
         let outgoing: HTTPClient.Request
         do {
             outgoing = try HTTPClient.Request(
                 url: request.url.absoluteString,
-                method: HTTPMethod(rawValue: request.method),
-                headers: NIOHTTP1.HTTPHeaders(request.headers.map { ($0.name, $0.value) }),
+                method: HTTPMethod(rawValue: request.method.rawValue),
+                headers: NIOHTTP1.HTTPHeaders(request.headerFields),
                 body: request.body.map { .bytes($0) }
             )
         } catch {
@@ -129,15 +130,13 @@ public final class HTTPClientTransport: HTTPTransport {
         } onCancel: {
             stream.cancel()
         }
-        return HTTPStreamingResponse(status: Int(head.status.code), headers: HTTPHeaders(head.headers), body: HTTPBody(blocks: stream))
+        return StreamingTransportResponse(status: .init(code: Int(head.status.code)), headerFields: HTTPFields(head.headers), body: StreamedBody(blocks: stream))
     }
 
-    private func makeRequest(_ request: HTTPRequest) -> HTTPClientRequest {
+    private func makeRequest(_ request: TransportRequest) -> HTTPClientRequest {
         var outgoing = HTTPClientRequest(url: request.url.absoluteString)
-        outgoing.method = HTTPMethod(rawValue: request.method)
-        for field in request.headers {
-            outgoing.headers.add(name: field.name, value: field.value)
-        }
+        outgoing.method = HTTPMethod(rawValue: request.method.rawValue)
+        outgoing.headers = NIOHTTP1.HTTPHeaders(request.headerFields)
         if let body = request.body {
             outgoing.body = .bytes(ByteBuffer(bytes: body))
         }
@@ -192,9 +191,19 @@ public final class HTTPClientTransport: HTTPTransport {
     }
 }
 
-extension HTTPHeaders {
+extension HTTPFields {
+    /// NIO's fields in swift-http-types' form; a name that is not a valid token is dropped.
     init(_ headers: NIOHTTP1.HTTPHeaders) {
-        self.init(headers.map { (name: $0.name, value: $0.value) })
+        self.init()
+        for (name, value) in headers {
+            if let name = HTTPField.Name(name) { append(HTTPField(name: name, value: value)) }
+        }
+    }
+}
+
+extension NIOHTTP1.HTTPHeaders {
+    init(_ fields: HTTPFields) {
+        self.init(fields.map { ($0.name.rawName, $0.value) })
     }
 }
 

@@ -8,15 +8,15 @@ public protocol HTTPTransport: Sendable {
     ///
     /// - Throws: ``TransportError`` when no complete response arrived; ``NetworkRequiredError``
     ///   from a gated transport.
-    func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse
+    func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse
 
     /// Sends `request` and returns as soon as the response head arrives.
-    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse
+    func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse
 }
 
 extension HTTPTransport {
     /// Sends `request`, buffering a body of up to 16 MiB.
-    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    public func send(_ request: TransportRequest) async throws -> TransportResponse {
         try await send(request, maxBodyBytes: 16 << 20)
     }
 }

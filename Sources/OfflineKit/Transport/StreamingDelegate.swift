@@ -22,16 +22,10 @@ final class StreamingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     // Only the hand-off, never the `BlockStream`: a body nobody holds any more must be able to
     // go away and cancel the transfer while the client still holds this delegate.
     private let handoff: BlockHandoff
-    private let head = Locked<HeadState>(.waiting(nil))
+    private let head = ResponseHeadPromise<HTTPResponseHead>()
     private var block = BodyBlock()
     /// True for an event stream: each part goes to the reader as it arrives.
     private var handsOverEachPart = false
-
-    private enum HeadState {
-        case waiting(CheckedContinuation<HTTPResponseHead, any Error>?)
-        case arrived(HTTPResponseHead)
-        case failed(any Error)
-    }
 
     init(handoff: BlockHandoff) {
         self.handoff = handoff
@@ -41,33 +35,12 @@ final class StreamingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     ///
     /// - Throws: the error that ended the request before a head arrived.
     func responseHead() async throws -> HTTPResponseHead {
-        try await withCheckedThrowingContinuation { continuation in
-            let ready = head.withLock { state -> Result<HTTPResponseHead, any Error>? in
-                switch state {
-                case .waiting: state = .waiting(continuation); return nil
-                case .arrived(let head): return .success(head)
-                case .failed(let error): return .failure(error)
-                }
-            }
-            if let ready { continuation.resume(with: ready) }
-        }
-    }
-
-    private func settleHead(_ result: Result<HTTPResponseHead, any Error>) {
-        let waiting = head.withLock { state -> CheckedContinuation<HTTPResponseHead, any Error>? in
-            guard case .waiting(let continuation) = state else { return nil }
-            switch result {
-            case .success(let head): state = .arrived(head)
-            case .failure(let error): state = .failed(error)
-            }
-            return continuation
-        }
-        waiting?.resume(with: result)
+        try await head.value()
     }
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         handsOverEachPart = head.headers["Content-Type"].first?.lowercased().hasPrefix("text/event-stream") ?? false
-        settleHead(.success(head))
+        self.head.settle(.success(head))
         return task.eventLoop.makeSucceededVoidFuture()
     }
 
@@ -85,7 +58,7 @@ final class StreamingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
 
     func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
         let failure = HTTPClientTransport.classify(error)
-        settleHead(.failure(failure))
+        head.settle(.failure(failure))
         // Bytes that arrived before the failure still reach the reader, then the failure.
         handoff.finish(after: block, throwing: failure)
         block = BodyBlock()

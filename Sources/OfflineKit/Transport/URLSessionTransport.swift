@@ -2,6 +2,8 @@ public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
+import HTTPTypes
+import HTTPTypesFoundation
 
 /// A transport built on `URLSession`: the default on Apple platforms, where it brings the
 /// system's proxies, VPN on demand and cellular settings, and available on Linux through
@@ -63,7 +65,7 @@ public final class URLSessionTransport: HTTPTransport, @unchecked Sendable {
         session.invalidateAndCancel()
     }
 
-    public func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+    public func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
         try await HTTPClientTransport.retryingStaleConnection(request) {
             let response = try await streamOnce(request)
             var body = Data()
@@ -71,19 +73,19 @@ public final class URLSessionTransport: HTTPTransport, @unchecked Sendable {
                 guard body.count + chunk.count <= maxBodyBytes else { throw TransportError.responseTooLarge }
                 body.append(contentsOf: chunk)
             }
-            return HTTPResponse(status: response.status, headers: response.headers, body: body)
+            return TransportResponse(status: response.status, headerFields: response.headerFields, body: body)
         }
     }
 
-    public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+    public func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
         try await HTTPClientTransport.retryingStaleConnection(request) { try await streamOnce(request) }
     }
 
-    private func streamOnce(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+    private func streamOnce(_ request: TransportRequest) async throws -> StreamingTransportResponse {
         let timeout = request.timeout ?? defaultTimeout
         // A request that asks for a fresh connection (a probe) gets a session of its own: a
         // pooled connection would answer for a network that may no longer be there.
-        let fresh = request.headers["Connection"]?.lowercased() == "close"
+        let fresh = request.headerFields[.connection]?.lowercased() == "close"
         let session = fresh ? Self.makeSession(configuration, router) : self.session
         let task = session.dataTask(with: Self.urlRequest(request, timeout: timeout))
         if fresh { session.finishTasksAndInvalidate() }
@@ -94,7 +96,7 @@ public final class URLSessionTransport: HTTPTransport, @unchecked Sendable {
         } onCancel: {
             handler.cancel()
         }
-        return HTTPStreamingResponse(status: head.statusCode, headers: Self.headers(head), body: HTTPBody(blocks: handler.body))
+        return StreamingTransportResponse(status: head.status, headerFields: head.headerFields, body: StreamedBody(blocks: handler.body))
     }
 
     private static func makeSession(_ configuration: URLSessionConfiguration, _ router: URLSessionTaskRouter) -> URLSession {
@@ -106,27 +108,17 @@ public final class URLSessionTransport: HTTPTransport, @unchecked Sendable {
 
     // MARK: Conversions between OfflineKit's messages and Foundation's
 
-    static func urlRequest(_ request: HTTPRequest, timeout: Duration) -> URLRequest {
-        var outgoing = URLRequest(url: request.url)
-        outgoing.httpMethod = request.method
+    static func urlRequest(_ request: TransportRequest, timeout: Duration) -> URLRequest {
+        var outgoing = URLRequest(httpRequest: request.head) ?? URLRequest(url: request.url)
         // The session's own timeout watches for silence only, and FoundationNetworking keeps it
         // to whole seconds: set past the request's deadline, which the handler enforces, so it
         // never cuts a request short.
         outgoing.timeoutInterval = timeout.timeInterval.rounded(.up) + 1
         outgoing.cachePolicy = .reloadIgnoringLocalCacheData
-        for field in request.headers {
-            outgoing.addValue(field.value, forHTTPHeaderField: field.name)
-        }
         outgoing.httpBody = request.body
         return outgoing
     }
 
-    static func headers(_ response: HTTPURLResponse) -> HTTPHeaders {
-        HTTPHeaders(response.allHeaderFields.compactMap { name, value in
-            guard let name = name as? String else { return nil }
-            return (name: name, value: "\(value)")
-        }.sorted { $0.name < $1.name })
-    }
 
     /// Maps Foundation's errors to ``TransportError``.
     static func classify(_ error: any Error) -> TransportError {
@@ -193,17 +185,11 @@ final class URLSessionTaskHandler: @unchecked Sendable {
     let body: BlockStream
     private let handoff: BlockHandoff
     private let task: URLSessionDataTask
-    private let head = Locked<HeadState>(.waiting(nil))
+    private let head = ResponseHeadPromise<HTTPResponse>()
     private let timedOut = Locked(false)
     private let deadline: Task<Void, Never>
     private var block = BodyBlock()
     private var handsOverEachPart = false
-
-    private enum HeadState {
-        case waiting(CheckedContinuation<HTTPURLResponse, any Error>?)
-        case arrived(HTTPURLResponse)
-        case failed(any Error)
-    }
 
     init(task: URLSessionDataTask, timeout: Duration) {
         self.task = task
@@ -222,39 +208,18 @@ final class URLSessionTaskHandler: @unchecked Sendable {
         task.cancel()
     }
 
-    func responseHead() async throws -> HTTPURLResponse {
-        try await withCheckedThrowingContinuation { continuation in
-            let ready = head.withLock { state -> Result<HTTPURLResponse, any Error>? in
-                switch state {
-                case .waiting: state = .waiting(continuation); return nil
-                case .arrived(let head): return .success(head)
-                case .failed(let error): return .failure(error)
-                }
-            }
-            if let ready { continuation.resume(with: ready) }
-        }
-    }
-
-    private func settleHead(_ result: Result<HTTPURLResponse, any Error>) {
-        let waiting = head.withLock { state -> CheckedContinuation<HTTPURLResponse, any Error>? in
-            guard case .waiting(let continuation) = state else { return nil }
-            switch result {
-            case .success(let head): state = .arrived(head)
-            case .failure(let error): state = .failed(error)
-            }
-            return continuation
-        }
-        waiting?.resume(with: result)
+    func responseHead() async throws -> HTTPResponse {
+        try await head.value()
     }
 
     func didReceive(_ response: URLResponse) {
-        guard let response = response as? HTTPURLResponse else {
-            settleHead(.failure(TransportError.other("not an HTTP response")))
+        guard let response = (response as? HTTPURLResponse)?.httpResponse else {
+            head.settle(.failure(TransportError.other("not an HTTP response")))
             task.cancel()
             return
         }
-        handsOverEachPart = response.value(forHTTPHeaderField: "Content-Type")?.lowercased().hasPrefix("text/event-stream") == true
-        settleHead(.success(response))
+        handsOverEachPart = response.headerFields[.contentType]?.lowercased().hasPrefix("text/event-stream") == true
+        head.settle(.success(response))
     }
 
     func didReceive(_ data: Data) {
@@ -294,7 +259,7 @@ final class URLSessionTaskHandler: @unchecked Sendable {
     func didComplete(_ error: (any Error)?) {
         deadline.cancel()
         let failure = error.map { timedOut.withLock { $0 } ? TransportError.timeout : URLSessionTransport.classify($0) }
-        if let failure { settleHead(.failure(failure)) }
+        if let failure { head.settle(.failure(failure)) }
         let last = block
         block = BodyBlock()
         handoff.finish(after: last, throwing: failure)

@@ -3,6 +3,7 @@ public import Foundation
 public import HTTPTypes
 public import Hummingbird
 import NIOCore
+import RawStructuredFieldValues
 
 /// Makes writes safe to retry, following the IETF `Idempotency-Key` header draft
 /// (draft-ietf-httpapi-idempotency-key-header).
@@ -110,13 +111,20 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
     private var retentionSeconds: String { String(retention.components.seconds) }
 
 
-    /// The key from an RFC 8941 sf-string (`"abc"`); a bare token is accepted too.
+    /// The key from the field's value: an RFC 8941 sf-string (`"abc"`), read with
+    /// swift-http-structured-headers; a bare sf-token is accepted too. 1 to 255 visible ASCII
+    /// characters, without quotes or backslashes.
     static func parseKey(_ value: String) -> String? {
-        var key = value.trimmingCharacters(in: .whitespaces)
-        if key.hasPrefix("\""), key.hasSuffix("\""), key.count >= 2 {
-            key = String(key.dropFirst().dropLast())
+        var parser = StructuredFieldValueParser(Array(value.utf8))
+        guard let item = try? parser.parseItemFieldValue() else { return nil }
+        let key: String
+        switch item.rfc9651BareItem {
+        case .string(let string): key = string
+        case .token(let token): key = token
+        default: return nil
         }
-        guard (1...255).contains(key.utf8.count), key.allSatisfy({ $0.isASCII && !$0.isWhitespace && $0 != "\"" }) else { return nil }
+        guard (1...255).contains(key.utf8.count),
+              key.utf8.allSatisfy({ (0x21...0x7E).contains($0) && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) else { return nil }
         return key
     }
 

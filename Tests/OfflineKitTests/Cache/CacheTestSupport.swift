@@ -3,6 +3,7 @@ import OfflineCore
 @testable import OfflineKit
 import OfflineKitTesting
 import OfflineServer
+import HTTPTypes
 
 /// Runs `body` against a real OfflineServer on a free loopback port, then stops it. The shop's
 /// customers alice and bob are signed in first (``shopRequest(_:_:user:method:body:)`` sends
@@ -27,22 +28,22 @@ final class ManualWallClock: Sendable {
 /// Forwards to a real transport and records each request with the status it got.
 final class WireLog: HTTPTransport, Sendable {
     let base: any HTTPTransport
-    private let log = Locked<[(request: HTTPRequest, status: Int?)]>([])
+    private let log = Locked<[(request: TransportRequest, status: Int?)]>([])
     /// Applied to responses before they reach the cache (to add headers a test needs).
-    let rewrite: @Sendable (HTTPResponse) -> HTTPResponse
+    let rewrite: @Sendable (TransportResponse) -> TransportResponse
 
-    init(_ base: any HTTPTransport, rewrite: @escaping @Sendable (HTTPResponse) -> HTTPResponse = { $0 }) {
+    init(_ base: any HTTPTransport, rewrite: @escaping @Sendable (TransportResponse) -> TransportResponse = { $0 }) {
         self.base = base
         self.rewrite = rewrite
     }
 
-    var entries: [(request: HTTPRequest, status: Int?)] { log.current }
+    var entries: [(request: TransportRequest, status: Int?)] { log.current }
     var statuses: [Int?] { entries.map(\.status) }
 
-    func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+    func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
         do {
             let response = rewrite(try await base.send(request, maxBodyBytes: maxBodyBytes))
-            log.withLock { $0.append((request, response.status)) }
+            log.withLock { $0.append((request, response.status.code)) }
             return response
         } catch {
             log.withLock { $0.append((request, nil)) }
@@ -50,16 +51,16 @@ final class WireLog: HTTPTransport, Sendable {
         }
     }
 
-    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse { try await base.stream(request) }
+    func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse { try await base.stream(request) }
 }
 
 /// A transport that never answers until cancelled: a black-holed server.
 struct HangingTransport: HTTPTransport {
-    func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+    func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
         try await Task.sleep(for: .seconds(3600))
         throw TransportError.timeout
     }
-    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse { throw TransportError.timeout }
+    func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse { throw TransportError.timeout }
 }
 
 /// Access tokens of the shop's test customers, by server.
@@ -82,12 +83,12 @@ enum ShopTokens {
     }
 }
 
-func shopRequest(_ base: URL, _ path: String, user: String = "alice", method: String = "GET", body: Data? = nil) -> HTTPRequest {
-    var headers: HTTPHeaders = ["Authorization": "Bearer \(ShopTokens.token(user, at: base))"]
-    if body != nil { headers["Content-Type"] = "application/json" }
+func shopRequest(_ base: URL, _ path: String, user: String = "alice", method: HTTPRequest.Method = .get, body: Data? = nil) -> TransportRequest {
+    var headerFields: HTTPFields = [.authorization: "Bearer \(ShopTokens.token(user, at: base))"]
+    if body != nil { headerFields[.contentType] = "application/json" }
     // The server runs every write exactly once per key; each call here is a new write.
-    if method != "GET" { headers["Idempotency-Key"] = "\"\(UUID().uuidString)\"" }
-    return HTTPRequest(method: method, url: base.appendingPathComponent(path), headers: headers, body: body)
+    if method != .get { headerFields[.idempotencyKey] = IdempotencyKey().fieldValue }
+    return TransportRequest(method: method, url: base.appendingPathComponent(path), headerFields: headerFields, body: body)
 }
 
 /// Waits for the next value of an observation, failing after `limit` instead of hanging.

@@ -4,6 +4,7 @@ import OfflineCore
 @testable import OfflineKit
 import OfflineKitTesting
 import Testing
+import HTTPTypes
 
 /// An order-history line, kept as a row of the app's table.
 private struct OrderLine: Codable, Hashable, CachedRecord {
@@ -21,8 +22,8 @@ private struct OrderPage: Decodable {
 /// A `/orders` endpoint whose body, headers and status the test changes between requests.
 private final class OrdersEndpoint: Sendable {
     struct Reply: Sendable {
-        var status = 200
-        var headers: HTTPHeaders = ["Cache-Control": "max-age=60", "ETag": "\"1\""]
+        var status: HTTPResponse.Status = 200
+        var headerFields: HTTPFields = [.cacheControl: "max-age=60", .eTag: "\"1\""]
         var body = Data()
     }
     let reply = Locked(Reply())
@@ -30,27 +31,27 @@ private final class OrdersEndpoint: Sendable {
     let url = URL(string: "http://127.0.0.1:9/orders")!
 
     init() {
-        transport.allow("GET", "/orders") { [reply] request in
+        transport.allow(.get, "/orders") { [reply] request in
             let current = reply.current
             // A matching validator gets a bodiless 304, as a real server would answer.
-            if let sent = request.headers["If-None-Match"], sent == current.headers["ETag"] {
-                return HTTPResponse(status: 304, headers: current.headers, body: Data())
+            if let sent = request.headerFields[.ifNoneMatch], sent == current.headerFields[.eTag] {
+                return TransportResponse(status: 304, headerFields: current.headerFields, body: Data())
             }
-            return HTTPResponse(status: current.status, headers: current.headers, body: current.body)
+            return TransportResponse(status: current.status, headerFields: current.headerFields, body: current.body)
         }
     }
 
     func serve(_ orders: [OrderLine], etag: String = "\"1\"", cacheControl: String = "max-age=60") throws {
         let body = try JSONEncoder().encode(["orders": orders])
-        reply.withLock { $0 = Reply(headers: ["Cache-Control": cacheControl, "ETag": etag], body: body) }
+        reply.withLock { $0 = Reply(headerFields: [.cacheControl: cacheControl, .eTag: etag], body: body) }
     }
 
     func serveRaw(_ body: String, etag: String) {
-        reply.withLock { $0 = Reply(headers: ["Cache-Control": "max-age=60", "ETag": etag], body: Data(body.utf8)) }
+        reply.withLock { $0 = Reply(headerFields: [.cacheControl: "max-age=60", .eTag: etag], body: Data(body.utf8)) }
     }
 
     func query(user: String? = "alice", policy: CachePolicy = .cacheFirst, isPrivate: Bool = false) -> CollectionQuery<OrderLine> {
-        let request = HTTPRequest(url: url, headers: ["Authorization": "Bearer secret-token-of-\(user ?? "nobody")"])
+        let request = TransportRequest(url: url, headerFields: [.authorization: "Bearer secret-token-of-\(user ?? "nobody")"])
         return CollectionQuery(CacheQuery(request, policy: policy, user: user, isPrivate: isPrivate), envelope: OrderPage.self) { $0.orders }
     }
 }
@@ -177,7 +178,7 @@ struct CachedCollectionTests {
 
         monitor.status = .online
         let revalidated = try await cache.load(endpoint.query())
-        #expect(endpoint.transport.requests.last?.headers["If-None-Match"] == "\"v7\"")
+        #expect(endpoint.transport.requests.last?.headerFields[.ifNoneMatch] == "\"v7\"")
         #expect(revalidated.metadata.source == .network)
         #expect(revalidated.metadata.fetchedAt == clock.now)
         #expect(!revalidated.metadata.isStale)
@@ -294,10 +295,10 @@ struct CachedCollectionTests {
         defer { file.remove() }
         let endpoint = OrdersEndpoint()
         try endpoint.serve(orders(3))
-        endpoint.reply.withLock { $0.headers.add(name: "Set-Cookie", value: "session=cookie-secret") }
+        endpoint.reply.withLock { $0.headerFields.append(HTTPField(name: .setCookie, value: "session=cookie-secret")) }
         let cache = ResponseCache(database: file.database, transport: endpoint.transport, connectivity: FakeConnectivityMonitor(.online))
         _ = try await cache.load(endpoint.query(user: "alice"))
-        #expect(endpoint.transport.requests.first?.headers["Authorization"] == "Bearer secret-token-of-alice")
+        #expect(endpoint.transport.requests.first?.headerFields[.authorization] == "Bearer secret-token-of-alice")
 
         let bytes = try file.bytesOnDisk()
         #expect(bytes.range(of: Data("secret-token-of-alice".utf8)) == nil)
@@ -328,7 +329,7 @@ struct CachedCollectionTests {
         let monitor = FakeConnectivityMonitor(.online)
         let cache = ResponseCache(database: file.database, transport: endpoint.transport, connectivity: monitor)
         func query(port: Int, key: String?) -> CollectionQuery<OrderLine> {
-            let request = HTTPRequest(url: URL(string: "http://127.0.0.1:\(port)/orders")!)
+            let request = TransportRequest(url: URL(string: "http://127.0.0.1:\(port)/orders")!)
             return CollectionQuery(CacheQuery(request, user: "alice", cacheKey: key), envelope: OrderPage.self) { $0.orders }
         }
         _ = try await cache.load(query(port: 9, key: "orders"))

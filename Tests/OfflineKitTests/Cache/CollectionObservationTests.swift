@@ -43,7 +43,7 @@ private func cartQuery(_ base: URL, policy: CachePolicy = .cacheFirst) -> Collec
 
 /// Changes alice's cart on the server, as another device would.
 private func setQuantity(_ quantity: Int, of item: String, _ base: URL, _ http: HTTPClientTransport) async throws {
-    let change = shopRequest(base, "shop/cart/items/\(item)", method: "PATCH", body: Data(#"{"quantity":\#(quantity)}"#.utf8))
+    let change = shopRequest(base, "shop/cart/items/\(item)", method: .patch, body: Data(#"{"quantity":\#(quantity)}"#.utf8))
     #expect(try await http.send(change).status == 200)
 }
 
@@ -71,13 +71,13 @@ private final class PacedTransport: HTTPTransport, Sendable {
     /// Lets the next request through.
     func pass() { handOut.yield() }
 
-    func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+    func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
         var iterator = passes.makeAsyncIterator()
         guard await iterator.next() != nil else { throw TransportError.cancelled }
         return try await base.send(request, maxBodyBytes: maxBodyBytes)
     }
 
-    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse { try await base.stream(request) }
+    func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse { try await base.stream(request) }
 }
 
 /// A connectivity source that says when a subscriber of its updates went away.
@@ -123,7 +123,7 @@ struct CollectionObservationTests {
             let paced = PacedTransport(http)
             let wire = WireLog(paced) { response in
                 var response = response
-                if !serverSendsValidator { response.headers["ETag"] = nil }
+                if !serverSendsValidator { response.headerFields[.eTag] = nil }
                 return response
             }
             let cache = ResponseCache(database: try cartDatabase(), transport: wire, connectivity: FakeConnectivityMonitor(.online))
@@ -201,7 +201,7 @@ struct CollectionObservationTests {
     func neverLoadedOffline() async throws {
         try await withShop { base, http in
             let transport = RecordingTransport(forwardingTo: http)
-            transport.allow("GET", "/shop/cart")
+            transport.allow(.get, "/shop/cart")
             let monitor = FakeConnectivityMonitor(.offlineHard)
             let database = try cartDatabase()
             let cache = ResponseCache(database: database, transport: transport, connectivity: monitor)
@@ -259,7 +259,7 @@ struct CollectionObservationTests {
             #expect(refreshed.collection?.metadata.source == .network)
             #expect(refreshed.collection?.metadata.isStale == false)
             #expect(refreshed.collection?.metadata.fetchedAt == clock.now)
-            #expect(wire.entries.last?.request.headers["If-None-Match"] == original.metadata.validator)
+            #expect(wire.entries.last?.request.headerFields[.ifNoneMatch] == original.metadata.validator)
         }
     }
 
@@ -275,7 +275,7 @@ struct CollectionObservationTests {
             #expect(try #require(await updates.next()).records == original.records)
 
             let response = try await cache.perform(refreshing: [cart]) {
-                shopRequest(base, "shop/cart/items/mug", method: "PATCH", body: Data(#"{"quantity":6}"#.utf8))
+                shopRequest(base, "shop/cart/items/mug", method: .patch, body: Data(#"{"quantity":6}"#.utf8))
             }
             #expect(response.status == 200)
             // Refreshed before perform returned: the stored rows already hold the change.
@@ -321,7 +321,7 @@ struct CollectionObservationTests {
         try await withShop { base, http in
             let garbled = Locked(false)
             let wire = WireLog(http) { response in
-                garbled.current ? HTTPResponse(status: 200, headers: response.headers, body: Data("<html>".utf8)) : response
+                garbled.current ? TransportResponse(status: 200, headerFields: response.headerFields, body: Data("<html>".utf8)) : response
             }
             let cache = ResponseCache(database: try cartDatabase(), transport: wire, connectivity: FakeConnectivityMonitor(.online))
             let cart = cartQuery(base)
@@ -382,7 +382,7 @@ struct CollectionObservationTests {
         let transport = RecordingTransport()
         let cache = ResponseCache(database: try cartDatabase(), transport: transport, connectivity: FakeConnectivityMonitor(.online))
         let base = try #require(URL(string: "http://127.0.0.1:9"))
-        let query = CollectionQuery(CacheQuery(shopRequest(base, "shop/checkout", method: "POST")), envelope: CartBody.self) { $0.items }
+        let query = CollectionQuery(CacheQuery(shopRequest(base, "shop/checkout", method: .post)), envelope: CartBody.self) { $0.items }
         var updates = cache.observe(query).makeAsyncIterator()
         #expect(await updates.next() == .unavailable(.notCacheable(method: "POST")))
         #expect(await updates.next() == nil)

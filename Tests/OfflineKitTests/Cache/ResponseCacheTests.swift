@@ -5,6 +5,7 @@ import OfflineCore
 import OfflineKitTesting
 import OfflineServer
 import Testing
+import HTTPTypes
 
 @Suite("Response cache against a live server", .timeLimit(.minutes(1)))
 struct ResponseCacheTests {
@@ -34,7 +35,7 @@ struct ResponseCacheTests {
                 clock.advance(by: 200)  // past max-age and stale-while-revalidate
                 let third = try await cache.load(query)
                 #expect(wire.statuses == [200, 304])
-                #expect(wire.entries[1].request.headers["If-None-Match"] == first.metadata.validator)
+                #expect(wire.entries[1].request.headerFields[.ifNoneMatch] == first.metadata.validator)
                 #expect(third.metadata.source == .network)
                 #expect(third.metadata.fetchedAt == clock.now)
                 #expect(!third.metadata.isStale)
@@ -72,7 +73,7 @@ struct ResponseCacheTests {
     func neverLoadedOffline(_ policy: CachePolicy) async throws {
         let transport = RecordingTransport()
         let cache = ResponseCache(database: try .inMemory(), transport: transport, connectivity: FakeConnectivityMonitor(.offlineHard))
-        let query = CacheQuery(HTTPRequest(url: URL(string: "http://127.0.0.1:9/shop/cart")!), policy: policy, user: "alice")
+        let query = CacheQuery(TransportRequest(url: URL(string: "http://127.0.0.1:9/shop/cart")!), policy: policy, user: "alice")
         await #expect(throws: CacheError.neverLoadedAndOffline) { try await cache.load(query) }
         #expect(transport.requests.isEmpty)
     }
@@ -82,10 +83,10 @@ struct ResponseCacheTests {
         let database = try OfflineDatabase.inMemory()
         let monitor = FakeConnectivityMonitor(.online)
         let recording = RecordingTransport()
-        recording.allow("GET", "/shop/cart") { _ in
-            HTTPResponse(status: 200, headers: ["Cache-Control": "max-age=0", "ETag": "\"a\""], body: Data("[1]".utf8))
+        recording.allow(.get, "/shop/cart") { _ in
+            TransportResponse(status: 200, headerFields: [.cacheControl: "max-age=0", .eTag: "\"a\""], body: Data("[1]".utf8))
         }
-        let query = CacheQuery(HTTPRequest(url: URL(string: "http://127.0.0.1:9/shop/cart")!), policy: .networkFirst)
+        let query = CacheQuery(TransportRequest(url: URL(string: "http://127.0.0.1:9/shop/cart")!), policy: .networkFirst)
         _ = try await ResponseCache(database: database, transport: recording, connectivity: monitor).load(query)
 
         // Now the server black-holes: the injected clock's deadline wins at once.
@@ -104,13 +105,13 @@ struct ResponseCacheTests {
         let monitor = FakeConnectivityMonitor(.online)
         let failing = Locked(false)
         let transport = RecordingTransport()
-        transport.allow("GET", "/data") { _ in
+        transport.allow(.get, "/data") { _ in
             failing.current
-                ? HTTPResponse(status: 503)
-                : HTTPResponse(status: 200, headers: ["Cache-Control": "max-age=10, stale-if-error=100"], body: Data("ok".utf8))
+                ? TransportResponse(status: 503)
+                : TransportResponse(status: 200, headerFields: [.cacheControl: "max-age=10, stale-if-error=100"], body: Data("ok".utf8))
         }
         let cache = ResponseCache(database: try .inMemory(), transport: transport, connectivity: monitor, now: clock.function)
-        let query = CacheQuery(HTTPRequest(url: URL(string: "http://127.0.0.1:9/data")!), policy: .networkFirst)
+        let query = CacheQuery(TransportRequest(url: URL(string: "http://127.0.0.1:9/data")!), policy: .networkFirst)
         _ = try await cache.load(query)
         failing.withLock { $0 = true }
         clock.advance(by: 50)
@@ -126,17 +127,17 @@ struct ResponseCacheTests {
         let monitor = FakeConnectivityMonitor(.offlineHard)
         let cache = ResponseCache(database: try .inMemory(), transport: transport, connectivity: monitor)
         let url = URL(string: "http://127.0.0.1:9/shop/cart")!
-        await #expect(throws: CacheError.neverLoadedAndOffline) { try await cache.load(CacheQuery(HTTPRequest(url: url), policy: .cacheOnly)) }
+        await #expect(throws: CacheError.neverLoadedAndOffline) { try await cache.load(CacheQuery(TransportRequest(url: url), policy: .cacheOnly)) }
         monitor.status = .online
-        await #expect(throws: CacheError.notCached) { try await cache.load(CacheQuery(HTTPRequest(url: url), policy: .cacheOnly)) }
-        #expect(try cache.cachedResponse(for: CacheQuery(HTTPRequest(url: url))) == nil)
+        await #expect(throws: CacheError.notCached) { try await cache.load(CacheQuery(TransportRequest(url: url), policy: .cacheOnly)) }
+        #expect(try cache.cachedResponse(for: CacheQuery(TransportRequest(url: url))) == nil)
 
         monitor.status = .offline
         let built = Locked(0)
         await #expect(throws: NetworkRequiredError.self) {
             try await cache.perform {
                 built.withLock { $0 += 1 }
-                return HTTPRequest(method: "POST", url: url.appendingPathComponent("checkout"))
+                return TransportRequest(method: .post, url: url.appendingPathComponent("checkout"))
             }
         }
         #expect(built.current == 0)
@@ -156,20 +157,20 @@ struct ResponseCacheTests {
             return try await HTTPClientTransport.withTransport { http in
                 let wire = WireLog(http) { response in
                     var response = response
-                    response.headers.add(name: "Set-Cookie", value: cookie)
-                    response.headers.add(name: "WWW-Authenticate", value: "Bearer realm=\(token)")
+                    response.headerFields.append(HTTPField(name: .setCookie, value: cookie))
+                    response.headerFields.append(HTTPField(name: .wwwAuthenticate, value: "Bearer realm=\(token)"))
                     return response
                 }
                 let database = try OfflineDatabase.open(at: directory.appendingPathComponent("app.sqlite"))
                 let cache = ResponseCache(database: database, transport: wire, connectivity: FakeConnectivityMonitor(.online))
                 var request = shopRequest(base, "shop/cart")
-                request.headers["Cookie"] = cookie
+                request.headerFields[.cookie] = cookie
                 let response = try await cache.load(CacheQuery(request, user: "alice"))
-                #expect(response.headers["Set-Cookie"] == nil)
-                #expect(wire.entries.first?.request.headers["Authorization"] == "Bearer \(token)")
+                #expect(response.headerFields[.setCookie] == nil)
+                #expect(wire.entries.first?.request.headerFields[.authorization] == "Bearer \(token)")
                 let stored = try #require(try cache.cachedResponse(for: CacheQuery(request, user: "alice")))
-                #expect(stored.headers["Set-Cookie"] == nil)
-                #expect(stored.headers["ETag"] != nil)
+                #expect(stored.headerFields[.setCookie] == nil)
+                #expect(stored.headerFields[.eTag] != nil)
                 try await database.writer.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
                 return token
             }
@@ -187,13 +188,13 @@ struct ResponseCacheTests {
     @Test("sign-out clears one user's records and keeps the others'")
     func clearPerUser() async throws {
         let transport = RecordingTransport()
-        transport.allow("GET", "/me") { request in
-            HTTPResponse(status: 200, headers: ["Cache-Control": "max-age=60"], body: Data((request.headers["Authorization"] ?? "").utf8))
+        transport.allow(.get, "/me") { request in
+            TransportResponse(status: 200, headerFields: [.cacheControl: "max-age=60"], body: Data((request.headerFields[.authorization] ?? "").utf8))
         }
         let cache = ResponseCache(database: try .inMemory(), transport: transport, connectivity: FakeConnectivityMonitor(.online))
         let url = URL(string: "http://127.0.0.1:9/me")!
-        let alice = CacheQuery(HTTPRequest(url: url, headers: ["Authorization": "a"]), user: "alice")
-        let bob = CacheQuery(HTTPRequest(url: url, headers: ["Authorization": "b"]), user: "bob")
+        let alice = CacheQuery(TransportRequest(url: url, headerFields: [.authorization: "a"]), user: "alice")
+        let bob = CacheQuery(TransportRequest(url: url, headerFields: [.authorization: "b"]), user: "bob")
         #expect(try await cache.load(alice).body == Data("a".utf8))
         #expect(try await cache.load(bob).body == Data("b".utf8))
         try await cache.clear(user: "alice")
@@ -205,12 +206,12 @@ struct ResponseCacheTests {
     func privateRecords() async throws {
         let secret = "card ending 4242 \(UUID().uuidString)"
         let transport = RecordingTransport()
-        transport.allow("GET", "/wallet") { _ in HTTPResponse(status: 200, headers: ["Cache-Control": "max-age=60"], body: Data(secret.utf8)) }
+        transport.allow(.get, "/wallet") { _ in TransportResponse(status: 200, headerFields: [.cacheControl: "max-age=60"], body: Data(secret.utf8)) }
         let credentials = InMemoryCredentialStore()
         let database = try OfflineDatabase.inMemory()
         let monitor = FakeConnectivityMonitor(.online)
         let cache = ResponseCache(database: database, transport: transport, connectivity: monitor, cipher: try RecordCipher(credentials: credentials))
-        let query = CacheQuery(HTTPRequest(url: URL(string: "http://127.0.0.1:9/wallet")!), user: "alice", isPrivate: true)
+        let query = CacheQuery(TransportRequest(url: URL(string: "http://127.0.0.1:9/wallet")!), user: "alice", isPrivate: true)
         #expect(try await cache.load(query).body == Data(secret.utf8))
 
         let stored = try await database.writer.read { db in try Data.fetchOne(db, sql: "SELECT body FROM offlinekit_cache_entry") }
@@ -224,16 +225,16 @@ struct ResponseCacheTests {
         await #expect(throws: CacheError.unreadableRecord) { try await stranger.load(query) }
         let keyless = ResponseCache(database: database, transport: transport, connectivity: FakeConnectivityMonitor(.online))
         await #expect(throws: CacheError.encryptionUnavailable) {
-            try await keyless.load(CacheQuery(HTTPRequest(url: URL(string: "http://127.0.0.1:9/wallet2")!), isPrivate: true))
+            try await keyless.load(CacheQuery(TransportRequest(url: URL(string: "http://127.0.0.1:9/wallet2")!), isPrivate: true))
         }
     }
 
     @Test("no-store responses are answered but never kept")
     func noStore() async throws {
         let transport = RecordingTransport()
-        transport.allow("GET", "/otp") { _ in HTTPResponse(status: 200, headers: ["Cache-Control": "no-store"], body: Data("123".utf8)) }
+        transport.allow(.get, "/otp") { _ in TransportResponse(status: 200, headerFields: [.cacheControl: "no-store"], body: Data("123".utf8)) }
         let cache = ResponseCache(database: try .inMemory(), transport: transport, connectivity: FakeConnectivityMonitor(.online))
-        let query = CacheQuery(HTTPRequest(url: URL(string: "http://127.0.0.1:9/otp")!))
+        let query = CacheQuery(TransportRequest(url: URL(string: "http://127.0.0.1:9/otp")!))
         #expect(try await cache.load(query).body == Data("123".utf8))
         #expect(try cache.cachedResponse(for: query) == nil)
     }
@@ -251,7 +252,7 @@ struct ResponseCacheTests {
                 let original = try await cache.load(query)
 
                 // The cart changes on the server (from another device).
-                let change = shopRequest(base, "shop/cart/items/mug", method: "PATCH", body: Data(#"{"quantity":5}"#.utf8))
+                let change = shopRequest(base, "shop/cart/items/mug", method: .patch, body: Data(#"{"quantity":5}"#.utf8))
                 #expect(try await http.send(change).status == 200)
 
                 var updates = cache.observe(query).makeAsyncIterator()
@@ -266,7 +267,7 @@ struct ResponseCacheTests {
                 // A refresh that finds the same content (304) publishes nothing; a real change does.
                 try await cache.refresh(query)
                 #expect(wire.statuses.last == 304)
-                let again = shopRequest(base, "shop/cart/items/map", method: "PATCH", body: Data(#"{"quantity":3}"#.utf8))
+                let again = shopRequest(base, "shop/cart/items/map", method: .patch, body: Data(#"{"quantity":3}"#.utf8))
                 #expect(try await http.send(again).status == 200)
                 try await cache.refresh(query)
                 let third = try #require(await updates.next())
@@ -293,7 +294,7 @@ struct ResponseCacheTests {
                 #expect(cached.response?.metadata.source == .cache)
 
                 // While offline, an order is placed elsewhere; an hour passes.
-                #expect(try await http.send(shopRequest(base, "shop/checkout", method: "POST")).status == 201)
+                #expect(try await http.send(shopRequest(base, "shop/checkout", method: .post)).status == 201)
                 clock.advance(by: 3600)
                 monitor.status = .online
                 let refreshed = try #require(await updates.next())
@@ -325,11 +326,11 @@ struct ResponseCacheTests {
         let clock = ManualWallClock()
         let version = Locked(1)
         let transport = RecordingTransport()
-        transport.allow("GET", "/feed") { _ in
-            HTTPResponse(status: 200, headers: ["Cache-Control": "max-age=10, stale-while-revalidate=100"], body: Data("v\(version.current)".utf8))
+        transport.allow(.get, "/feed") { _ in
+            TransportResponse(status: 200, headerFields: [.cacheControl: "max-age=10, stale-while-revalidate=100"], body: Data("v\(version.current)".utf8))
         }
         let cache = ResponseCache(database: try .inMemory(), transport: transport, connectivity: FakeConnectivityMonitor(.online), now: clock.function)
-        let query = CacheQuery(HTTPRequest(url: URL(string: "http://127.0.0.1:9/feed")!))
+        let query = CacheQuery(TransportRequest(url: URL(string: "http://127.0.0.1:9/feed")!))
         _ = try await cache.load(query)
         version.withLock { $0 = 2 }
         clock.advance(by: 20)
@@ -352,7 +353,7 @@ struct ResponseCacheInputTests {
     func onlyGet(_ method: String) async throws {
         let transport = RecordingTransport()
         let cache = ResponseCache(database: try .inMemory(), transport: transport, connectivity: FakeConnectivityMonitor(.online))
-        let query = CacheQuery(HTTPRequest(method: method, url: URL(string: "http://127.0.0.1:9/shop/cart")!))
+        let query = CacheQuery(TransportRequest(method: try #require(HTTPRequest.Method(method)), url: URL(string: "http://127.0.0.1:9/shop/cart")!))
         await #expect(throws: CacheError.notCacheable(method: method)) { try await cache.load(query) }
         await #expect(throws: CacheError.notCacheable(method: method)) { try await cache.refresh(query) }
         var updates = cache.observe(query).makeAsyncIterator()

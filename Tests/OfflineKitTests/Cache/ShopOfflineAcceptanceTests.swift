@@ -38,7 +38,7 @@ struct ShopOfflineAcceptanceTests {
             try await HTTPClientTransport.withTransport { http in
                 // Every request the app sends is recorded; only the shop's reads are expected.
                 let recording = RecordingTransport(forwardingTo: http)
-                recording.allow("GET", "/shop/*")
+                recording.allow(.get, "/shop/*")
                 let monitor = FakeConnectivityMonitor(.online)
                 let database = try OfflineDatabase.open(at: directory.appendingPathComponent("app.sqlite"))
                 let cache = ResponseCache(database: database, transport: recording, connectivity: monitor)
@@ -113,14 +113,14 @@ struct ShopOfflineAcceptanceTests {
             do {
                 try await cache.perform(refreshing: [query]) {
                     built.withLock { $0 = true }
-                    return shopRequest(base, "shop/checkout", method: "POST")
+                    return shopRequest(base, "shop/checkout", method: .post)
                 }
                 Issue.record("checkout was sent while offline")
             } catch let error as NetworkRequiredError {
                 #expect(error.message == .noInternetConnection)
             }
             #expect(!built.current)
-            #expect(!recording.requests.contains { $0.method != "GET" })
+            #expect(!recording.requests.contains { $0.method != .get })
         }
     }
 
@@ -136,7 +136,7 @@ struct ShopOfflineAcceptanceTests {
 
             // The cart changed on another device while this one was offline.
             let status = try await HTTPClientTransport.withTransport { other in
-                try await other.send(shopRequest(base, "shop/cart/items/bottle", method: "PATCH", body: Data(#"{"quantity":4}"#.utf8))).status
+                try await other.send(shopRequest(base, "shop/cart/items/bottle", method: .patch, body: Data(#"{"quantity":4}"#.utf8))).status
             }
             #expect(status == 200)
             monitor.status = .online
@@ -150,9 +150,9 @@ struct ShopOfflineAcceptanceTests {
             #expect(cart.items.first { $0.id == "bottle" }?.quantity == 4)
 
             // The enabled action now runs, and the cart screen refreshes after it.
-            recording.allow("POST", "/shop/checkout")
+            recording.allow(.post, "/shop/checkout")
             #expect(online.presentation.tap("checkout") == .perform)
-            let response = try await cache.perform(refreshing: [query]) { shopRequest(base, "shop/checkout", method: "POST") }
+            let response = try await cache.perform(refreshing: [query]) { shopRequest(base, "shop/checkout", method: .post) }
             #expect(response.status == 201)
             let emptied = try #require(await updates.next())
             #expect(try emptied.response?.decode(ShopCart.self, decoder: ShopCoding.decoder()).items.isEmpty == true)

@@ -3,25 +3,26 @@ import OfflineCore
 @testable import OfflineKit
 import OfflineKitTesting
 import Testing
+import HTTPTypes
 
 @Suite("Vary: copies of one URL for different requests")
 struct VaryTests {
     /// A `/news` endpoint that answers in the request's language and varies as told.
     private func endpoint(vary: String) -> RecordingTransport {
         let transport = RecordingTransport()
-        transport.allow("GET", "/news") { request in
-            let language = request.headers["Accept-Language"] ?? "en"
-            let region = request.headers["X-Region"] ?? "none"
-            return HTTPResponse(status: 200, headers: ["Cache-Control": "max-age=60", "Vary": vary],
+        transport.allow(.get, "/news") { request in
+            let language = request.headerFields[.acceptLanguage] ?? "en"
+            let region = request.headerFields[HTTPField.Name("X-Region")!] ?? "none"
+            return TransportResponse(status: 200, headerFields: [.cacheControl: "max-age=60", .vary: vary],
                                 body: Data("news in \(language) for \(region)".utf8))
         }
         return transport
     }
 
     private func query(language: String? = nil, region: String? = nil, policy: CachePolicy = .cacheFirst) -> CacheQuery {
-        var request = HTTPRequest(url: URL(string: "http://127.0.0.1:9/news")!, headers: ["Authorization": "Bearer t"])
-        if let language { request.headers["Accept-Language"] = language }
-        if let region { request.headers["X-Region"] = region }
+        var request = TransportRequest(url: URL(string: "http://127.0.0.1:9/news")!, headerFields: [.authorization: "Bearer t"])
+        if let language { request.headerFields[.acceptLanguage] = language }
+        if let region { request.headerFields[HTTPField.Name("X-Region")!] = region }
         return CacheQuery(request, policy: policy, user: "alice")
     }
 
@@ -67,17 +68,17 @@ struct VaryTests {
 
     @Test("parsing: several fields and lists are merged; credentials and encodings are never compared")
     func parsing() {
-        let vary = Vary(parsing: ["Vary": "Accept-Language, X-Region", "vary": "authorization,Cookie , x-app-version", "Vary": "Accept-Encoding"])
+        let vary = Vary(parsing: [.vary: "Accept-Language, X-Region", .vary: "authorization,Cookie , x-app-version", .vary: "Accept-Encoding"])
         #expect(!vary.matchesNothing)
         #expect(vary.names == ["x-app-version", "x-region"])
-        var request = HTTPRequest(url: URL(string: "http://127.0.0.1:9/news")!, headers: ["Authorization": "Bearer secret", "X-Region": "eu"])
+        var request = TransportRequest(url: URL(string: "http://127.0.0.1:9/news")!, headerFields: [.authorization: "Bearer secret", HTTPField.Name("X-Region")!: "eu"])
         let selection = vary.selection(of: request)
         #expect(selection == "x-app-version:\nx-region:eu")
         #expect(selection?.contains("secret") == false)
         #expect(Vary.matches(selection, request))
-        request.headers["X-App-Version"] = "2"
+        request.headerFields[HTTPField.Name("X-App-Version")!] = "2"
         #expect(!Vary.matches(selection, request))
-        #expect(Vary(parsing: ["Vary": "X-A, *"]).matchesNothing)
+        #expect(Vary(parsing: [.vary: "X-A, *"]).matchesNothing)
         #expect(Vary(parsing: [:]).selection(of: request) == nil)
     }
 }

@@ -51,19 +51,19 @@ extension AsyncStream<ConnectivityStatus>.AsyncIterator {
 
 /// A probe transport that answers from a script the test changes.
 final class ScriptedProbeTransport: HTTPTransport, Sendable {
-    let answer: Locked<Result<OfflineKit.HTTPResponse, TransportError>>
+    let answer: Locked<Result<OfflineKit.TransportResponse, TransportError>>
     let count = Locked(0)
 
-    init(_ answer: Result<OfflineKit.HTTPResponse, TransportError> = .success(OfflineKit.HTTPResponse(status: 204))) {
+    init(_ answer: Result<OfflineKit.TransportResponse, TransportError> = .success(OfflineKit.TransportResponse(status: 204))) {
         self.answer = Locked(answer)
     }
 
-    func send(_ request: OfflineKit.HTTPRequest, maxBodyBytes: Int) async throws -> OfflineKit.HTTPResponse {
+    func send(_ request: OfflineKit.TransportRequest, maxBodyBytes: Int) async throws -> OfflineKit.TransportResponse {
         count.withLock { $0 += 1 }
         return try answer.current.get()
     }
 
-    func stream(_ request: OfflineKit.HTTPRequest) async throws -> OfflineKit.HTTPStreamingResponse {
+    func stream(_ request: OfflineKit.TransportRequest) async throws -> OfflineKit.StreamingTransportResponse {
         throw TransportError.other("not used")
     }
 }
@@ -132,7 +132,7 @@ struct ConnectivityMonitorTests {
         let probes = ScriptedProbeTransport()
         let monitor = ConnectivityMonitor(probe: probe, linkMonitor: ScriptedLinkMonitor(initial: .usable), probeTransport: probes, clock: clock)
         let app = RecordingTransport()
-        app.allow("GET", "/api/*") { _ in throw TransportError.timeout }
+        app.allow(.get, "/api/*") { _ in throw TransportError.timeout }
         let gated = GatedTransport(app, connectivity: monitor)
         let url = URL(string: "http://127.0.0.1:9/api/cart")!
         let refusal = try await withMonitor(monitor) { updates in
@@ -142,13 +142,13 @@ struct ConnectivityMonitorTests {
             // evidence that the server is reachable after all).
             probes.answer.withLock { $0 = .failure(.timeout) }
             for _ in 0..<3 {
-                await #expect(throws: TransportError.timeout) { _ = try await gated.send(OfflineKit.HTTPRequest(url: url)) }
+                await #expect(throws: TransportError.timeout) { _ = try await gated.send(OfflineKit.TransportRequest(url: url)) }
             }
             // The change to offline-soft is held back until 5 s after the change to online.
             await clock.advance(by: .seconds(5))
             _ = await updates.first(.offlineSoft)
             let sent = app.requests.count
-            let error = await #expect(throws: NetworkRequiredError.self) { _ = try await gated.send(OfflineKit.HTTPRequest(method: "POST", url: url)) }
+            let error = await #expect(throws: NetworkRequiredError.self) { _ = try await gated.send(OfflineKit.TransportRequest(method: .post, url: url)) }
             #expect(app.requests.count == sent, "nothing was sent")
             return error
         }
@@ -181,12 +181,12 @@ struct ConnectivityMonitorTests {
     @Test("a probe answered by something else (a portal's redirect) is not online")
     func captivePortal() async throws {
         let probe = ConnectivityProbe(url: URL(string: "http://127.0.0.1:9/health")!)
-        #expect(await probe.run(over: ScriptedProbeTransport(.success(OfflineKit.HTTPResponse(status: 302))), elapsed: { .zero }) == .captivePortal)
-        #expect(await probe.run(over: ScriptedProbeTransport(.success(OfflineKit.HTTPResponse(status: 200))), elapsed: { .zero }) == .captivePortal)
-        #expect(await probe.run(over: ScriptedProbeTransport(.success(OfflineKit.HTTPResponse(status: 503))), elapsed: { .zero }) == .serverError(status: 503))
-        #expect(await probe.run(over: ScriptedProbeTransport(.success(OfflineKit.HTTPResponse(status: 204))), elapsed: { .seconds(1) }) == .success(latency: .zero))
+        #expect(await probe.run(over: ScriptedProbeTransport(.success(OfflineKit.TransportResponse(status: 302))), elapsed: { .zero }) == .captivePortal)
+        #expect(await probe.run(over: ScriptedProbeTransport(.success(OfflineKit.TransportResponse(status: 200))), elapsed: { .zero }) == .captivePortal)
+        #expect(await probe.run(over: ScriptedProbeTransport(.success(OfflineKit.TransportResponse(status: 503))), elapsed: { .zero }) == .serverError(status: 503))
+        #expect(await probe.run(over: ScriptedProbeTransport(.success(OfflineKit.TransportResponse(status: 204))), elapsed: { .seconds(1) }) == .success(latency: .zero))
         let withBody = ConnectivityProbe(url: probe.url, expectedStatus: 200, expectedBody: Data("ok".utf8))
-        #expect(await withBody.run(over: ScriptedProbeTransport(.success(OfflineKit.HTTPResponse(status: 200, body: Data("login".utf8)))), elapsed: { .zero }) == .captivePortal)
+        #expect(await withBody.run(over: ScriptedProbeTransport(.success(OfflineKit.TransportResponse(status: 200, body: Data("login".utf8)))), elapsed: { .zero }) == .captivePortal)
     }
 
     @Test("the Combine publisher sends the current status, then each change")

@@ -8,8 +8,8 @@ import Testing
 struct BodyBlockTests {
     /// A body of `chunks`, then `failure` (if any) instead of a clean end; `onEnd` runs when the
     /// reader stops reading it, early or not.
-    func body(_ chunks: [[UInt8]], failure: (any Error)? = nil, onEnd: @escaping @Sendable () -> Void = {}) -> HTTPBody {
-        HTTPBody(AsyncThrowingStream { continuation in
+    func body(_ chunks: [[UInt8]], failure: (any Error)? = nil, onEnd: @escaping @Sendable () -> Void = {}) -> StreamedBody {
+        StreamedBody(AsyncThrowingStream { continuation in
             for chunk in chunks { continuation.yield(chunk) }
             continuation.finish(throwing: failure)
             continuation.onTermination = { _ in onEnd() }
@@ -67,7 +67,7 @@ struct BodyBlockTests {
             }
             var taken = 0
             await #expect(throws: Full.self) {
-                try await HTTPBody(source).readBlocks(blockBytes: 2_048) { _ in
+                try await StreamedBody(source).readBlocks(blockBytes: 2_048) { _ in
                     taken += 1
                     if taken == 3 { throw Full() }
                 }
@@ -81,7 +81,7 @@ struct BodyBlockTests {
         let (source, continuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
         let (firstBlock, firstBlockArrived) = AsyncStream<Void>.makeStream()
         let reading = Task {
-            try await HTTPBody(source).readBlocks(blockBytes: 4) { _ in firstBlockArrived.yield() }
+            try await StreamedBody(source).readBlocks(blockBytes: 4) { _ in firstBlockArrived.yield() }
         }
         continuation.yield([1, 2, 3, 4])
         var arrivals = firstBlock.makeAsyncIterator()

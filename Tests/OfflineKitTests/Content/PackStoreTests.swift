@@ -224,10 +224,10 @@ struct PackStoreServerTests {
                 let store = try makeStore(temp.sub("store"), base: base, transport: http)
                 try await store.download("p")
                 let latest = base.appendingPathComponent("packs/p/latest.json")
-                let first = try await http.send(HTTPRequest(url: latest))
-                let tag = try #require(first.headers["ETag"])
+                let first = try await http.send(TransportRequest(url: latest))
+                let tag = try #require(first.headerFields[.eTag])
                 #expect(EntityTag.strong(tag) == tag)
-                let second = try await http.send(HTTPRequest(url: latest, headers: ["If-None-Match": tag]))
+                let second = try await http.send(TransportRequest(url: latest, headerFields: [.ifNoneMatch: tag]))
                 #expect(second.status == 304)
                 #expect(second.body.isEmpty)
                 #expect(try await store.checkForUpdate("p").installed?.version == "1")
@@ -360,7 +360,7 @@ struct PackStoreRefusalTests {
          "files":[{"path":"\(path)","size":1,"sha256":"\(String(repeating: "a", count: 64))","mediaType":"text/plain"}]}
         """
         let transport = RecordingTransport()
-        transport.allow("GET", "/packs/p/latest.json") { _ in HTTPResponse(status: 200, body: Data(body.utf8)) }
+        transport.allow(.get, "/packs/p/latest.json") { _ in TransportResponse(status: 200, body: Data(body.utf8)) }
         let store = try PackStore(directory: temp.sub("store"), source: .server(URL(string: "http://127.0.0.1:9")!), transport: transport,
                                   connectivity: FakeConnectivityMonitor(.online))
         let error = await #expect(throws: PackDownloadError.self) { try await store.download("p") }
@@ -378,8 +378,8 @@ struct PackStoreRefusalTests {
         let link = PackManifest(id: "p", version: "1", createdAt: Date(timeIntervalSince1970: 0), files: [.init(path: "l", size: 1, sha256: hash, kind: "symlink")])
         let big = PackManifest(id: "q", version: "1", createdAt: Date(timeIntervalSince1970: 0), files: [.init(path: "big", size: 1 << 40, sha256: hash)])
         let transport = RecordingTransport()
-        transport.allow("GET", "/packs/p/latest.json") { _ in HTTPResponse(status: 200, body: try link.encoded()) }
-        transport.allow("GET", "/packs/q/latest.json") { _ in HTTPResponse(status: 200, body: try big.encoded()) }
+        transport.allow(.get, "/packs/p/latest.json") { _ in TransportResponse(status: 200, body: try link.encoded()) }
+        transport.allow(.get, "/packs/q/latest.json") { _ in TransportResponse(status: 200, body: try big.encoded()) }
         let store = try PackStore(directory: temp.url, source: .server(URL(string: "http://127.0.0.1:9")!), transport: transport,
                                   connectivity: FakeConnectivityMonitor(.online),
                                   configuration: .init(limits: .init(maxFileBytes: 1 << 30)))
@@ -395,7 +395,7 @@ struct PackStoreRefusalTests {
         let manifest = PackManifest(id: "p", version: "1", createdAt: Date(timeIntervalSince1970: 0),
                                     files: [.init(path: "a.m4a", size: 50 << 20, sha256: String(repeating: "b", count: 64))])
         let transport = RecordingTransport()
-        transport.allow("GET", "/packs/p/latest.json") { _ in HTTPResponse(status: 200, body: try manifest.encoded()) }
+        transport.allow(.get, "/packs/p/latest.json") { _ in TransportResponse(status: 200, body: try manifest.encoded()) }
         let store = try PackStore(directory: temp.url, source: .server(URL(string: "http://127.0.0.1:9")!), transport: transport,
                                   connectivity: FakeConnectivityMonitor(.online), networkCost: FixedNetworkCost(.metered))
         await #expect(throws: PackPolicyError.waitsForUnmeteredNetwork(bytes: 50 << 20)) { try await store.download("p") }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Logging
 import OfflineCore
 import OfflineKit
@@ -52,10 +53,10 @@ func withPackServer<T: Sendable>(packs: URL, _ body: @escaping @Sendable (URL) a
 
 /// Sets the server's fault plan.
 func setFaults(_ plan: PackFaultPlan?, base: URL, transport: HTTPClientTransport) async throws {
-    var request = HTTPRequest(method: plan == nil ? "DELETE" : "PUT", url: base.appendingPathComponent("_faults/packs"), requirement: .offlineCapable)
+    var request = TransportRequest(method: plan == nil ? .delete : .put, url: base.appendingPathComponent("_faults/packs"), requirement: .offlineCapable)
     if let plan {
         request.body = try JSONEncoder().encode(plan)
-        request.headers["Content-Type"] = "application/json"
+        request.headerFields[.contentType] = "application/json"
     }
     let response = try await transport.send(request)
     precondition(response.status == 204, "fault endpoint answered \(response.status)")
@@ -64,7 +65,7 @@ func setFaults(_ plan: PackFaultPlan?, base: URL, transport: HTTPClientTransport
 /// Counts what crosses the wire: file requests and body bytes.
 final class CountingTransport: HTTPTransport, Sendable {
     let base: any HTTPTransport
-    private let counters = Locked2<(bodyBytes: Int64, requests: [HTTPRequest], statuses: [Int])>((0, [], []))
+    private let counters = Locked2<(bodyBytes: Int64, requests: [TransportRequest], statuses: [Int])>((0, [], []))
     /// Applied to each streamed body: cut it short after this many bytes, ending it cleanly (a truncated body).
     let truncateAfter = Locked2<Int64?>(nil)
     /// Applied to the next streamed body: fail with a lost connection after this many bytes.
@@ -77,26 +78,26 @@ final class CountingTransport: HTTPTransport, Sendable {
     init(_ base: any HTTPTransport) { self.base = base }
 
     var bodyBytes: Int64 { counters.value.bodyBytes }
-    var requests: [HTTPRequest] { counters.value.requests }
+    var requests: [TransportRequest] { counters.value.requests }
     var statuses: [Int] { counters.value.statuses }
     func reset() { counters.set((0, [], [])) }
 
-    func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
+    func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
         counters.update { $0.requests.append(request) }
         return try await base.send(request, maxBodyBytes: maxBodyBytes)
     }
 
-    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+    func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
         counters.update { $0.requests.append(request) }
         let response = try await base.stream(request)
-        counters.update { $0.statuses.append(response.status) }
+        counters.update { $0.statuses.append(response.status.code) }
         let limit = truncateAfter.value
         truncateAfter.set(nil)
         let failLimit = failAfter.value
         failAfter.set(nil)
-        var headers = response.headers
-        if let rewrite = rewriteContentRange.value, headers["Content-Range"] != nil {
-            headers["Content-Range"] = rewrite
+        var headerFields = response.headerFields
+        if let rewrite = rewriteContentRange.value, headerFields[.contentRange] != nil {
+            headerFields[.contentRange] = rewrite
             rewriteContentRange.set(nil)
         }
         let hook = beforeBody.value
@@ -129,7 +130,7 @@ final class CountingTransport: HTTPTransport, Sendable {
             }
             continuation.onTermination = { _ in task.cancel() }
         }
-        return HTTPStreamingResponse(status: response.status, headers: headers, body: body)
+        return StreamingTransportResponse(status: response.status, headerFields: headerFields, body: body)
     }
 }
 

@@ -20,7 +20,7 @@ struct OutboxAccountTests {
     /// A transport that answers every record write 200 and remembers the paths in order.
     static func accepting() -> RecordingTransport {
         let transport = RecordingTransport()
-        transport.allow("PUT", "/api/records/*") { _ in HTTPResponse(status: 200, body: Data("{}".utf8)) }
+        transport.allow(.put, "/api/records/*") { _ in TransportResponse(status: 200, body: Data("{}".utf8)) }
         return transport
     }
 

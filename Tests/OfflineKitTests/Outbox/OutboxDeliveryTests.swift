@@ -24,7 +24,7 @@ struct OutboxDeliveryTests {
         #expect(try await outbox.entries().isEmpty)
         #expect(try Items.value("1", in: database) == nil)
         await #expect(throws: OutboxError.unknownOperation("nope")) {
-            try await outbox.write(OutboxOperation(name: "nope", method: "PUT", change: .update), path: "/x")
+            try await outbox.write(OutboxOperation(name: "nope", method: .put, change: .update), path: "/x")
         }
     }
 
@@ -36,8 +36,8 @@ struct OutboxDeliveryTests {
                 // The next two writes to the collection run on the server (the record and the
                 // idempotency key are committed), then the connection is cut before the answer.
                 let rule = Data(#"{"path":"/api/records/lost/","fault":{"dropAfterHandler":{}},"remaining":2}"#.utf8)
-                let set = try await http.send(OfflineKit.HTTPRequest(method: "PUT", url: url.appendingPathComponent("_faults/routes"),
-                                                          headers: ["Content-Type": "application/json"], body: rule))
+                let set = try await http.send(OfflineKit.TransportRequest(method: .put, url: url.appendingPathComponent("_faults/routes"),
+                                                          headerFields: [.contentType: "application/json"], body: rule))
                 #expect(set.status == 200)
                 let database = try OfflineDatabase.inMemory()
                 try Items.create(database)
@@ -47,7 +47,7 @@ struct OutboxDeliveryTests {
                                                                  record: RecordKey("lost", "1")))
                 try await drainer.drain()
                 #expect(try await outbox.entries().isEmpty)
-                let rules = try await http.send(OfflineKit.HTTPRequest(url: url.appendingPathComponent("_faults/routes")))
+                let rules = try await http.send(OfflineKit.TransportRequest(url: url.appendingPathComponent("_faults/routes")))
                 #expect(try JSONDecoder().decode([FaultRule].self, from: rules.body).isEmpty, "both answers were lost on the wire")
                 let effects = try await serverEffects(url, http)
                 #expect(effects[entry.idempotencyKey] == 1, "applied exactly once despite three deliveries")
@@ -76,8 +76,8 @@ struct OutboxDeliveryTests {
                     let claimed = try await outbox.claimDueEntries(limit: 10).entries
                     #expect(claimed.map(\.id) == [entry.id])
                     // The request reaches the server, then the process dies before recording anything.
-                    _ = try await http.send(OfflineKit.HTTPRequest(method: "PUT", url: url.appendingPathComponent("api/records/crash/1"),
-                                                        headers: ["Idempotency-Key": "\"\(key)\""], body: entry.payload))
+                    _ = try await http.send(OfflineKit.TransportRequest(method: .put, url: url.appendingPathComponent("api/records/crash/1"),
+                                                        headerFields: [.idempotencyKey: "\"\(key)\""], body: entry.payload))
                     #expect(try await outbox.entry(entry.id)?.state == .inFlight)
                 }
                 let outbox = Outbox(database: try OfflineDatabase.open(at: file), operations: OutboxOperation.testOperations)
@@ -97,9 +97,9 @@ struct OutboxDeliveryTests {
         let now: @Sendable () -> Date = { start.addingTimeInterval(Double(origin.duration(to: clock.now).components.seconds)) }
         let transport = RecordingTransport()
         let calls = Locked(0)
-        transport.allow("PUT", "/api/records/*") { _ in
+        transport.allow(.put, "/api/records/*") { _ in
             calls.withLock { $0 += 1 }
-            return calls.current == 1 ? HTTPResponse(status: 503) : HTTPResponse(status: 200)
+            return calls.current == 1 ? TransportResponse(status: 503) : TransportResponse(status: 200)
         }
         let policy = OutboxPolicy(backoff: OutboxBackoff(base: .seconds(10), cap: .seconds(60)))
         let database = try OfflineDatabase.open(at: file)
@@ -127,8 +127,8 @@ struct OutboxDeliveryTests {
     func pauseAndConflict() async throws {
         let transport = RecordingTransport()
         let answers = Locked([401, 409, 200])
-        transport.allow("PUT", "/api/records/*") { _ in
-            HTTPResponse(status: answers.withLock { $0.isEmpty ? 200 : $0.removeFirst() }, headers: ["Retry-After": "0"])
+        transport.allow(.put, "/api/records/*") { _ in
+            TransportResponse(status: .init(code: answers.withLock { $0.isEmpty ? 200 : $0.removeFirst() }), headerFields: [.retryAfter: "0"])
         }
         let outbox = Outbox(database: try .inMemory(), operations: OutboxOperation.testOperations)
         try await outbox.write(.setItem, path: "/api/records/p/1", json: ItemBody(value: "v"))
@@ -145,16 +145,16 @@ struct OutboxDeliveryTests {
             group.cancelAll()
         }
         #expect(transport.requests.count == 3)
-        #expect(Set(transport.requests.map { $0.headers["Idempotency-Key"] ?? "" }).count == 1, "every retry reuses the key")
+        #expect(Set(transport.requests.map { $0.headerFields[.idempotencyKey] ?? "" }).count == 1, "every retry reuses the key")
     }
 
     @Test("lanes are independent and ordered; a dependant waits for its dependency")
     func lanesAndDependencies() async throws {
         let transport = RecordingTransport()
         let order = Locked<[String]>([])
-        transport.allow("PUT", "/api/records/*") { request in
+        transport.allow(.put, "/api/records/*") { request in
             order.withLock { $0.append(request.url.lastPathComponent) }
-            return HTTPResponse(status: request.url.path.hasSuffix("blocked-1") ? 503 : 200)
+            return TransportResponse(status: request.url.path.hasSuffix("blocked-1") ? 503 : 200)
         }
         let outbox = Outbox(database: try .inMemory(), operations: OutboxOperation.testOperations,
                             policy: OutboxPolicy(backoff: OutboxBackoff(base: .seconds(3600), cap: .seconds(3600))))
@@ -182,12 +182,12 @@ struct OutboxDeliveryTests {
         let transport = RecordingTransport()
         let (slowStarted, slowStartedContinuation) = AsyncStream.makeStream(of: Void.self)
         let (release, releaseContinuation) = AsyncStream.makeStream(of: Void.self)
-        transport.allow("PUT", "/api/records/*") { request in
+        transport.allow(.put, "/api/records/*") { request in
             if request.url.lastPathComponent == "slow" {
                 slowStartedContinuation.yield()
                 for await _ in release { break }
             }
-            return HTTPResponse(status: 200)
+            return TransportResponse(status: 200)
         }
         let outbox = Outbox(database: try .inMemory(), operations: OutboxOperation.testOperations)
         try await outbox.write(.setItem, path: "/api/records/q/slow", json: ItemBody(value: "s"), lane: "slow")
@@ -235,7 +235,7 @@ struct OutboxDeliveryTests {
     @Test("a rejected dependency fails its dependants instead of sending them")
     func failedDependency() async throws {
         let transport = RecordingTransport()
-        transport.allow("PUT", "/api/records/*") { request in HTTPResponse(status: request.url.path.hasSuffix("parent") ? 422 : 200) }
+        transport.allow(.put, "/api/records/*") { request in TransportResponse(status: request.url.path.hasSuffix("parent") ? 422 : 200) }
         let outbox = Outbox(database: try .inMemory(), operations: OutboxOperation.testOperations)
         let parent = try #require(try await outbox.write(.setItem, path: "/api/records/d/parent", json: ItemBody(value: "p")))
         let child = try #require(try await outbox.write(.setItem, path: "/api/records/d/child", json: ItemBody(value: "c"), dependsOn: [parent.id]))
@@ -262,13 +262,13 @@ struct OutboxDeliveryTests {
     func badResponses() async throws {
         let transport = RecordingTransport()
         let answers = Locked(0)
-        transport.allow("PUT", "/api/records/*") { _ in
+        transport.allow(.put, "/api/records/*") { _ in
             let call = answers.withLock { $0 += 1; return $0 }
             if call == 1 { throw TransportError.connectionLost }          // truncated body
             if call == 2 { throw TransportError.other("invalid HTTP status line") }
-            return HTTPResponse(status: 200, body: Data("{not json".utf8))  // acknowledged, body unreadable
+            return TransportResponse(status: 200, body: Data("{not json".utf8))  // acknowledged, body unreadable
         }
-        let decoding = OutboxOperation(name: "decoding", method: "PUT", change: .update, onAcknowledged: { _, _, response in
+        let decoding = OutboxOperation(name: "decoding", method: .put, change: .update, onAcknowledged: { _, _, response in
             _ = try JSONDecoder().decode(ItemBody.self, from: response.body)
         })
         let outbox = Outbox(database: try .inMemory(), operations: [decoding])

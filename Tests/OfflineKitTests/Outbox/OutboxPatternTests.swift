@@ -29,7 +29,7 @@ struct OutboxPatternTests {
                 let outbox = Outbox(database: database, operations: OutboxOperation.testOperations)
                 let monitor = FakeConnectivityMonitor(.offlineHard)
                 let transport = RecordingTransport(forwardingTo: http)
-                transport.allow("PUT", "/api/records/*")
+                transport.allow(.put, "/api/records/*")
                 let drainer = makeDrainer(outbox, url, monitor, transport)
 
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -49,7 +49,7 @@ struct OutboxPatternTests {
                 }
                 #expect(try await serverItems(url, "starred", http) == ["chat-1": "pinned"])
                 let request = try #require(transport.requests.first)
-                #expect(request.headers["Idempotency-Key"]?.hasPrefix("\"") == true)
+                #expect(request.headerFields[.idempotencyKey]?.hasPrefix("\"") == true)
                 #expect(try await outbox.entries().isEmpty)
             }
         }
@@ -130,7 +130,7 @@ struct OutboxPatternTests {
                 let file = directory.appendingPathComponent("app.sqlite")
                 let monitor = FakeConnectivityMonitor(.offlineHard)
                 let transport = RecordingTransport(forwardingTo: http)
-                transport.allow("PUT", "/api/records/orders/*")
+                transport.allow(.put, "/api/records/orders/*")
                 do {
                     let database = try OfflineDatabase.open(at: file)
                     let form = BlockingForm(id: "checkout", database: database, baseURL: url, transport: transport, connectivity: monitor)
@@ -166,12 +166,12 @@ struct OutboxPatternTests {
         try await withOutboxServer { url in
             try await HTTPClientTransport.withTransport { http in
                 let http = signedInAsAna(http, at: url)
-                _ = try await http.send(HTTPRequest(method: "PUT", url: url.appendingPathComponent("api/records/accounts/a1"),
-                                                    headers: ["Idempotency-Key": "\"seed-a1\""], body: Data(#"{"value":"checking"}"#.utf8)))
+                _ = try await http.send(TransportRequest(method: .put, url: url.appendingPathComponent("api/records/accounts/a1"),
+                                                    headerFields: [.idempotencyKey: "\"seed-a1\""], body: Data(#"{"value":"checking"}"#.utf8)))
                 let monitor = FakeConnectivityMonitor(.offlineHard)
                 let transport = RecordingTransport(forwardingTo: http)
-                transport.allow("GET", "/api/records/accounts")
-                let read = BlockingRead(request: HTTPRequest(url: url.appendingPathComponent("api/records/accounts")),
+                transport.allow(.get, "/api/records/accounts")
+                let read = BlockingRead(request: TransportRequest(url: url.appendingPathComponent("api/records/accounts")),
                                         transport: transport, connectivity: monitor) { response in
                     struct Record: Decodable { var id: String }
                     return try JSONDecoder().decode([Record].self, from: response.body).map(\.id)

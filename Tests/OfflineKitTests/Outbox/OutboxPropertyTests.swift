@@ -14,7 +14,7 @@ private func localValue(of entry: OutboxEntry) -> String? {
 }
 
 private let propertySet = OutboxOperation(
-    name: "propertySet", method: "PUT", change: .update,
+    name: "propertySet", method: .put, change: .update,
     onAcknowledged: { db, entry, _ in try Items.confirm(entry, db) },
     onRejected: { db, entry in
         // The failure change: the value becomes the server's, with the still-pending writes on top.

@@ -50,7 +50,7 @@ struct ItemBody: Codable, Sendable, Equatable {
 extension OutboxOperation {
     /// Adds an item. Refused: the item stays, flagged failed, until the user dismisses it; then it goes.
     static let addItem = OutboxOperation(
-        name: "addItem", method: "PUT", change: .add, coalescing: .all,
+        name: "addItem", method: .put, change: .add, coalescing: .all,
         onAcknowledged: { db, entry, _ in try Items.confirm(entry, db) },
         onRejected: { db, entry in
             try db.execute(sql: "UPDATE item SET failed = 1 WHERE id = ?", arguments: [entry.record?.id])
@@ -60,16 +60,16 @@ extension OutboxOperation {
         })
     /// Sets an item's value. Refused: the local value goes back to what is still pending, else the server's.
     static let setItem = OutboxOperation(
-        name: "setItem", method: "PUT", change: .update,
+        name: "setItem", method: .put, change: .update,
         onAcknowledged: { db, entry, _ in try Items.confirm(entry, db) },
         onRejected: { db, entry in try Items.rollBack(entry, db) })
-    static let updateItem = OutboxOperation(name: "updateItem", method: "PATCH", change: .update, coalescing: .all)
+    static let updateItem = OutboxOperation(name: "updateItem", method: .patch, change: .update, coalescing: .all)
     static let deleteItem = OutboxOperation(
-        name: "deleteItem", method: "DELETE", change: .delete, coalescing: .all,
+        name: "deleteItem", method: .delete, change: .delete, coalescing: .all,
         onAcknowledged: { db, entry, _ in
             try db.execute(sql: "DELETE FROM item_confirmed WHERE id = ?", arguments: [entry.record?.id])
         })
-    static let placeOrder = OutboxOperation(name: "placeOrder", method: "PUT", change: .action, isOptimistic: false)
+    static let placeOrder = OutboxOperation(name: "placeOrder", method: .put, change: .action, isOptimistic: false)
 
     static let testOperations: [OutboxOperation] = [.addItem, .setItem, .updateItem, .deleteItem]
 }
@@ -114,13 +114,13 @@ func signedInAsAna(_ transport: any HTTPTransport, at url: URL) -> any HTTPTrans
 /// Reads the server's record list of a collection: id → value.
 func serverItems(_ url: URL, _ collection: String, _ transport: any HTTPTransport) async throws -> [String: String] {
     struct Record: Decodable { var id: String; var body: ItemBody }
-    let response = try await transport.send(OfflineKit.HTTPRequest(url: url.appendingPathComponent("api/records/\(collection)")))
+    let response = try await transport.send(OfflineKit.TransportRequest(url: url.appendingPathComponent("api/records/\(collection)")))
     return Dictionary(uniqueKeysWithValues: try JSONDecoder().decode([Record].self, from: response.body).map { ($0.id, $0.body.value) })
 }
 
 func serverEffects(_ url: URL, _ transport: any HTTPTransport) async throws -> [String: Int] {
     struct Effects: Decodable { var effects: [String: Int] }
-    let response = try await transport.send(OfflineKit.HTTPRequest(url: url.appendingPathComponent("api/record-effects")))
+    let response = try await transport.send(OfflineKit.TransportRequest(url: url.appendingPathComponent("api/record-effects")))
     return try JSONDecoder().decode(Effects.self, from: response.body).effects
 }
 

@@ -19,8 +19,8 @@ struct OutboxTokenRefreshTests {
             try await HTTPClientTransport.withTransport { http in
                 // The first write to the record runs on the server, then its answer is cut off.
                 let rule = Data(#"{"path":"/api/records/refresh/","fault":{"dropAfterHandler":{}},"remaining":1}"#.utf8)
-                let set = try await http.send(OfflineKit.HTTPRequest(method: "PUT", url: url.appendingPathComponent("_faults/routes"),
-                                                                     headers: ["Content-Type": "application/json"], body: rule))
+                let set = try await http.send(OfflineKit.TransportRequest(method: .put, url: url.appendingPathComponent("_faults/routes"),
+                                                                     headerFields: [.contentType: "application/json"], body: rule))
                 #expect(set.status == 200)
 
                 // While the answer is lost, every access token the server gave out expires.
@@ -65,11 +65,11 @@ private final class ExpiringWire: HTTPTransport, Sendable {
     var tokens: [String?] { attempts.withLock { $0.map(\.token) } }
     var keys: [String?] { attempts.withLock { $0.map(\.key) } }
 
-    func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
-        let sent = (token: request.headers["Authorization"], key: request.headers["Idempotency-Key"])
+    func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
+        let sent = (token: request.headerFields[.authorization], key: request.headerFields[.idempotencyKey])
         do {
             let response = try await base.send(request, maxBodyBytes: maxBodyBytes)
-            attempts.withLock { $0.append((sent.token, sent.key, response.status)) }
+            attempts.withLock { $0.append((sent.token, sent.key, response.status.code)) }
             return response
         } catch {
             let first = attempts.withLock { attempts in
@@ -81,7 +81,7 @@ private final class ExpiringWire: HTTPTransport, Sendable {
         }
     }
 
-    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+    func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
         try await base.stream(request)
     }
 }

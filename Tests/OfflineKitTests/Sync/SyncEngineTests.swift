@@ -58,7 +58,7 @@ struct SyncEngineTests {
             try await HTTPClientTransport.withTransport { http in
                 let session = SignInSession(serverURL: url, name: "ana", password: AccountSeed.demoPassword, transport: http)
                 let wire = RecordingTransport(forwardingTo: BearerTokenTransport(http, tokens: session))
-                wire.allow("GET", "/api/sync/*")
+                wire.allow(.get, "/api/sync/*")
                 try await body(url, ChangeFeed(storage: storage, now: { Date() }), wire)
             }
         }
@@ -104,7 +104,7 @@ struct SyncEngineTests {
             struct CutOff: Error {}
             let pages = Locked(0)
             let failing = RecordingTransport(forwardingTo: wire)
-            failing.allow("GET", "/api/sync/*") { request in
+            failing.allow(.get, "/api/sync/*") { request in
                 guard pages.withLock({ $0 += 1; return $0 }) <= 2 else { throw CutOff() }
                 return try await wire.send(request, maxBodyBytes: 1 << 20)
             }
@@ -131,7 +131,7 @@ struct SyncEngineTests {
                                     collections: [notes.collection()])
             try await engine.pull()
 
-            let operation = OutboxOperation(name: "setNote", method: "PUT", change: .update)
+            let operation = OutboxOperation(name: "setNote", method: .put, change: .update)
             let outbox = Outbox(database: notes.database, operations: [operation])
             let entry = try #require(try await outbox.write(operation, path: "/api/records/notes/a", payload: Self.text("mine"),
                                                             record: RecordKey("notes", "a")) { db in
@@ -145,7 +145,7 @@ struct SyncEngineTests {
             // The write reaches the server (its version now includes it), and is acknowledged.
             try await feed.record(Self.notes, id: "a", value: Self.text("mine, saved"))
             let accepting = RecordingTransport()
-            accepting.allow("PUT", "/api/records/notes/a") { _ in HTTPResponse(status: 200, body: Self.text("mine, saved")) }
+            accepting.allow(.put, "/api/records/notes/a") { _ in TransportResponse(status: 200, body: Self.text("mine, saved")) }
             try await OutboxDrainer(outbox: outbox, baseURL: url, transport: accepting, connectivity: FakeConnectivityMonitor(.online)).drain()
             #expect(try await outbox.entry(entry.id)?.state != .pending)
             try await engine.pull()
@@ -160,7 +160,7 @@ struct SyncEngineTests {
             let notes = try Notes()
             let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
                                     collections: [notes.collection()])
-            let operation = OutboxOperation(name: "setNote", method: "PUT", change: .update, onRejected: { db, _ in
+            let operation = OutboxOperation(name: "setNote", method: .put, change: .update, onRejected: { db, _ in
                 try db.execute(sql: "DELETE FROM note WHERE id = 'a'")
             })
             let outbox = Outbox(database: notes.database, operations: [operation])
@@ -172,7 +172,7 @@ struct SyncEngineTests {
             #expect(try await notes.rows()["a"] == "mine")
 
             let refusing = RecordingTransport()
-            refusing.allow("PUT", "/api/records/notes/a") { _ in HTTPResponse(status: 422) }
+            refusing.allow(.put, "/api/records/notes/a") { _ in TransportResponse(status: 422) }
             try await OutboxDrainer(outbox: outbox, baseURL: url, transport: refusing, connectivity: FakeConnectivityMonitor(.online)).drain()
             #expect(try await notes.rows()["a"] == nil, "the rollback ran")
             try await engine.pull()
@@ -201,7 +201,7 @@ struct SyncEngineTests {
             let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
                                     collections: [notes.collection()])
             try await engine.pull()
-            let operation = OutboxOperation(name: "addNote", method: "PUT", change: .add)
+            let operation = OutboxOperation(name: "addNote", method: .put, change: .add)
             let outbox = Outbox(database: notes.database, operations: [operation])
             try await outbox.write(operation, path: "/api/records/notes/local", payload: Self.text("local"), record: RecordKey("notes", "local")) { db in
                 try db.execute(sql: "INSERT INTO note (id, text) VALUES ('local', 'local')")

@@ -129,14 +129,14 @@ final class ScriptedEvents: HTTPTransport {
     private let count = Locked(0)
     var opened: Int { count.current }
 
-    func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
-        HTTPResponse(status: 404)
+    func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
+        TransportResponse(status: 404)
     }
 
-    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+    func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
         count.withLock { $0 += 1 }
         let (body, continuation) = AsyncThrowingStream.makeStream(of: [UInt8].self)
         continuation.yield(Array(": connected\n\n".utf8))
-        return HTTPStreamingResponse(status: 200, headers: ["Content-Type": "text/event-stream"], body: body)
+        return StreamingTransportResponse(status: 200, headerFields: [.contentType: "text/event-stream"], body: body)
     }
 }

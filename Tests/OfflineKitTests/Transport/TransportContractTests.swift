@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HTTPTypes
 import Hummingbird
 import NIOCore
 @testable import OfflineKit
@@ -18,9 +19,9 @@ struct TransportContractTests {
     func bufferedGet(_ kind: TransportKind) async throws {
         try await withContractServer { server in
             try await kind.withTransport { transport in
-                let response = try await transport.send(OfflineKit.HTTPRequest(url: server.url("hello")))
+                let response = try await transport.send(OfflineKit.TransportRequest(url: server.url("hello")))
                 #expect(response.status == 200)
-                #expect(response.headers["X-Contract"] == "yes")
+                #expect(response.headerFields[HTTPField.Name("X-Contract")!] == "yes")
                 #expect(String(decoding: response.body, as: UTF8.self) == "hello")
             }
         }
@@ -31,11 +32,11 @@ struct TransportContractTests {
         try await withContractServer { server in
             try await kind.withTransport { transport in
                 let body = Data((0..<5_000).map { UInt8($0 % 251) })
-                let response = try await transport.send(OfflineKit.HTTPRequest(
-                    method: "POST", url: server.url("echo"), headers: ["Content-Type": "application/octet-stream", "X-Echo": "kept"], body: body))
+                let response = try await transport.send(OfflineKit.TransportRequest(
+                    method: .post, url: server.url("echo"), headerFields: [.contentType: "application/octet-stream", HTTPField.Name("X-Echo")!: "kept"], body: body))
                 #expect(response.status == 201)
                 #expect(response.body == body)
-                #expect(response.headers["X-Echo"] == "kept")
+                #expect(response.headerFields[HTTPField.Name("X-Echo")!] == "kept")
             }
         }
     }
@@ -44,8 +45,8 @@ struct TransportContractTests {
     func statusesPassThrough(_ kind: TransportKind, _ status: Int) async throws {
         try await withContractServer { server in
             try await kind.withTransport { transport in
-                let response = try await transport.send(OfflineKit.HTTPRequest(url: server.url("status/\(status)")))
-                #expect(response.status == status)
+                let response = try await transport.send(OfflineKit.TransportRequest(url: server.url("status/\(status)")))
+                #expect(response.status.code == status)
             }
         }
     }
@@ -54,7 +55,7 @@ struct TransportContractTests {
     func streamedBody(_ kind: TransportKind) async throws {
         try await withContractServer { server in
             try await kind.withTransport { transport in
-                let response = try await transport.stream(OfflineKit.HTTPRequest(url: server.url("bytes?mib=8")))
+                let response = try await transport.stream(OfflineKit.TransportRequest(url: server.url("bytes?mib=8")))
                 #expect(response.status == 200)
                 var hash = SHA256()
                 var count = 0
@@ -77,7 +78,7 @@ struct TransportContractTests {
     func backPressure(_ kind: TransportKind) async throws {
         try await withContractServer { server in
             try await kind.withTransport { transport in
-                let response = try await transport.stream(OfflineKit.HTTPRequest(url: server.url("bytes?mib=64")))
+                let response = try await transport.stream(OfflineKit.TransportRequest(url: server.url("bytes?mib=64")))
                 var iterator = response.body.makeAsyncIterator()
                 let first = try #require(try await iterator.next())
                 let stalled = await server.writtenBytesOnceStill()
@@ -99,9 +100,9 @@ struct TransportContractTests {
     func range(_ kind: TransportKind) async throws {
         try await withContractServer { server in
             try await kind.withTransport { transport in
-                let response = try await transport.send(OfflineKit.HTTPRequest(url: server.url("range"), headers: ["Range": "bytes=100-199"]))
+                let response = try await transport.send(OfflineKit.TransportRequest(url: server.url("range"), headerFields: [.range: "bytes=100-199"]))
                 #expect(response.status == 206)
-                #expect(response.headers["Content-Range"] == "bytes 100-199/1000")
+                #expect(response.headerFields[.contentRange] == "bytes 100-199/1000")
                 #expect(response.body == ContractServer.rangeBody[100..<200])
             }
         }
@@ -111,14 +112,14 @@ struct TransportContractTests {
     func redirects(_ kind: TransportKind) async throws {
         try await withContractServer { server in
             try await kind.withTransport { transport in
-                let followed = try await transport.send(OfflineKit.HTTPRequest(url: server.url("redirect")))
+                let followed = try await transport.send(OfflineKit.TransportRequest(url: server.url("redirect")))
                 #expect(followed.status == 200)
                 #expect(String(decoding: followed.body, as: UTF8.self) == "hello")
             }
             try await kind.withTransport(followRedirects: false) { transport in
-                let kept = try await transport.send(OfflineKit.HTTPRequest(url: server.url("redirect")))
+                let kept = try await transport.send(OfflineKit.TransportRequest(url: server.url("redirect")))
                 #expect(kept.status == 302)
-                #expect(kept.headers["Location"] == "/hello")
+                #expect(kept.headerFields[.location] == "/hello")
             }
         }
     }
@@ -127,9 +128,9 @@ struct TransportContractTests {
     func freshConnection(_ kind: TransportKind) async throws {
         try await withContractServer { server in
             try await kind.withTransport { transport in
-                let pooled = try await transport.send(OfflineKit.HTTPRequest(url: server.url("peer")))
-                let again = try await transport.send(OfflineKit.HTTPRequest(url: server.url("peer")))
-                let probe = try await transport.send(OfflineKit.HTTPRequest(url: server.url("peer"), headers: ["Connection": "close"]))
+                let pooled = try await transport.send(OfflineKit.TransportRequest(url: server.url("peer")))
+                let again = try await transport.send(OfflineKit.TransportRequest(url: server.url("peer")))
+                let probe = try await transport.send(OfflineKit.TransportRequest(url: server.url("peer"), headerFields: [.connection: "close"]))
                 let ports = [pooled, again, probe].map { String(decoding: $0.body, as: UTF8.self) }
                 #expect(ports[0] == ports[1], "an ordinary request reuses the pooled connection: \(ports)")
                 #expect(ports[2] != ports[0], "the probe went over the pooled connection: \(ports)")
@@ -142,7 +143,7 @@ struct TransportContractTests {
         try await withContractServer { server in
             try await kind.withTransport { transport in
                 await #expect(throws: TransportError.responseTooLarge) {
-                    try await transport.send(OfflineKit.HTTPRequest(url: server.url("bytes?mib=2")), maxBodyBytes: 1 << 20)
+                    try await transport.send(OfflineKit.TransportRequest(url: server.url("bytes?mib=2")), maxBodyBytes: 1 << 20)
                 }
             }
         }
@@ -153,7 +154,7 @@ struct TransportContractTests {
         let port = try SilentListener.closedPort()
         try await kind.withTransport { transport in
             await #expect(throws: TransportError.connectionRefused) {
-                try await transport.send(OfflineKit.HTTPRequest(url: URL(string: "http://127.0.0.1:\(port)/")!, timeout: .seconds(5)))
+                try await transport.send(OfflineKit.TransportRequest(url: URL(string: "http://127.0.0.1:\(port)/")!, timeout: .seconds(5)))
             }
         }
     }
@@ -165,7 +166,7 @@ struct TransportContractTests {
             let clock = ContinuousClock()
             let start = clock.now
             await #expect(throws: TransportError.timeout) {
-                try await transport.send(OfflineKit.HTTPRequest(url: URL(string: "http://127.0.0.1:\(listener.port)/")!, timeout: .milliseconds(300)))
+                try await transport.send(OfflineKit.TransportRequest(url: URL(string: "http://127.0.0.1:\(listener.port)/")!, timeout: .milliseconds(300)))
             }
             let waited = start.duration(to: clock.now)
             #expect(waited >= .milliseconds(250) && waited < .seconds(5), "failed after \(waited)")
@@ -178,7 +179,7 @@ struct TransportContractTests {
         let listener = try SilentListener()
         try await kind.withTransport { transport in
             let request = Task {
-                try await transport.send(OfflineKit.HTTPRequest(url: URL(string: "http://127.0.0.1:\(listener.port)/")!, timeout: .seconds(20)))
+                try await transport.send(OfflineKit.TransportRequest(url: URL(string: "http://127.0.0.1:\(listener.port)/")!, timeout: .seconds(20)))
             }
             try await listener.waitForConnection()
             request.cancel()

@@ -216,6 +216,7 @@ struct IdempotencyMiddlewareTests {
 
     @Test("keys are parsed as structured-field strings", arguments: [
         ("\"abc\"", "abc"), ("abc", "abc"), ("\"\"", nil), ("\"a b\"", nil), (String(repeating: "k", count: 256), nil),
+        (" \"abc\" ", "abc"), ("\"abc\";v=1", "abc"), ("\"ab\\\"c\"", nil), ("\"abc", nil), ("42", nil), ("\"a\", \"b\"", nil),
     ] as [(String, String?)])
     func parsesKeys(raw: String, expected: String?) {
         #expect(IdempotencyMiddleware<BasicRequestContext>.parseKey(raw) == expected)

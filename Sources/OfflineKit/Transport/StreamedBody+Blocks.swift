@@ -57,7 +57,7 @@ struct BodyBlock: Sendable {
     }
 }
 
-extension HTTPBody {
+extension StreamedBody {
     /// Reads the whole body in blocks of about `blockBytes`, reading ahead while `consume`
     /// handles the previous block.
     ///

@@ -9,7 +9,7 @@ import NIOCore
 /// Reading holds the network back by flow control, so memory stays flat however large the
 /// body is. Downloads read it in large blocks with a bounded read-ahead (see `readBlocks`).
 /// Dropping a body without reading it to the end stops its transfer.
-public struct HTTPBody: AsyncSequence, Sendable {
+public struct StreamedBody: AsyncSequence, Sendable {
     public typealias Element = [UInt8]
 
     enum Source: Sendable {
