@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import GRDB
 public import OfflineCore
 public import OfflineKit
@@ -11,77 +11,19 @@ public import OfflineKit
 /// Session audio lives in a ``PackStore`` (one pack per session); the list is kept in the
 /// local database so it shows offline and after a restart. Playback stands for reading the
 /// local file: every ``step()`` reads the next second of audio through ``PackStore/openFile(_:inPack:)``.
+///
+/// The model is the shell around ``AudioReducer``: it sends keys, connectivity and the pack
+/// store's reports as events, runs the effects the reducer answers with (reads, downloads, the
+/// playback ticker) and sends their outcomes back as events.
 public final class AudioModel: Scenario {
-    public struct State: Sendable, Hashable {
-        public var sessions: [AudioSession] = []
-        public var isRefreshingList = false
-        public var selection = 0
-        /// The session whose review screen is open.
-        public var reviewing: String?
-        /// Each session pack's state, by pack id.
-        public var packs: [String: PackState] = [:]
-        /// The progress shown for each pack: the most ever held, so it never goes backwards,
-        /// also across a resume.
-        public var progress: [String: TransferProgress] = [:]
-        /// Packs the user asked to keep on the device.
-        public var wanted: Set<String> = []
-        public var playback: Playback?
-        /// The last variation Generate produced, by session id.
-        public var generated: [String: String] = [:]
-        public var isGenerating = false
-        public var permission: StorageAnswer?
-        public var isPrompting = false
-        public var bytesOnDisk: Int64 = 0
-        public var quotaBytes: Int64?
-        public var isEncrypted = false
-        public var connectivity: ConnectivityKind = .unknown
-        public init() {}
-
-        public var selectedSession: AudioSession? { sessions.indices.contains(selection) ? sessions[selection] : nil }
-        public var reviewedSession: AudioSession? { reviewing.flatMap { id in sessions.first { $0.id == id } } }
-
-        /// The session's audio is complete and verified on the device.
-        public func isDownloaded(_ session: AudioSession) -> Bool { packs[session.packId]?.installed != nil }
-    }
-
-    /// Where playback reads from.
-    public enum PlaybackSource: String, Sendable, Hashable {
-        /// The downloaded file, through the pack store: works offline, sends nothing.
-        case device
-        /// Ranged requests to the backend, one per step: network-required.
-        case stream
-    }
-
-    /// Reading a session's audio, one second per step.
-    public struct Playback: Sendable, Hashable {
-        public var sessionID: String
-        public var source: PlaybackSource
-        /// Bytes of the file read so far (header included).
-        public var bytesRead: Int64 = 0
-        public var length: Int64
-        /// Bytes per second of audio, from the WAV header once read.
-        public var byteRate: Int64 = 16_000
-        public var isPlaying = false
-        /// The stream's file URL.
-        var url: URL?
-
-        public static let headerBytes: Int64 = 44
-        public var position: Int64 { max(0, bytesRead - Self.headerBytes) / max(1, byteRate) }
-        public var duration: Int64 { max(0, length - Self.headerBytes) / max(1, byteRate) }
-        public var isFinished: Bool { bytesRead >= length }
-    }
-
     public let title = "Audio sessions"
     public let store: PackStore
     private let environment: DemoEnvironment
     private let permission: StoragePermission
     /// Starts a playback ticker: the returned function sleeps until `n` seconds after the start.
     private let startTicks: @Sendable () -> @Sendable (Int) async throws -> Void
-    private let state = Locked(State())
-    /// Distinguishes the running playback ticker from stopped ones.
-    private let ticker = Locked(UUID())
-    /// The last playback action asked for; the next one waits for it.
-    private let playbackLane = Locked<Task<Void, Never>?>(nil)
+    /// The screen's state; everything that changes it goes through ``AudioReducer``.
+    private let state: ScreenStore<AudioReducer>
 
     /// - Parameters:
     ///   - quotaBytes: the most the session downloads may take; least recently played sessions
@@ -101,15 +43,25 @@ public final class AudioModel: Scenario {
             let start = clock.now
             return { seconds in try await clock.sleep(until: start.advanced(by: .seconds(seconds)), tolerance: nil) }
         }
-        let permission = StoragePermission(preferences: DemoPreferences(writer: environment.database.writer)) { [changes = environment.changes] in
-            changes.send()
-        }
-        self.permission = permission
         var key: PackEncryptionKey?
         if encryptAtRest {
             let credentials = try credentials ?? FileCredentialStore(directory: environment.directory.appending(path: "credentials"))
             key = try Self.encryptionKey(in: credentials)
         }
+        var initial = State()
+        initial.quotaBytes = quotaBytes
+        initial.isEncrypted = key != nil
+        let state = ScreenStore<AudioReducer>(initial)
+        self.state = state
+        // The prompt opens from a download's task and closes from a key: each report is an event
+        // (with no effects), and the reducer keeps the newest.
+        let permission = StoragePermission(preferences: DemoPreferences(writer: environment.database.writer)) { [changes = environment.changes] status in
+            _ = state.send(.storagePermission(status.answer, isPrompting: status.isPrompting, revision: status.revision))
+            changes.send()
+        }
+        self.permission = permission
+        let status = permission.status
+        _ = state.send(.storagePermission(status.answer, isPrompting: status.isPrompting, revision: status.revision))
         store = try PackStore(
             directory: environment.directory.appending(path: "audio", directoryHint: .isDirectory),
             source: .server(environment.serverURL),
@@ -123,10 +75,6 @@ public final class AudioModel: Scenario {
                 encryptionKey: key,
                 storagePermission: permission.ask),
             now: environment.now)
-        state.withLock { state in
-            state.quotaBytes = quotaBytes
-            state.isEncrypted = key != nil
-        }
     }
 
     /// The session-audio key from `credentials`, created on first use.
@@ -138,16 +86,75 @@ public final class AudioModel: Scenario {
         return key
     }
 
-    public var snapshot: State {
-        state.withLock { state in
-            state.isPrompting = permission.isPrompting
-            state.permission = permission.answer
-            return state
+    public var snapshot: State { state.current }
+
+    /// The prompt takes the keys while it is open.
+    public var capturesText: Bool { state.current.isPrompting }
+
+    // MARK: Events and effects
+
+    /// Applies `event` and runs the effects it calls for, in order, in one task of their own,
+    /// except those that never wait, which are done before this returns (an answer to the
+    /// storage prompt shows at once).
+    public func send(_ event: Event) {
+        var effects = state.send(event)[...]
+        environment.changed()
+        while let effect = effects.first, runsAtOnce(effect) {
+            effects.removeFirst()
+            runAtOnce(effect)
+        }
+        guard !effects.isEmpty else { return }
+        environment.spawn { [self, effects] in
+            for effect in effects { await run(effect) }
         }
     }
 
-    /// The prompt takes the keys while it is open.
-    public var capturesText: Bool { permission.isPrompting }
+    /// Applies `event` and runs the effects it calls for, in order, returning once they (and
+    /// the effects their outcomes call for) are done.
+    func perform(_ event: Event) async {
+        let effects = state.send(event)
+        environment.changed()
+        for effect in effects { await run(effect) }
+    }
+
+    private func runsAtOnce(_ effect: Effect) -> Bool {
+        switch effect {
+        case .recordStorageAnswer, .toast, .startTicker: true
+        default: false
+        }
+    }
+
+    private func runAtOnce(_ effect: Effect) {
+        switch effect {
+        case .recordStorageAnswer(let answer): permission.answer(answer)
+        case .toast(let text): environment.toast(text)
+        case .startTicker(let id): startTicker(id)
+        default: break
+        }
+    }
+
+    private func run(_ effect: Effect) async {
+        switch effect {
+        case .refreshList: await refreshList()
+        case .refreshListIfOnline:
+            if environment.connectivity.status.isReachable { await refreshList() } else { environment.toast(.noInternetConnection) }
+        case .resumeWanted: await resumeWanted()
+        case .download(let sessionIDs): await download(sessionIDs)
+        case .startDownloads(let packIDs): await startDownloads(packIDs)
+        case .keepOffline(let packIDs, let wanted):
+            try? await environment.database.writer.write { db in try AudioStore.setWanted(packIDs, wanted, db) }
+        case .remove(let packID, let sessionID): await removePack(packID, sessionID: sessionID)
+        case .generate: await generate()
+        case .open(let sessionID):
+            if let session = snapshot.sessions.first(where: { $0.id == sessionID }) {
+                await preparePlayback(session)
+            } else {
+                await perform(.openFailed(sessionID: sessionID))
+            }
+        case .readSecond(let read): await readSecond(read)
+        case .recordStorageAnswer, .toast, .startTicker: runAtOnce(effect)
+        }
+    }
 
     // MARK: Local state
 
@@ -157,71 +164,34 @@ public final class AudioModel: Scenario {
         let (sessions, wanted) = (try? await environment.database.writer.read { db in
             (try AudioStore.sessions(db), try AudioStore.wanted(db))
         }) ?? ([], [])
-        let packs = store.states
-        state.withLock { state in
-            state.sessions = sessions
-            state.wanted = wanted
-            state.packs = packs
-            state.bytesOnDisk = store.bytesOnDisk
-            state.selection = min(state.selection, max(0, sessions.count - 1))
-        }
+        await perform(.loaded(sessions: sessions, wanted: wanted, packs: store.states, bytesOnDisk: store.bytesOnDisk))
         let updates = store.stateUpdates()
         let transfers = store.transferUpdates()
         environment.spawn { [self] in
-            for await packs in updates {
-                let bytes = store.bytesOnDisk
-                let evicted = state.withLock { state -> [String] in
-                    // Installed a moment ago and gone without the user removing it: the quota
-                    // made room for a newer download. It is no longer kept offline.
-                    let evicted = state.packs.filter { $0.value.installed != nil && packs[$0.key] == nil && state.wanted.contains($0.key) }.map(\.key)
-                    state.packs = packs
-                    state.bytesOnDisk = bytes
-                    state.wanted.subtract(evicted)
-                    for id in state.progress.keys where packs[id] == nil { state.progress[id] = nil }
-                    return evicted
-                }
-                if !evicted.isEmpty {
-                    try? await environment.database.writer.write { db in try AudioStore.setWanted(evicted, false, db) }
-                    environment.toast("Older downloads were removed to stay within the storage limit.")
-                }
-                environment.changed()
-            }
+            for await packs in updates { await perform(.packsChanged(packs, bytesOnDisk: store.bytesOnDisk)) }
         }
         environment.spawn { [self] in
-            for await transfers in transfers {
-                state.withLock { state in
-                    for (id, progress) in transfers where progress.completedBytes >= (state.progress[id]?.completedBytes ?? 0) {
-                        state.progress[id] = progress
-                    }
-                }
-                environment.changed()
-            }
+            for await transfers in transfers { await perform(.progress(transfers)) }
         }
-        environment.changed()
     }
 
     /// Fetches the session list and keeps it on the device.
     public func refreshList() async {
-        state.withLock { $0.isRefreshingList = true }
-        environment.changed()
-        defer {
-            state.withLock { $0.isRefreshingList = false }
-            environment.changed()
-        }
+        await perform(.listRefreshStarted)
+        var sessions: [AudioSession]?
         do {
             let response = try await environment.transport.send(TransportRequest(
                 url: environment.url("api/sessions"), headerFields: [.accept: "application/json"], timeout: .seconds(5), requirement: .offlineCapable),
                 maxBodyBytes: 1 << 20)
-            guard response.status == 200 else { return }
-            let sessions = try JSONDecoder.demo.decode(AudioSessionList.self, from: response.body).sessions
-            try await environment.database.writer.write { db in try AudioStore.replace(sessions, db) }
-            state.withLock { state in
-                state.sessions = sessions
-                state.selection = min(state.selection, max(0, sessions.count - 1))
+            if response.status == 200 {
+                let list = try JSONDecoder.demo.decode(AudioSessionList.self, from: response.body).sessions
+                try await environment.database.writer.write { db in try AudioStore.replace(list, db) }
+                sessions = list
             }
         } catch {
             // The stored list stays; the next reconnection tries again.
         }
+        await perform(.listRefreshFinished(sessions))
     }
 
     // MARK: Downloads
@@ -234,26 +204,22 @@ public final class AudioModel: Scenario {
             environment.toast(availability.message ?? .featureRequiresInternet)
             return
         }
-        let packIDs = state.withLock { state in
-            state.sessions.filter { sessionIDs.contains($0.id) && !state.isDownloaded($0) && !store.isDownloading($0.packId) }.map(\.packId)
-        }
-        guard !packIDs.isEmpty else { return }
-        if permission.answer == .denied {
-            // The answer is kept: no prompt again, only the reason (settings can change it).
-            environment.toast(PackFailure.permissionDenied.message)
-            return
-        }
-        try? await environment.database.writer.write { db in try AudioStore.setWanted(packIDs, true, db) }
-        state.withLock { $0.wanted.formUnion(packIDs) }
-        environment.changed()
+        await perform(.downloadRequested(sessionIDs))
+    }
+
+    /// Runs the pack store's downloads, reports each one's end, and says what went wrong.
+    private func startDownloads(_ packIDs: [String]) async {
         let results = await store.download(packIDs)
         var message: OfflineMessage?
-        var declined: [String] = []
         for (id, result) in results {
-            guard case .failure(let error) = result else { continue }
+            guard case .failure(let error) = result else {
+                await perform(.downloadFinished(id))
+                continue
+            }
+            var declined = false
             switch error {
             case let error as PackDownloadError:
-                if error.failure == .permissionDenied { declined.append(id) }
+                declined = error.failure == .permissionDenied
                 message = error.message
             case let error as NetworkRequiredError:
                 message = error.message
@@ -264,14 +230,9 @@ public final class AudioModel: Scenario {
             default:
                 message = .packDownloadDidNotFinish
             }
-        }
-        if !declined.isEmpty {
-            let declined = declined
-            try? await environment.database.writer.write { db in try AudioStore.setWanted(declined, false, db) }
-            state.withLock { $0.wanted.subtract(declined) }
+            await perform(.downloadFailed(id, declined: declined))
         }
         if let message { environment.toast(message) }
-        environment.changed()
     }
 
     /// Downloads every session not on the device yet.
@@ -281,37 +242,28 @@ public final class AudioModel: Scenario {
 
     /// Resumes the downloads the user asked for that did not finish (after a cut or a restart).
     public func resumeWanted() async {
-        let current = snapshot
-        let pending = current.sessions.filter { current.wanted.contains($0.packId) && !current.isDownloaded($0) && !store.isDownloading($0.packId) }
-        guard !pending.isEmpty else { return }
-        await download(pending.map(\.id))
+        await perform(.resumeRequested)
     }
 
     /// Removes a session's audio from the device and frees its space.
     public func remove(_ sessionID: String) async {
-        guard let session = snapshot.sessions.first(where: { $0.id == sessionID }) else { return }
-        try? await environment.database.writer.write { db in try AudioStore.setWanted([session.packId], false, db) }
-        state.withLock { _ = $0.wanted.remove(session.packId) }
+        await perform(.removeRequested(sessionID))
+    }
+
+    /// Removes the pack (cancelling its download first) and reports the space it freed.
+    private func removePack(_ packID: String, sessionID: String) async {
         do {
-            try await store.remove(session.packId)
+            try await store.remove(packID)
         } catch {
             environment.toast("Couldn’t remove this download. Try again.")
             return
         }
-        let bytes = store.bytesOnDisk
-        state.withLock { state in
-            state.progress[session.packId] = nil
-            state.packs[session.packId] = nil
-            state.bytesOnDisk = bytes
-            if state.playback?.sessionID == sessionID, state.playback?.source == .device { state.playback = nil }
-        }
-        environment.changed()
+        await perform(.removed(packID: packID, sessionID: sessionID, bytesOnDisk: store.bytesOnDisk))
     }
 
     /// The user's answer to the storage prompt, or a change made in settings.
     public func answerStoragePrompt(_ granted: Bool) {
-        permission.answer(granted ? .granted : .denied)
-        environment.changed()
+        send(.storageAnswered(granted ? .granted : .denied))
     }
 
     // MARK: Review screen
@@ -322,16 +274,11 @@ public final class AudioModel: Scenario {
     }
 
     public func openReview(_ sessionID: String) {
-        state.withLock { $0.reviewing = sessionID }
-        environment.changed()
+        send(.reviewOpened(sessionID))
     }
 
     public func closeReview() {
-        state.withLock { state in
-            state.reviewing = nil
-            state.playback?.isPlaying = false
-        }
-        environment.changed()
+        send(.reviewClosed)
     }
 
     /// Generate a new variation: network-required. Offline, it answers with the standard
@@ -343,28 +290,24 @@ public final class AudioModel: Scenario {
             environment.toast(availability.message ?? .featureRequiresInternet)
             return
         }
-        state.withLock { $0.isGenerating = true }
-        environment.changed()
-        defer {
-            state.withLock { $0.isGenerating = false }
-            environment.changed()
-        }
+        await perform(.generateStarted)
+        var title: String?
         do {
             let response = try await environment.transport.send(TransportRequest(
                 method: .post, url: environment.url("api/sessions/\(session.id)/generate"),
                 headerFields: [.contentType: "application/json"], body: Data("{}".utf8), timeout: .seconds(10), requirement: .networkRequired),
                 maxBodyBytes: 1 << 20)
-            guard response.status.kind == .successful else {
+            if response.status.kind == .successful {
+                title = try JSONDecoder.demo.decode(GeneratedVariation.self, from: response.body).title
+            } else {
                 environment.toast("Couldn’t generate a variation. Try again.")
-                return
             }
-            let variation = try JSONDecoder.demo.decode(GeneratedVariation.self, from: response.body)
-            state.withLock { $0.generated[session.id] = variation.title }
         } catch let error as NetworkRequiredError {
             environment.toast(error.message)
         } catch {
             environment.toast(.tryAgainWhenOnline)
         }
+        await perform(.generateFinished(sessionID: session.id, title: title))
     }
 
     // MARK: Playback
@@ -372,45 +315,37 @@ public final class AudioModel: Scenario {
     /// Starts or pauses playback of the reviewed session: the downloaded file when there is
     /// one, else a stream while online; offline without a download it answers with the message.
     public func togglePlay() async {
-        await serially { await self.playOrPause() }
-    }
-
-    private func playOrPause() async {
-        guard let session = snapshot.reviewedSession else { return }
-        if let playback = snapshot.playback, playback.sessionID == session.id, !playback.isFinished {
-            let playing = state.withLock { state -> Bool in
-                state.playback?.isPlaying.toggle()
-                return state.playback?.isPlaying ?? false
-            }
-            if playing { startTicker() }
-            environment.changed()
-            return
-        }
-        guard await preparePlayback(session) else { return }
-        state.withLock { $0.playback?.isPlaying = true }
-        startTicker()
-        environment.changed()
+        await perform(.playPause)
     }
 
     /// Opens the reviewed session for reading without starting the ticker; false (with a
     /// message shown) when it cannot be played now.
     @discardableResult
     public func preparePlayback(_ session: AudioSession) async -> Bool {
+        guard let playback = await open(session) else {
+            await perform(.openFailed(sessionID: session.id))
+            return false
+        }
+        await perform(.opened(playback))
+        return true
+    }
+
+    /// The playback of `session` from its start: the downloaded file, or the stream's manifest.
+    private func open(_ session: AudioSession) async -> Playback? {
         let current = snapshot
         let screen = review(session, state: current, connectivity: environment.connectivity.status.kind)
         guard screen.play.isAvailable else {
             environment.toast(screen.play.message ?? .featureRequiresInternet)
-            return false
+            return nil
         }
         if current.isDownloaded(session) {
             do {
                 let reader = try store.openFile(AudioSession.audioPath, inPack: session.packId)
                 try? store.markOpened(session.packId)
-                state.withLock { $0.playback = Playback(sessionID: session.id, source: .device, length: reader.length) }
-                return true
+                return Playback(sessionID: session.id, source: .device, length: reader.length)
             } catch {
                 environment.toast("This download can’t be read. Remove it and download it again.")
-                return false
+                return nil
             }
         }
         do {
@@ -422,96 +357,60 @@ public final class AudioModel: Scenario {
             guard let file = manifest.file(at: AudioSession.audioPath) else { throw TransportError.other("no audio") }
             var playback = Playback(sessionID: session.id, source: .stream, length: file.size)
             playback.url = environment.url("packs/\(session.packId)/\(manifest.version)/\(AudioSession.audioPath)")
-            state.withLock { $0.playback = playback }
-            return true
+            return playback
         } catch let error as NetworkRequiredError {
             environment.toast(error.message)
         } catch {
             environment.toast(.tryAgainWhenOnline)
         }
-        return false
+        return nil
     }
 
     /// Reads the next second of audio (the header first) and advances the position.
     ///
-    /// Steps run one after another and after play or pause, whoever asks (a key, the ticker):
-    /// two at once would read the same second and advance once.
+    /// A step asked for while a second is being read (by a key, the ticker) is read right after
+    /// it, by the task reading: this returns once its second is read or queued.
     public func step() async {
-        await serially { await self.readNextSecond() }
+        await perform(.step)
     }
 
-    /// Runs `work` after every playback action asked for before it has ended.
-    private func serially(_ work: @escaping @Sendable () async -> Void) async {
-        let task = playbackLane.withLock { last -> Task<Void, Never> in
-            let previous = last
-            let next = Task {
-                await previous?.value
-                await work()
-            }
-            last = next
-            return next
-        }
-        await task.value
-    }
-
-    private func readNextSecond() async {
-        guard var playback = snapshot.playback, !playback.isFinished,
-              let session = snapshot.sessions.first(where: { $0.id == playback.sessionID }) else { return }
-        let count = playback.bytesRead == 0 ? Playback.headerBytes : playback.byteRate
+    private func readSecond(_ read: SecondRead) async {
         do {
             let chunk: Data
-            switch playback.source {
-            case .device:
-                chunk = try store.openFile(AudioSession.audioPath, inPack: session.packId).read(at: playback.bytesRead, count: Int(count))
-            case .stream:
-                chunk = try await streamChunk(playback, count: count)
+            switch read.source {
+            case .device: chunk = try store.openFile(AudioSession.audioPath, inPack: read.packID).read(at: read.offset, count: Int(read.count))
+            case .stream: chunk = try await streamChunk(read)
             }
-            if playback.bytesRead == 0, let rate = Self.byteRate(ofWAVHeader: chunk) { playback.byteRate = rate }
-            playback.bytesRead += Int64(chunk.count)
-            if chunk.isEmpty || playback.isFinished {
-                playback.bytesRead = max(playback.bytesRead, playback.length)
-                playback.isPlaying = false
-            }
+            await perform(.secondRead(read: read.id, chunk))
         } catch let error as NetworkRequiredError {
-            playback.isPlaying = false
             environment.toast(error.message)
+            await perform(.secondFailed(read: read.id))
         } catch {
-            playback.isPlaying = false
-            environment.toast(playback.source == .stream ? OfflineMessage.tryAgainWhenOnline.text : "This download can’t be read. Remove it and download it again.")
+            environment.toast(read.source == .stream ? OfflineMessage.tryAgainWhenOnline.text : "This download can’t be read. Remove it and download it again.")
+            await perform(.secondFailed(read: read.id))
         }
-        let updated = playback
-        state.withLock { state in
-            if state.playback?.sessionID == updated.sessionID, state.playback?.source == updated.source {
-                let wasPlaying = state.playback?.isPlaying ?? false
-                state.playback = updated
-                state.playback?.isPlaying = wasPlaying && updated.isPlaying
-            }
-        }
-        environment.changed()
     }
 
-    private func streamChunk(_ playback: Playback, count: Int64) async throws -> Data {
-        guard let url = playback.url else { return Data() }
-        let last = min(playback.length, playback.bytesRead + count) - 1
+    private func streamChunk(_ read: SecondRead) async throws -> Data {
+        guard let url = read.url else { return Data() }
+        let last = min(read.length, read.offset + read.count) - 1
         let response = try await environment.transport.send(TransportRequest(
-            url: url, headerFields: [.range: "bytes=\(playback.bytesRead)-\(last)"], timeout: .seconds(10), requirement: .networkRequired),
-            maxBodyBytes: Int(count) + 1024)
+            url: url, headerFields: [.range: "bytes=\(read.offset)-\(last)"], timeout: .seconds(10), requirement: .networkRequired),
+            maxBodyBytes: Int(read.count) + 1024)
         guard response.status == 206 else { throw TransportError.other("status \(response.status)") }
         return response.body
     }
 
-    /// Steps at every whole second after now, on the injected clock's own instants, so a late
-    /// start catches up instead of drifting, until playback pauses or another ticker takes over.
-    private func startTicker() {
-        let token = UUID()
-        ticker.withLock { $0 = token }
+    /// Ticks at every whole second after now, on the injected clock's own instants, so a late
+    /// start catches up instead of drifting, until the reducer stops this ticker or starts
+    /// another. Each tick's read ends before the next sleep.
+    private func startTicker(_ id: Int) {
         let sleep = startTicks()
         environment.spawn { [self] in
             var seconds = 1
-            while ticker.current == token, snapshot.playback?.isPlaying == true {
+            while snapshot.ticker == id {
                 do { try await sleep(seconds) } catch { return }
-                guard ticker.current == token, snapshot.playback?.isPlaying == true else { return }
-                await step()
+                await perform(.tick(ticker: id))
                 seconds += 1
             }
         }
@@ -528,73 +427,12 @@ public final class AudioModel: Scenario {
     // MARK: Scenario
 
     public func connectivityChanged(_ status: ConnectivityStatus) {
-        let reconnected = state.withLock { state -> Bool in
-            let wasReachable = state.connectivity.isReachable
-            state.connectivity = status.kind
-            return status.isReachable && !wasReachable
-        }
-        guard reconnected else { return }
-        environment.spawn { [self] in
-            await refreshList()
-            await resumeWanted()
-        }
+        send(.connectivity(status))
     }
 
     public func handle(_ key: Key) -> Bool {
-        if permission.isPrompting {
-            switch key {
-            case .character("y"), .enter: answerStoragePrompt(true)
-            case .character("n"), .escape: answerStoragePrompt(false)
-            default: break
-            }
-            return true
-        }
-        let current = snapshot
-        if let session = current.reviewedSession {
-            switch key {
-            case .escape, .left, .backspace: closeReview()
-            case .character("p"), .character(" "): environment.spawn { [self] in await togglePlay() }
-            case .character("."):
-                environment.spawn { [self] in
-                    // Opening and stepping in one action, so a second press finds the file open.
-                    await serially { [self] in
-                        if snapshot.playback?.sessionID != session.id { guard await preparePlayback(session) else { return } }
-                        await readNextSecond()
-                    }
-                }
-            case .character("g"): environment.spawn { [self] in await generate() }
-            case .character("d"): environment.spawn { [self] in await download([session.id]) }
-            case .character("x"): environment.spawn { [self] in await remove(session.id) }
-            default: return false
-            }
-            environment.changed()
-            return true
-        }
-        switch key {
-        case .up:
-            state.withLock { $0.selection = max(0, $0.selection - 1) }
-        case .down:
-            state.withLock { $0.selection = min(max(0, $0.sessions.count - 1), $0.selection + 1) }
-        case .enter, .right:
-            if let session = current.selectedSession { openReview(session.id) }
-        case .character("d"):
-            if let session = current.selectedSession { environment.spawn { [self] in await download([session.id]) } }
-        case .character("a"):
-            environment.spawn { [self] in await downloadAll() }
-        case .character("x"):
-            if let session = current.selectedSession { environment.spawn { [self] in await remove(session.id) } }
-        case .character("f"):
-            if environment.connectivity.status.isReachable {
-                environment.spawn { [self] in await refreshList() }
-            } else {
-                environment.toast(.noInternetConnection)
-            }
-        case .character("s"):
-            answerStoragePrompt(permission.answer != .granted)
-        default:
-            return false
-        }
-        environment.changed()
+        guard AudioReducer.handles(key, snapshot) else { return false }
+        send(.key(key))
         return true
     }
 
@@ -602,6 +440,3 @@ public final class AudioModel: Scenario {
         AudioScreen.render(snapshot, context)
     }
 }
-
-/// The user's answer to the storage-permission prompt.
-public enum StorageAnswer: String, Sendable, Hashable { case granted, denied }

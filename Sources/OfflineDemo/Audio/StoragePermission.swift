@@ -9,46 +9,62 @@ import OfflineKit
 /// (several downloads of a batch share one prompt). A cancelled download stops waiting and
 /// counts as declined, so quitting never hangs on an open prompt.
 final class StoragePermission: Sendable {
+    /// The answer on record and whether the prompt is open, as of `revision`, which grows with
+    /// every change: of two reports, the one with the higher revision is the newer.
+    struct Status: Sendable, Hashable {
+        var answer: StorageAnswer?
+        var isPrompting: Bool
+        var revision: Int
+    }
+
     private struct State {
         var answer: StorageAnswer?
         var waiting: [UUID: CheckedContinuation<Bool, Never>] = [:]
+        var revision = 0
+        var status: Status { Status(answer: answer, isPrompting: !waiting.isEmpty, revision: revision) }
     }
 
     private let preferences: DemoPreferences
     private let state: Locked<State>
-    /// Called when the prompt appears or goes away.
-    private let onChange: @Sendable () -> Void
+    /// Called with the new status when the prompt appears or goes away, or the answer changes.
+    /// Reports can arrive out of order from different tasks; the revision tells which is newer.
+    private let onChange: @Sendable (Status) -> Void
     static let preferenceKey = "audio.storagePermission"
 
-    init(preferences: DemoPreferences, onChange: @escaping @Sendable () -> Void) {
+    init(preferences: DemoPreferences, onChange: @escaping @Sendable (Status) -> Void) {
         self.preferences = preferences
         self.onChange = onChange
         state = Locked(State(answer: preferences.string(Self.preferenceKey).flatMap(StorageAnswer.init(rawValue:))))
     }
 
-    /// The answer on record, nil before the first download asked.
-    var answer: StorageAnswer? { state.withLock { $0.answer } }
-
-    /// True while the prompt is on screen, waiting for the user.
-    var isPrompting: Bool { state.withLock { !$0.waiting.isEmpty } }
+    /// The answer on record (nil before the first download asked) and whether the prompt is on
+    /// screen, waiting for the user.
+    var status: Status { state.withLock { $0.status } }
 
     /// The pack store's hook: true when downloads may store files on the device.
     @Sendable func ask() async -> Bool {
         let id = UUID()
         let granted = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                let (answer, prompted) = state.withLock { state -> (StorageAnswer?, Bool) in
-                    if let answer = state.answer { return (answer, false) }
-                    if Task.isCancelled { return (.denied, false) }
+                let (answer, prompted) = state.withLock { state -> (StorageAnswer?, Status?) in
+                    if let answer = state.answer { return (answer, nil) }
+                    if Task.isCancelled { return (.denied, nil) }
                     state.waiting[id] = continuation
-                    return (nil, state.waiting.count == 1)
+                    guard state.waiting.count == 1 else { return (nil, nil) }
+                    state.revision += 1
+                    return (nil, state.status)
                 }
                 if let answer { continuation.resume(returning: answer == .granted) }
-                if prompted { onChange() }
+                if let prompted { onChange(prompted) }
             }
         } onCancel: {
-            state.withLock { $0.waiting.removeValue(forKey: id) }?.resume(returning: false)
-            onChange()
+            let (waiting, status) = state.withLock { state in
+                let waiting = state.waiting.removeValue(forKey: id)
+                if waiting != nil, state.waiting.isEmpty { state.revision += 1 }
+                return (waiting, state.status)
+            }
+            waiting?.resume(returning: false)
+            onChange(status)
         }
         return granted
     }
@@ -56,12 +72,13 @@ final class StoragePermission: Sendable {
     /// Records the user's answer (from the prompt or from settings) and releases waiting downloads.
     func answer(_ answer: StorageAnswer) {
         preferences.set(Self.preferenceKey, answer.rawValue)
-        let waiting = state.withLock { state in
+        let (waiting, status) = state.withLock { state in
             state.answer = answer
+            state.revision += 1
             defer { state.waiting = [:] }
-            return Array(state.waiting.values)
+            return (Array(state.waiting.values), Status(answer: answer, isPrompting: false, revision: state.revision))
         }
         for continuation in waiting { continuation.resume(returning: answer == .granted) }
-        onChange()
+        onChange(status)
     }
 }
