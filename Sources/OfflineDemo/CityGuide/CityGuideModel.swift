@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import OfflineCore
 public import OfflineKit
 
@@ -7,8 +7,9 @@ public import OfflineKit
 /// remove), offline search over the pack, and problem cards → micro-situations → actions.
 ///
 /// Which of the specification's states the screen is in, and which components it shows, is
-/// decided by ``PackScreen`` alone; this model only gathers its inputs and performs the
-/// actions it allows.
+/// decided by ``PackScreen`` alone. Every change of the state goes through
+/// ``CityGuideReducer``; this model is the shell that reads the pack store and runs the
+/// requests, downloads and writes the reducer asks for, sending their outcomes back as events.
 public final class CityGuideModel: Scenario {
     public struct State: Sendable, Hashable {
         /// The selected city, kept across restarts.
@@ -38,6 +39,15 @@ public final class CityGuideModel: Scenario {
         public var slowBannerDismissed = false
         public var updateDismissed = false
         public var update: PackUpdatePhase = .idle
+        /// Every pack's state as last read from the pack store, by pack id.
+        var packs: [String: PackState] = [:]
+        /// The guides of the installed packs as last read, by pack id: read from disk once per
+        /// version.
+        var guides: [String: PackGuide] = [:]
+        /// Increases with every change of the city field's text, so a late answer never
+        /// overwrites a newer one.
+        var suggestionGeneration = 0
+        var wasReachable: Bool?
 
         public enum Focus: Sendable, Hashable {
             case none
@@ -71,12 +81,7 @@ public final class CityGuideModel: Scenario {
     private let environment: DemoEnvironment
     private let suggestionTimeout: Duration
     private let backgroundRefreshTimeout: Duration
-    private let state = Locked(State())
-    /// Guides read from installed packs, by pack id, with the version they came from.
-    private let guides = Locked<[String: (version: String, guide: CityGuide)]>([:])
-    /// Increases with every suggestion request, so a late answer never overwrites a newer one.
-    private let suggestionGeneration = Locked(0)
-    private let wasReachable = Locked<Bool?>(nil)
+    private let store = ScreenStore<CityGuideReducer>(State())
     private var preferences: DemoPreferences { DemoPreferences(writer: environment.database.writer) }
     static let selectedCityKey = "city.selected"
 
@@ -98,11 +103,70 @@ public final class CityGuideModel: Scenario {
             now: environment.now)
     }
 
-    public var snapshot: State { state.current }
+    public var snapshot: State { store.current }
 
     public var capturesText: Bool {
-        if case .none = state.current.focus { return false }
+        if case .none = store.current.focus { return false }
         return true
+    }
+
+    private var connectivity: ConnectivityKind { environment.connectivity.status.kind }
+
+    // MARK: The shell
+
+    /// Applies `event`, asks for a redraw, and runs the effects it calls for: local ones (a
+    /// preference, a read of the pack store, a toast) before returning, the others in the
+    /// background.
+    public func send(_ event: Event) {
+        for effect in apply(event) {
+            if performLocally(effect) { continue }
+            environment.spawn { [self] in await perform(effect) }
+        }
+    }
+
+    /// Applies `event` and waits for the effects it calls for, in order.
+    private func sendAndWait(_ event: Event) async {
+        for effect in apply(event) {
+            if performLocally(effect) { continue }
+            await perform(effect)
+        }
+    }
+
+    private func apply(_ event: Event) -> [Effect] {
+        let effects = store.send(event)
+        environment.changed()
+        return effects
+    }
+
+    /// Runs `effect` at once when it is local work; false when it has to wait for something.
+    private func performLocally(_ effect: Effect) -> Bool {
+        switch effect {
+        case .saveCity(let city):
+            if let data = try? JSONEncoder().encode(city) {
+                preferences.set(Self.selectedCityKey, String(decoding: data, as: UTF8.self))
+            }
+        case .cancelDownload(let packId):
+            if packs.isDownloading(packId) { packs.cancel(packId) }
+        case .readPacks:
+            refresh()
+        case .toast(let message):
+            environment.toast(message)
+        case .fetchSuggestions, .download, .update, .checkForUpdate, .remove, .publishNewVersion:
+            return false
+        }
+        return true
+    }
+
+    private func perform(_ effect: Effect) async {
+        switch effect {
+        case .fetchSuggestions(let text, let generation): await fetchSuggestions(text, generation: generation)
+        case .download(let packId): await download(packId)
+        case .update(let packId): await update(packId)
+        case .checkForUpdate: await checkForUpdate()
+        case .remove: await remove()
+        case .publishNewVersion: await publishNewVersion()
+        case .saveCity, .cancelDownload, .readPacks, .toast: _ = performLocally(effect)
+        }
     }
 
     // MARK: Local state
@@ -113,7 +177,7 @@ public final class CityGuideModel: Scenario {
         try? DemoMigrations.migrate(environment.database.writer)
         if let saved = preferences.string(Self.selectedCityKey),
            let city = try? JSONDecoder().decode(CityChoice.self, from: Data(saved.utf8)) {
-            state.withLock { $0.city = city }
+            send(.restored(city))
         }
         refresh()
         environment.spawn { [self] in
@@ -121,56 +185,21 @@ public final class CityGuideModel: Scenario {
         }
     }
 
-    /// Re-reads the selected city's pack state, its guide and the downloaded cities.
+    /// Reads the pack store: every pack's state, and the guide of each installed pack (from
+    /// disk only for a version not read before).
     public func refresh() {
-        let downloaded = downloadedCities()
-        state.withLock { state in
-            state.downloaded = downloaded
-            guard let city = state.city else {
-                state.pack = .none
-                state.guide = nil
-                state.guideSource = nil
-                return
-            }
-            state.pack = packs.state(of: city.packId)
-            if let installed = state.pack.installed, let guide = guide(of: installed) {
-                if state.guideSource?.id != installed.id || state.guideSource?.version != installed.version {
-                    state.guide = guide
-                    state.guideSource = installed
-                    state.page = Self.clamped(state.page, in: guide)
-                }
-            } else {
-                state.guide = nil
-                state.guideSource = nil
-                state.page = .home
+        let states = packs.states
+        let known = store.current.guides
+        var guides: [String: PackGuide] = [:]
+        for installed in states.values.compactMap(\.installed) {
+            if let read = known[installed.id], read.version == installed.version {
+                guides[installed.id] = read
+            } else if let data = try? packs.contents(of: CityGuide.path, inPack: installed.id),
+                      let guide = try? JSONDecoder().decode(CityGuide.self, from: data) {
+                guides[installed.id] = PackGuide(version: installed.version, guide: guide)
             }
         }
-        environment.changed()
-    }
-
-    private func downloadedCities() -> [CityChoice] {
-        packs.installedPacks().compactMap { installed in
-            guard let guide = guide(of: installed) else { return nil }
-            return CityChoice(name: guide.city, country: guide.country, packId: installed.id)
-        }.sorted { $0.name.localizedStandardCompare($1.name) == .orderedAscending }
-    }
-
-    /// The guide of an installed pack, read once per version.
-    private func guide(of installed: InstalledPack) -> CityGuide? {
-        if let cached = guides.withLock({ $0[installed.id] }), cached.version == installed.version { return cached.guide }
-        guard let data = try? packs.contents(of: CityGuide.path, inPack: installed.id),
-              let guide = try? JSONDecoder().decode(CityGuide.self, from: data) else { return nil }
-        guides.withLock { $0[installed.id] = (installed.version, guide) }
-        return guide
-    }
-
-    static func clamped(_ page: State.Page, in guide: CityGuide) -> State.Page {
-        switch page {
-        case .home, .results: return page
-        case .problem(let p): return guide.problems.indices.contains(p) ? page : .home
-        case .situation(let p, let s):
-            return guide.problems.indices.contains(p) && guide.problems[p].situations.indices.contains(s) ? page : .home
-        }
+        send(.packsRead(states: states, guides: guides))
     }
 
     // MARK: Resolving
@@ -219,106 +248,36 @@ public final class CityGuideModel: Scenario {
         return cities.filter { CityGuide.fold($0.name).contains(typed) }
     }
 
-    /// The rows of the current page, for moving the highlight.
-    static func rowCount(_ state: State) -> Int {
-        guard let guide = state.guide else { return 0 }
-        switch state.page {
-        case .home: return guide.problems.count
-        case .problem(let p): return guide.problems.indices.contains(p) ? guide.problems[p].situations.count : 0
-        case .situation: return 0
-        case .results: return guide.search(state.query).count
-        }
-    }
-
     // MARK: Choosing a city
 
     /// Makes `city` the current one. A download of the previous city stops and its staged files
     /// are removed; online, the new city's installed pack is checked for an update.
     public func select(_ city: CityChoice) {
-        let previous = state.withLock { state -> CityChoice? in
-            let previous = state.city
-            state.city = city
-            state.focus = .none
-            state.page = .home
-            state.selection = 0
-            state.query = ""
-            state.update = .idle
-            state.updateDismissed = false
-            state.downloadRequested = false
-            state.suggestions = []
-            state.suggestionsPhase = .idle
-            return previous
-        }
-        if let previous, previous.packId != city.packId, packs.isDownloading(previous.packId) {
-            packs.cancel(previous.packId)
-        }
-        if let data = try? JSONEncoder().encode(city) {
-            preferences.set(Self.selectedCityKey, String(decoding: data, as: UTF8.self))
-        }
-        refresh()
-        if environment.connectivity.status.isReachable, packs.state(of: city.packId).installed != nil {
-            environment.spawn { [self] in await checkForUpdate() }
-        }
+        send(.select(city, connectivity))
     }
 
     /// Opens the city field. Online it asks for suggestions; offline it lists the downloaded
     /// cities (“Offline: choose a downloaded city”).
     public func openCityPicker(downloadedOnly: Bool = false) {
-        state.withLock { state in
-            state.focus = .city(TextField(maxLength: 40), downloadedOnly: downloadedOnly)
-            state.pick = 0
-            state.suggestions = []
-            state.suggestionsPhase = .idle
-        }
-        if !downloadedOnly { cityTextChanged("") }
-        environment.changed()
+        send(.openCityPicker(downloadedOnly: downloadedOnly, connectivity))
     }
 
-    /// Asks the server for cities matching `text`, when the network can be used.
-    private func cityTextChanged(_ text: String) {
-        let generation = suggestionGeneration.withLock { $0 += 1; return $0 }
-        if case .city(_, downloadedOnly: true) = snapshot.focus { return }
-        // Offline the field lists downloaded cities; no request is even built.
-        guard environment.connectivity.status.isReachable else { return }
-        environment.spawn { [self] in await loadSuggestions(text, generation: generation) }
-    }
-
-    /// Fetches suggestions for `text`. A timeout clears them and falls back to the downloaded
-    /// cities (“Couldn’t load suggestions. Try a downloaded city.”).
-    public func loadSuggestions(_ text: String, generation: Int? = nil) async {
-        let generation = generation ?? suggestionGeneration.withLock { $0 += 1; return $0 }
+    /// Fetches the suggestions numbered `generation`. A timeout clears them and falls back to the
+    /// downloaded cities (“Couldn’t load suggestions. Try a downloaded city.”).
+    private func fetchSuggestions(_ text: String, generation: Int) async {
         var components = URLComponents(url: environment.url("api/cities"), resolvingAgainstBaseURL: false)
         components?.queryItems = [URLQueryItem(name: "q", value: text)]
         guard let url = components?.url else { return }
-        state.withLock { $0.isLoadingSuggestions = true }
-        environment.changed()
-        let result: Result<[CityChoice], any Error>
         do {
             let response = try await environment.transport.send(
                 TransportRequest(url: url, headerFields: [.accept: "application/json"], timeout: suggestionTimeout, requirement: .networkRequired),
                 maxBodyBytes: 256 << 10)
             guard response.status == 200 else { throw TransportError.other("suggestions unavailable") }
-            result = .success(try JSONDecoder().decode(CitySuggestionList.self, from: response.body).cities)
+            let cities = try JSONDecoder().decode(CitySuggestionList.self, from: response.body).cities
+            send(.suggestionsArrived(generation: generation, cities))
         } catch {
-            result = .failure(error)
+            send(.suggestionsFailed(generation: generation, refused: error is NetworkRequiredError))
         }
-        state.withLock { state in
-            guard suggestionGeneration.current == generation else { return }
-            state.isLoadingSuggestions = false
-            switch result {
-            case .success(let cities):
-                state.suggestions = cities
-                state.suggestionsPhase = .idle
-            case .failure(let error) where error is NetworkRequiredError:
-                // Refused before sending: offline, where the picker lists downloaded cities.
-                state.suggestions = []
-            case .failure:
-                state.suggestions = []
-                state.suggestionsPhase = .timedOut
-            }
-            state.pick = 0
-        }
-        environment.changed()
     }
 
     // MARK: The pack
@@ -326,25 +285,12 @@ public final class CityGuideModel: Scenario {
     /// Downloads the selected city's pack, or answers why it cannot: offline there is no
     /// download, only the downloaded cities.
     public func download() async {
-        let current = snapshot
-        guard let city = current.city else { return }
-        let screen = resolved(current, connectivity: environment.connectivity.status.kind)
-        switch screen.downloadButton {
-        case .download:
-            break
-        case .chooseDownloaded:
-            environment.toast(.downloadNotAvailableOffline)
-            return
-        case .alreadySaved(let message):
-            environment.toast(message)
-            return
-        case .hidden:
-            return
-        }
-        state.withLock { $0.downloadRequested = true }
-        environment.changed()
+        await sendAndWait(.download(connectivity))
+    }
+
+    private func download(_ packId: String) async {
         do {
-            try await packs.download(city.packId)
+            try await packs.download(packId)
         } catch let error as NetworkRequiredError {
             environment.toast(error.message)
         } catch let error as PackPolicyError {
@@ -352,18 +298,12 @@ public final class CityGuideModel: Scenario {
         } catch {
             // Cancelled, or failed: the store's state (none or failed) tells the screen.
         }
-        state.withLock { state in
-            if state.city?.packId == city.packId { state.downloadRequested = false }
-        }
-        refresh()
+        await sendAndWait(.downloadFinished(packId: packId))
     }
 
     /// Back while downloading: stops the download and removes what was staged.
     public func cancelDownload() {
-        guard let city = snapshot.city else { return }
-        packs.cancel(city.packId)
-        state.withLock { $0.downloadRequested = false }
-        refresh()
+        send(.cancelDownload)
     }
 
     /// Asks the server whether the selected city's pack has a newer version, giving up after
@@ -383,25 +323,20 @@ public final class CityGuideModel: Scenario {
 
     /// Fetches the newer version while the installed one stays in use (“Updating…”).
     public func update() async {
-        let current = snapshot
-        guard let city = current.city,
-              case .full(_, let strip?) = resolved(current, connectivity: environment.connectivity.status.kind).packCard,
-              strip.action != nil else { return }
-        state.withLock { $0.update = .updating }
-        environment.changed()
+        await sendAndWait(.update(connectivity))
+    }
+
+    private func update(_ packId: String) async {
+        let outcome: UpdateOutcome
         do {
-            try await packs.download(city.packId)
-            state.withLock { state in
-                state.update = .idle
-                state.updateDismissed = false
-            }
-            environment.toast(.updated)
+            try await packs.download(packId)
+            outcome = .installed
         } catch is CancellationError {
-            state.withLock { $0.update = .idle }
+            outcome = .cancelled
         } catch {
-            state.withLock { $0.update = .failed }
+            outcome = .failed
         }
-        refresh()
+        await sendAndWait(.updateFinished(packId: packId, outcome))
     }
 
     /// A demo control, not app behaviour: asks the embedded backend to publish a newer version of
@@ -422,8 +357,7 @@ public final class CityGuideModel: Scenario {
             environment.toast(.noInternetConnection)
             return
         }
-        state.withLock { $0.updateDismissed = false }
-        await checkForUpdate()
+        await sendAndWait(.published)
     }
 
     /// Removes the selected city's pack from the device.
@@ -431,227 +365,34 @@ public final class CityGuideModel: Scenario {
         guard let city = snapshot.city, packs.state(of: city.packId) != .none else { return }
         do {
             try await packs.remove(city.packId)
-            guides.withLock { _ = $0.removeValue(forKey: city.packId) }
             environment.toast(.cityPackRemoved(city.name))
         } catch {
             environment.toast(error.localizedDescription)
         }
+        // The guide read from the removed pack goes with it: the read keeps installed packs only.
         refresh()
     }
 
     /// Hides the slow-connection banner, or else the update affordance, for this session.
     public func dismiss() {
-        let current = snapshot
-        let screen = resolved(current, connectivity: environment.connectivity.status.kind)
-        state.withLock { state in
-            if screen.banner?.isDismissible == true {
-                state.slowBannerDismissed = true
-            } else if case .full(_, let strip?) = screen.packCard, strip.isDismissible {
-                state.updateDismissed = true
-                if state.update != .updating { state.update = .idle }
-            }
-        }
-        environment.changed()
-    }
-
-    // MARK: Search and navigation
-
-    /// Searches the pack on the device; never sends a request.
-    public func search(_ query: String) {
-        state.withLock { state in
-            state.query = query
-            state.page = query.trimmingCharacters(in: .whitespaces).isEmpty ? .home : .results
-            state.selection = 0
-        }
-        environment.changed()
-    }
-
-    /// Opens the highlighted card, situation or search result.
-    public func open() {
-        state.withLock { state in
-            guard let guide = state.guide else { return }
-            switch state.page {
-            case .home where guide.problems.indices.contains(state.selection):
-                state.page = .problem(state.selection)
-                state.selection = 0
-            case .problem(let p) where guide.problems[p].situations.indices.contains(state.selection):
-                state.page = .situation(problem: p, situation: state.selection)
-            case .results:
-                let hits = guide.search(state.query)
-                guard hits.indices.contains(state.selection) else { return }
-                let hit = hits[state.selection]
-                state.page = hit.situation.map { .situation(problem: hit.problem, situation: $0) } ?? .problem(hit.problem)
-                state.selection = 0
-            default:
-                break
-            }
-        }
-        environment.changed()
-    }
-
-    /// One level up: situation → card → cards (or the search results).
-    public func back() {
-        state.withLock { state in
-            switch state.page {
-            case .home: break
-            case .results:
-                state.page = .home
-                state.query = ""
-                state.selection = 0
-            case .problem(let p):
-                state.page = state.query.isEmpty ? .home : .results
-                state.selection = state.query.isEmpty ? p : 0
-            case .situation(let p, let s):
-                state.page = .problem(p)
-                state.selection = s
-            }
-        }
-        environment.changed()
-    }
-
-    /// Moves the highlight within the current page's rows.
-    public func moveSelection(by offset: Int) {
-        state.withLock { $0.selection = min(max(0, Self.rowCount($0) - 1), max(0, $0.selection + offset)) }
-        environment.changed()
-    }
-
-    public func home() {
-        state.withLock { state in
-            state.page = .home
-            state.query = ""
-            state.selection = 0
-        }
-        environment.changed()
+        send(.dismiss(connectivity))
     }
 
     // MARK: Scenario
 
     public func connectivityChanged(_ status: ConnectivityStatus) {
-        let reachable = status.isReachable
-        let cameBack = wasReachable.withLock { was -> Bool in
-            defer { was = reachable }
-            return reachable && was != true
-        }
-        // Back online (or started online): a quiet check for a newer pack.
-        if cameBack { environment.spawn { [self] in await checkForUpdate() } }
+        send(.connectivity(status))
     }
 
     public func handle(_ key: Key) -> Bool {
-        let current = snapshot
-        switch current.focus {
-        case .city(var field, let downloadedOnly):
-            handleCityField(key, field: &field, downloadedOnly: downloadedOnly, current: current)
-            return true
-        case .search(var field):
-            handleSearchField(key, field: &field)
-            return true
-        case .none:
-            break
-        }
-        let kind = environment.connectivity.status.kind
-        let screen = resolved(current, connectivity: kind)
-        switch key {
-        case .character("c"):
-            openCityPicker()
-        case .character("o"):
-            openCityPicker(downloadedOnly: true)
-        case .character("/"), .character("s"):
-            guard screen.offlineSearchVisible else { return false }
-            state.withLock { $0.focus = .search(TextField($0.query, maxLength: 40)) }
-        case .character("d"):
-            environment.spawn { [self] in await download() }
-        case .character("u"):
-            environment.spawn { [self] in await update() }
-        case .character("x"):
-            dismiss()
-        case .character("r"):
-            environment.spawn { [self] in await remove() }
-        case .character("P"):
-            environment.spawn { [self] in await publishNewVersion() }
-        case .character("h"):
-            home()
-        case .up:
-            moveSelection(by: -1)
-        case .down:
-            moveSelection(by: 1)
-        case .enter, .right:
-            open()
-        case .left, .backspace:
-            if screen.state == .downloading { cancelDownload() } else { back() }
-        default:
-            return false
-        }
-        environment.changed()
+        let connectivity = connectivity
+        guard CityGuideReducer.handles(key, store.current, connectivity: connectivity) else { return false }
+        send(.key(key, connectivity))
         return true
-    }
-
-    private func handleCityField(_ key: Key, field: inout TextField, downloadedOnly: Bool, current: State) {
-        let kind = environment.connectivity.status.kind
-        switch key {
-        case .up:
-            state.withLock { $0.pick = max(0, $0.pick - 1) }
-        case .down:
-            let count = Self.pickerEntries(current, connectivity: kind).count
-            state.withLock { $0.pick = min(max(0, count - 1), $0.pick + 1) }
-        case .tab:
-            break
-        default:
-            switch field.apply(key) {
-            case .editing:
-                let text = field.text
-                state.withLock { state in
-                    state.focus = .city(field, downloadedOnly: downloadedOnly)
-                    state.pick = 0
-                }
-                if text != (current.focusText ?? "") { cityTextChanged(text) }
-            case .submitted:
-                let entries = Self.pickerEntries(current, connectivity: kind)
-                if entries.indices.contains(current.pick) {
-                    select(entries[current.pick])
-                } else if !kind.isReachable || Self.pickerSource(current, connectivity: kind) == .downloaded {
-                    environment.toast(current.downloaded.isEmpty ? .noCitiesDownloaded : .noMatchingDownloadedCity)
-                }
-            case .cancelled:
-                state.withLock { $0.focus = .none }
-            }
-        }
-        environment.changed()
-    }
-
-    private func handleSearchField(_ key: Key, field: inout TextField) {
-        switch key {
-        case .up:
-            moveSelection(by: -1)
-        case .down:
-            moveSelection(by: 1)
-        default:
-            switch field.apply(key) {
-            case .editing:
-                state.withLock { $0.focus = .search(field) }
-                search(field.text)
-            case .submitted:
-                state.withLock { $0.focus = .none }
-                if snapshot.page == .results { open() }
-            case .cancelled:
-                state.withLock { $0.focus = .none }
-                home()
-            }
-        }
-        environment.changed()
     }
 
     public func render(_ context: RenderContext) -> ScreenContent {
         let current = snapshot
         return CityGuideScreen.render(current, resolved(current, connectivity: context.connectivity), context)
-    }
-}
-
-extension CityGuideModel.State {
-    /// The text in the focused field, if any.
-    var focusText: String? {
-        switch focus {
-        case .none: nil
-        case .city(let field, _), .search(let field): field.text
-        }
     }
 }

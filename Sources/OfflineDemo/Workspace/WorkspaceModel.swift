@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import GRDB
 public import OfflineCore
 public import OfflineKit
@@ -14,6 +14,9 @@ public import OfflineKit
 /// - Bank accounts (D): a ``BlockingRead``: blocked with the standard message offline.
 ///
 /// Queued writes go through an ``Outbox`` drained in the background by an ``OutboxDrainer``.
+/// Every change of the state goes through ``WorkspaceReducer``; this model is the shell that
+/// reads the device, writes to it and talks to the server as the reducer asks, sending the
+/// outcomes back as events.
 public final class WorkspaceModel: Scenario {
     public enum Pane: String, Sendable, Hashable, CaseIterable {
         case chat, invite, bank, about
@@ -86,6 +89,15 @@ public final class WorkspaceModel: Scenario {
         public var bank: BankAccounts = .notLoaded
         /// Set when the background delivery of queued writes stopped.
         public var deliveryProblem: String?
+        /// The user has a tablet the demo can post from.
+        var hasOtherDevice = false
+        /// Increases with every load of the bank accounts, so a late answer never replaces a
+        /// newer one.
+        var bankGeneration = 0
+        /// A save of the invite draft is running.
+        var savingDraft = false
+        /// The draft changed since the running save started: saved when it ends.
+        var draftUnsaved = false
         public init() {}
 
         /// The selected chat's messages, oldest first.
@@ -110,9 +122,7 @@ public final class WorkspaceModel: Scenario {
     public let sync: SyncEngine
     private let bankAccounts: BlockingRead<[WorkspaceBankAccount]>
     private let environment: DemoEnvironment
-    private let state = Locked(State())
-    private let drafts: AsyncStream<InviteDraft>
-    private let draftContinuation: AsyncStream<InviteDraft>.Continuation
+    private let store: ScreenStore<WorkspaceReducer>
 
     public init(environment: DemoEnvironment) {
         self.environment = environment
@@ -130,11 +140,61 @@ public final class WorkspaceModel: Scenario {
         ) { response in
             try JSONDecoder().decode(BankAccountsResponse.self, from: response.body).accounts
         }
-        (drafts, draftContinuation) = AsyncStream.makeStream(of: InviteDraft.self, bufferingPolicy: .bufferingNewest(1))
+        var initial = State()
+        initial.hasOtherDevice = environment.otherDevice != nil
+        store = ScreenStore(initial)
     }
 
-    public var snapshot: State { state.current }
-    public var capturesText: Bool { state.withLock { $0.editing != nil } }
+    public var snapshot: State { store.current }
+    public var capturesText: Bool { store.current.editing != nil }
+
+    // MARK: The shell
+
+    /// Applies `event`, asks for a redraw, and runs the effects it calls for in the background,
+    /// in order.
+    public func send(_ event: Event) {
+        let effects = apply(event)
+        guard !effects.isEmpty else { return }
+        environment.spawn { [self] in
+            for effect in effects { await report(effect) }
+        }
+    }
+
+    /// Applies `event` and waits for the effects it calls for, in order.
+    private func sendAndWait(_ event: Event) async {
+        for effect in apply(event) { await report(effect) }
+    }
+
+    private func apply(_ event: Event) -> [Effect] {
+        let effects = store.send(event)
+        environment.changed()
+        return effects
+    }
+
+    private func perform(_ effect: Effect) async throws {
+        switch effect {
+        case .togglePin(let chat): try await togglePin(chat: chat)
+        case .sendMessage(let text): try await send(text)
+        case .deleteMessage(let id): try await enqueueDelete(id)
+        case .dismissError(let id): try await dismissError(message: id)
+        case .postFromTablet(let chat, let number): await post(number, to: chat)
+        case .saveDraft(let draft): try await saveDraft(draft)
+        case .submitInvite: await submitInvite()
+        case .sendInvitation(let draft): await sendInvitation(draft)
+        case .loadBankAccounts(let generation): await loadBankAccounts(generation)
+        case .toast(let text): environment.toast(text)
+        }
+    }
+
+    /// Runs `effect`; a local write that fails (a full disk) is said, never swallowed.
+    private func report(_ effect: Effect) async {
+        do {
+            try await perform(effect)
+        } catch {
+            if case .saveDraft = effect { return }  // Said by the reducer, with the save's end.
+            environment.toast("This change could not be saved on this device.")
+        }
+    }
 
     // MARK: Starting
 
@@ -146,17 +206,12 @@ public final class WorkspaceModel: Scenario {
         try? await environment.database.writer.write { db in try WorkspaceStore.seedIfEmpty(now: now, db) }
         // Rows, markers and the queue together, so the first frame already shows what is pending.
         await refresh()
-        let draft = try? await form.loadDraft(InviteDraft.self)
-        state.withLock { state in
-            if let draft {
-                state.invite = draft
-                state.savedDraft = draft
-            }
+        if let draft = try? await form.loadDraft(InviteDraft.self) {
+            send(.draftRestored(draft))
         }
         environment.spawn { [self] in await deliver() }
         environment.spawn { [self] in await followQueue() }
         environment.spawn { [self] in await followMessageStatuses() }
-        environment.spawn { [self] in await saveDrafts() }
         environment.spawn { [self] in await followSync() }
         environment.spawn { [sync] in try? await sync.run() }
         environment.changed()
@@ -168,20 +223,19 @@ public final class WorkspaceModel: Scenario {
     private func followSync() async {
         for await progress in sync.progress() where !progress.isPulling && progress.rows > 0 {
             reload()
-            environment.changed()
         }
     }
 
     /// The tablet posts a message to the selected chat, through the server, as if the user had
     /// written it there: it appears here by sync (at once online, on reconnecting otherwise).
     public func postFromOtherDevice() async {
-        guard let device = environment.otherDevice, let chat = snapshot.selectedChat else { return }
-        let count = state.withLock { state in
-            state.tabletMessages += 1
-            return state.tabletMessages
-        }
+        await sendAndWait(.postFromOtherDevice)
+    }
+
+    private func post(_ number: Int, to chat: String) async {
+        guard let device = environment.otherDevice else { return }
         do {
-            _ = try await device.post("Written on my tablet (\(count))", to: chat, at: environment.now())
+            _ = try await device.post("Written on my tablet (\(number))", to: chat, at: environment.now())
             environment.toast("Your tablet sent a message.")
         } catch {
             environment.toast("Your tablet could not reach the server.")
@@ -193,18 +247,7 @@ public final class WorkspaceModel: Scenario {
         let (chats, messages) = (try? environment.database.writer.read { db in
             (try WorkspaceStore.chats(db), try WorkspaceStore.messages(db))
         }) ?? ([], [])
-        state.withLock { state in
-            state.chats = chats
-            state.messages = messages
-            if state.selectedChat == nil || !chats.contains(where: { $0.id == state.selectedChat }) {
-                state.selectedChat = chats.first?.id
-            }
-            let thread = state.thread
-            if state.selectedMessage == nil || !thread.contains(where: { $0.id == state.selectedMessage }) {
-                state.selectedMessage = thread.last?.id
-            }
-        }
-        environment.changed()
+        send(.rowsRead(chats: chats, messages: messages))
     }
 
     private func deliver() async {
@@ -212,17 +255,13 @@ public final class WorkspaceModel: Scenario {
             try await drainer.run()
         } catch is CancellationError {
         } catch {
-            state.withLock { $0.deliveryProblem = String(describing: error) }
-            environment.changed()
+            send(.deliveryStopped(String(describing: error)))
         }
     }
 
     private func followQueue() async {
         do {
-            for try await queue in outbox.snapshots() {
-                state.withLock { $0.queue = queue }
-                environment.changed()
-            }
+            for try await queue in outbox.snapshots() { send(.queueRead(queue)) }
         } catch {}
     }
 
@@ -231,23 +270,10 @@ public final class WorkspaceModel: Scenario {
     private func followMessageStatuses() async {
         do {
             for try await statuses in outbox.syncStatusUpdates(in: WorkspaceOperations.messages) {
-                state.withLock { $0.statuses = statuses.filter { $0.value != .synced } }
+                send(.statusesRead(statuses))
                 reload()
             }
         } catch {}
-    }
-
-    /// Saves the invite draft one version at a time, in typing order.
-    private func saveDrafts() async {
-        for await draft in drafts {
-            do {
-                try await form.saveDraft(draft)
-                state.withLock { $0.savedDraft = draft }
-            } catch {
-                environment.toast("The draft could not be saved on this device.")
-            }
-            environment.changed()
-        }
     }
 
     // MARK: Pattern A: pin a chat
@@ -277,7 +303,7 @@ public final class WorkspaceModel: Scenario {
                                record: RecordKey(WorkspaceOperations.messages, message.id)) { db in
             try WorkspaceStore.insert(message, db)
         }
-        state.withLock { $0.selectedMessage = message.id }
+        send(.messageWritten(id: message.id))
         await refresh()
         return message
     }
@@ -285,16 +311,10 @@ public final class WorkspaceModel: Scenario {
     /// Deletes one of the user's messages: struck through until the server confirms. A message that
     /// never left the device goes at once; a refused one is dismissed instead.
     public func delete(message id: String) async throws {
-        let current = snapshot
-        guard let message = current.messages.first(where: { $0.id == id }) else { return }
-        guard message.isMine else {
-            environment.toast("You can delete only your own messages.")
-            return
-        }
-        if current.status(of: message).failure != nil {
-            try await dismissError(message: id)
-            return
-        }
+        for effect in apply(.delete(message: id)) { try await perform(effect) }
+    }
+
+    private func enqueueDelete(_ id: String) async throws {
         let outbox = outbox
         try await environment.database.writer.write { db in
             let entry = try outbox.enqueue(WorkspaceOperations.deleteMessage, path: WorkspaceOperations.messagePath(id),
@@ -317,241 +337,88 @@ public final class WorkspaceModel: Scenario {
     private func refresh() async {
         let statuses = try? await outbox.syncStatuses(in: WorkspaceOperations.messages)
         let queue = try? await outbox.snapshot()
-        state.withLock { state in
-            if let statuses { state.statuses = statuses.filter { $0.value != .synced } }
-            if let queue { state.queue = queue }
-        }
+        if let statuses { send(.statusesRead(statuses)) }
+        if let queue { send(.queueRead(queue)) }
         reload()
     }
 
     // MARK: Pattern C: invite members
 
-    /// Applies a key to the focused invite field and queues the draft to be saved.
-    private func typeInvite(_ field: InviteDraft.Field, _ key: Key) {
-        var draft: InviteDraft?
-        state.withLock { state in
-            var text = TextField(state.invite[field], maxLength: 80)
-            switch text.apply(key) {
-            case .editing:
-                state.invite[field] = text.text
-                draft = state.invite
-                if case .refused = state.invitation { state.invitation = .idle }
-            case .submitted, .cancelled:
-                state.editing = nil
-            }
-        }
-        if let draft { draftContinuation.yield(draft) }
+    /// Replaces the form's content (as typing does) and saves the draft.
+    ///
+    /// - Throws: when the draft could not be saved on this device.
+    public func updateInvite(_ draft: InviteDraft) async throws {
+        for effect in apply(.inviteReplaced(draft)) { try await perform(effect) }
     }
 
-    /// Replaces the form's content (as typing does) and saves the draft.
-    public func updateInvite(_ draft: InviteDraft) async throws {
-        state.withLock { $0.invite = draft }
-        try await form.saveDraft(draft)
-        state.withLock { $0.savedDraft = draft }
-        environment.changed()
+    /// Saves one version of the draft; the reducer hears how it ended, and may ask for the next.
+    private func saveDraft(_ draft: InviteDraft) async throws {
+        do {
+            try await form.saveDraft(draft)
+        } catch {
+            await sendAndWait(.draftSaveFinished(draft, saved: false))
+            throw error
+        }
+        await sendAndWait(.draftSaveFinished(draft, saved: true))
     }
 
     /// Submits the invitation. Offline it is refused with the standard message before any request
     /// is built; a server refusal is shown in the server's words; the draft is kept until the
     /// server accepts.
     public func submitInvite() async {
-        let availability = form.availability
-        guard availability.canSubmit else {
-            let message = availability.message ?? .noInternetConnection
-            state.withLock { $0.invitation = .failed(message) }
-            environment.toast(message)
-            return
-        }
-        let draft = state.withLock { state in
-            state.invitation = .submitting
-            return state.invite
-        }
-        environment.changed()
+        await sendAndWait(.submitInvite(form.availability))
+    }
+
+    private func sendInvitation(_ draft: InviteDraft) async {
         let body = InvitedMember(email: draft.email, name: draft.name, role: draft.role)
         do {
             let response = try await form.submit(WorkspaceOperations.inviteMember, path: "/api/workspace/invitations", json: body)
-            let member = (try? JSONDecoder().decode(InvitedMember.self, from: response.body)) ?? body
-            state.withLock { state in
-                state.invitation = .invited(member)
-                state.invite = InviteDraft()
-                state.savedDraft = nil
-                state.editing = nil
-            }
+            send(.invited((try? JSONDecoder().decode(InvitedMember.self, from: response.body)) ?? body))
         } catch let error as NetworkRequiredError {
-            state.withLock { $0.invitation = .failed(error.message) }
-            environment.toast(error.message)
+            send(.inviteFailed(error.message))
         } catch let error as FormSubmissionError {
             if error.failure.kind == .rejected, let response = error.response,
                let problem = try? JSONDecoder().decode(InvitationProblem.self, from: response.body) {
-                let field = problem.field.flatMap(InviteDraft.Field.init(rawValue:))
-                state.withLock { state in
-                    state.invitation = .refused(message: problem.message, field: field)
-                    if let field { state.inviteField = field }
-                }
+                send(.inviteRefused(message: problem.message, field: problem.field.flatMap(InviteDraft.Field.init(rawValue:))))
             } else {
-                state.withLock { $0.invitation = .failed(error.message) }
-                environment.toast(error.message)
+                send(.inviteFailed(error.message))
             }
         } catch {
-            state.withLock { $0.invitation = .failed(.tryAgainWhenOnline) }
-            environment.toast(.tryAgainWhenOnline)
+            send(.inviteFailed(.tryAgainWhenOnline))
         }
-        environment.changed()
     }
 
     // MARK: Pattern D: bank accounts
 
     /// Loads the accounts from the server; blocked, sending nothing, while offline.
     public func loadBankAccounts() async {
-        state.withLock { $0.bank = .loading }
-        environment.changed()
+        await sendAndWait(.loadBankAccounts)
+    }
+
+    private func loadBankAccounts(_ generation: Int) async {
         let loaded: BankAccounts = switch await bankAccounts.load() {
         case .blocked(let message): .blocked(message)
         case .loaded(let accounts): .loaded(accounts)
         case .failed(let message): .failed(message)
         }
-        state.withLock { $0.bank = loaded }
-        environment.changed()
+        send(.bankAccountsLoaded(generation: generation, loaded))
     }
 
     // MARK: Scenario
 
     public func connectivityChanged(_ status: ConnectivityStatus) {
-        let reload = state.withLock { state -> Bool in
-            guard state.pane == .bank else { return false }
-            switch state.bank {
-            case .blocked, .failed: return status.isReachable
-            // Never show accounts that can no longer be kept current.
-            case .loaded: return !status.isReachable
-            case .notLoaded, .loading: return false
-            }
-        }
-        if reload { environment.spawn { [self] in await loadBankAccounts() } }
+        send(.connectivity(status))
     }
 
     /// Opens `pane`; the bank accounts are fetched each time their page opens.
     public func open(_ pane: Pane) {
-        let opened = state.withLock { state -> Bool in
-            defer { state.pane = pane }
-            return state.pane != pane
-        }
-        if pane == .bank, opened { environment.spawn { [self] in await loadBankAccounts() } }
-        environment.changed()
+        send(.open(pane))
     }
 
     public func handle(_ key: Key) -> Bool {
-        let current = snapshot
-        if let editing = current.editing {
-            handleEditing(editing, key)
-            return true
-        }
-        switch key {
-        case .character("c"): open(.chat)
-        case .character("i"): open(.invite)
-        case .character("b"): open(.bank)
-        case .character("a"): open(.about)
-        case .left, .right:
-            let panes = Pane.allCases
-            let index = panes.firstIndex(of: current.pane) ?? 0
-            open(panes[(index + (key == .right ? 1 : panes.count - 1)) % panes.count])
-        default:
-            switch current.pane {
-            case .chat: return handleChat(key, current)
-            case .invite: return handleInvite(key, current)
-            case .bank: return handleBank(key)
-            case .about: return false
-            }
-        }
+        guard WorkspaceReducer.handles(key, store.current) else { return false }
+        send(.key(key))
         return true
-    }
-
-    private func handleChat(_ key: Key, _ current: State) -> Bool {
-        switch key {
-        case .up, .down:
-            let chats = current.chats
-            guard let index = chats.firstIndex(where: { $0.id == current.selectedChat }) else { return true }
-            let next = key == .up ? max(0, index - 1) : min(chats.count - 1, index + 1)
-            state.withLock { state in
-                state.selectedChat = chats[next].id
-                state.selectedMessage = state.thread.last?.id
-            }
-        case .character("k"), .character("j"):
-            let thread = current.thread
-            guard let index = thread.firstIndex(where: { $0.id == current.selectedMessage }) else { return true }
-            let next = key == .character("k") ? max(0, index - 1) : min(thread.count - 1, index + 1)
-            state.withLock { $0.selectedMessage = thread[next].id }
-        case .character("p"):
-            guard let chat = current.selectedChat else { return true }
-            environment.spawn { [self] in await report { try await togglePin(chat: chat) } }
-        case .character("m"), .enter:
-            state.withLock { $0.editing = .message(TextField(maxLength: 200)) }
-        case .character("t") where environment.otherDevice != nil:
-            environment.spawn { [self] in await postFromOtherDevice() }
-        case .character("d"):
-            guard let id = current.selectedMessage else { return true }
-            environment.spawn { [self] in await report { try await delete(message: id) } }
-        case .character("x"):
-            let failed = current.thread.last { current.status(of: $0).failure != nil }
-            let target = current.selectedMessage.flatMap { id in current.messages.first { $0.id == id } }
-                .flatMap { current.status(of: $0).failure != nil ? $0 : nil } ?? failed
-            guard let target else { return true }
-            environment.spawn { [self] in await report { try await dismissError(message: target.id) } }
-        default:
-            return false
-        }
-        environment.changed()
-        return true
-    }
-
-    private func handleInvite(_ key: Key, _ current: State) -> Bool {
-        let fields = InviteDraft.Field.allCases
-        switch key {
-        case .up, .down:
-            let index = fields.firstIndex(of: current.inviteField) ?? 0
-            let next = key == .up ? max(0, index - 1) : min(fields.count - 1, index + 1)
-            state.withLock { $0.inviteField = fields[next] }
-        case .enter, .character("e"):
-            state.withLock { $0.editing = .invite($0.inviteField) }
-        case .character("s"):
-            environment.spawn { [self] in await submitInvite() }
-        default:
-            return false
-        }
-        environment.changed()
-        return true
-    }
-
-    private func handleBank(_ key: Key) -> Bool {
-        guard key == .character("f") else { return false }
-        environment.spawn { [self] in await loadBankAccounts() }
-        return true
-    }
-
-    private func handleEditing(_ editing: Editing, _ key: Key) {
-        switch editing {
-        case .message(var field):
-            switch field.apply(key) {
-            case .editing:
-                state.withLock { $0.editing = .message(field) }
-            case .submitted(let text):
-                state.withLock { $0.editing = nil }
-                environment.spawn { [self] in await report { try await send(text) } }
-            case .cancelled:
-                state.withLock { $0.editing = nil }
-            }
-        case .invite(let field):
-            typeInvite(field, key)
-        }
-        environment.changed()
-    }
-
-    /// Runs a local write; a failure (a full disk) is said, never swallowed.
-    private func report(_ work: () async throws -> Void) async {
-        do {
-            try await work()
-        } catch {
-            environment.toast("This change could not be saved on this device.")
-        }
     }
 
     public func render(_ context: RenderContext) -> ScreenContent {

@@ -1,0 +1,143 @@
+import Foundation
+import OfflineCore
+@testable import OfflineDemo
+@testable import OfflineKit
+import Testing
+
+/// The workspace's state, driven by events alone: no outbox, no server, no clock.
+@Suite("Workspace reducer")
+struct WorkspaceReducerTests {
+    typealias Reducer = WorkspaceReducer
+
+    static let chats = [
+        WorkspaceChat(id: "general", title: "General", pinned: false),
+        WorkspaceChat(id: "design", title: "Design", pinned: false),
+    ]
+    static let messages = [
+        WorkspaceMessage(id: "m1", chat: "general", author: "mia", text: "Hi", sentAt: Date(timeIntervalSince1970: 1)),
+        WorkspaceMessage(id: "m2", chat: "general", author: WorkspaceStore.me, text: "Hello", sentAt: Date(timeIntervalSince1970: 2)),
+        WorkspaceMessage(id: "m3", chat: "design", author: WorkspaceStore.me, text: "Mockups?", sentAt: Date(timeIntervalSince1970: 3)),
+    ]
+    static let online = ConnectivityStatus(kind: .online, reason: .probeSucceeded, since: Date(timeIntervalSince1970: 0))
+    static let offline = ConnectivityStatus(kind: .offlineSoft, reason: .blackhole, since: Date(timeIntervalSince1970: 1))
+    static let accounts = [WorkspaceBankAccount(id: "a", institution: "Northwind Bank", name: "Savings", mask: "4321", balance: "€1")]
+
+    static func loaded() -> WorkspaceModel.State {
+        var state = WorkspaceModel.State()
+        _ = Reducer.reduce(&state, .rowsRead(chats: chats, messages: messages))
+        return state
+    }
+
+    static func type(_ text: String, _ state: inout WorkspaceModel.State) -> [WorkspaceModel.Effect] {
+        text.flatMap { Reducer.reduce(&state, .key(.character($0))) }
+    }
+
+    @Test("the rows read select the first chat and its newest message; moving chats follows the thread")
+    func selection() {
+        var state = Self.loaded()
+        #expect(state.selectedChat == "general")
+        #expect(state.selectedMessage == "m2")
+        _ = Reducer.reduce(&state, .key(.character("k")))
+        #expect(state.selectedMessage == "m1")
+        _ = Reducer.reduce(&state, .key(.down))
+        #expect(state.selectedChat == "design" && state.selectedMessage == "m3")
+        _ = Reducer.reduce(&state, .rowsRead(chats: Self.chats, messages: Array(Self.messages.prefix(2))))
+        #expect(state.selectedMessage == nil, "the selected message went; the thread is empty")
+    }
+
+    @Test("writing a message: the field takes every key, Enter hands the text to the shell")
+    func writeMessage() {
+        var state = Self.loaded()
+        #expect(Reducer.reduce(&state, .key(.character("m"))).isEmpty)
+        #expect(Reducer.handles(.character("q"), state))
+        _ = Self.type("Hey", &state)
+        #expect(Reducer.reduce(&state, .key(.enter)) == [.sendMessage("Hey")])
+        #expect(state.editing == nil)
+        #expect(!Reducer.handles(.character("q"), state))
+    }
+
+    @Test("delete: someone else's message is refused in words, a refused one of mine is dismissed, else the delete is queued")
+    func delete() {
+        var state = Self.loaded()
+        #expect(Reducer.reduce(&state, .delete(message: "m1")) == [.toast("You can delete only your own messages.")])
+        #expect(Reducer.reduce(&state, .key(.character("d"))) == [.deleteMessage("m2")])
+        _ = Reducer.reduce(&state, .statusesRead(["m2": RecordSyncStatus(pendingAction: .add, failure: OutboxFailure(kind: .rejected, detail: "card"))]))
+        #expect(Reducer.reduce(&state, .key(.character("d"))) == [.dismissError(message: "m2")])
+        _ = Reducer.reduce(&state, .key(.character("k")))
+        #expect(Reducer.reduce(&state, .key(.character("x"))) == [.dismissError(message: "m2")], "x finds the refused message in the thread")
+        #expect(state.chatsNeedingAttention == ["general"])
+    }
+
+    @Test("typing in the invite form saves one draft at a time; keys typed meanwhile are saved next, with the newest text")
+    func draftSavesInOrder() {
+        var state = Self.loaded()
+        _ = Reducer.reduce(&state, .key(.character("i")))
+        _ = Reducer.reduce(&state, .key(.character("e")))
+        #expect(Self.type("a", &state) == [.saveDraft(InviteDraft(email: "a"))])
+        #expect(Self.type("na", &state).isEmpty, "a save is running")
+        #expect(Reducer.reduce(&state, .key(.left)).isEmpty, "a key that changes nothing saves nothing")
+
+        let next = Reducer.reduce(&state, .draftSaveFinished(InviteDraft(email: "a"), saved: true))
+        #expect(next == [.saveDraft(InviteDraft(email: "ana"))])
+        #expect(state.savedDraft == InviteDraft(email: "a"))
+        #expect(Reducer.reduce(&state, .draftSaveFinished(InviteDraft(email: "ana"), saved: true)).isEmpty)
+        #expect(state.savedDraft == state.invite)
+
+        _ = Self.type("@", &state)
+        #expect(Reducer.reduce(&state, .draftSaveFinished(InviteDraft(email: "ana@"), saved: false))
+                == [.toast("The draft could not be saved on this device.")])
+        #expect(state.savedDraft == InviteDraft(email: "ana"))
+        _ = Reducer.reduce(&state, .key(.enter))
+        #expect(state.editing == nil)
+    }
+
+    @Test("submit: refused offline with the message; one submission at a time; accepted clears the form")
+    func submit() {
+        var state = Self.loaded()
+        _ = Reducer.reduce(&state, .open(.invite))
+        _ = Reducer.reduce(&state, .inviteReplaced(InviteDraft(email: "ana@northwind.test")))
+        #expect(Reducer.reduce(&state, .key(.character("s"))) == [.submitInvite])
+        #expect(Reducer.reduce(&state, .submitInvite(BlockingForm.availability(for: .offlineSoft)))
+                == [.toast(OfflineMessage.noInternetConnection.text)])
+        #expect(state.invitation == .failed(.noInternetConnection))
+
+        let online = BlockingForm.availability(for: .online)
+        #expect(Reducer.reduce(&state, .submitInvite(online)) == [.sendInvitation(InviteDraft(email: "ana@northwind.test"))])
+        #expect(Reducer.reduce(&state, .submitInvite(online)).isEmpty, "pressed again while the first is on its way")
+        _ = Reducer.reduce(&state, .inviteRefused(message: "Not allowed.", field: .name))
+        #expect(state.invitation == .refused(message: "Not allowed.", field: .name))
+        #expect(state.inviteField == .name)
+
+        _ = Reducer.reduce(&state, .submitInvite(online))
+        _ = Reducer.reduce(&state, .invited(InvitedMember(email: "ana@northwind.test", name: "", role: "member")))
+        #expect(state.invite == InviteDraft())
+        #expect(state.savedDraft == nil)
+    }
+
+    @Test("an older bank accounts answer arriving after the connection went is dropped: accounts are never shown offline")
+    func staleBankAccountsDropped() {
+        var state = Self.loaded()
+        #expect(Reducer.reduce(&state, .key(.character("b"))) == [.loadBankAccounts(generation: 1)])
+        #expect(state.bank == .loading)
+        _ = Reducer.reduce(&state, .bankAccountsLoaded(generation: 1, .loaded(Self.accounts)))
+        #expect(Reducer.reduce(&state, .connectivity(Self.offline)) == [.loadBankAccounts(generation: 2)])
+        #expect(Reducer.reduce(&state, .key(.character("f"))) == [.loadBankAccounts(generation: 3)])
+        _ = Reducer.reduce(&state, .bankAccountsLoaded(generation: 3, .blocked(.featureRequiresInternet)))
+        _ = Reducer.reduce(&state, .bankAccountsLoaded(generation: 2, .loaded(Self.accounts)))
+        #expect(state.bank == .blocked(.featureRequiresInternet))
+
+        #expect(Reducer.reduce(&state, .connectivity(Self.online)) == [.loadBankAccounts(generation: 4)])
+        #expect(Reducer.reduce(&state, .key(.character("c"))).isEmpty)
+        #expect(Reducer.reduce(&state, .connectivity(Self.offline)).isEmpty, "the accounts are not on screen")
+    }
+
+    @Test("the tablet's key exists only with a tablet, and numbers its messages")
+    func tablet() {
+        var state = Self.loaded()
+        #expect(!Reducer.handles(.character("t"), state))
+        #expect(Reducer.reduce(&state, .postFromOtherDevice).isEmpty)
+        state.hasOtherDevice = true
+        #expect(Reducer.reduce(&state, .key(.character("t"))) == [.postFromTablet(chat: "general", number: 1)])
+        #expect(Reducer.reduce(&state, .postFromOtherDevice) == [.postFromTablet(chat: "general", number: 2)])
+    }
+}
