@@ -94,7 +94,7 @@ public final class NetworkSwitch: Sendable {
     ///   applied.
     /// - Throws: when the port cannot be bound.
     public func run(onListening: @Sendable (Int) async -> Void = { _ in }) async throws {
-        var server: (any Channel)? = try await bind(port: requestedPort)
+        var server: (any Channel)? = try await bindFirst()
         let port = server?.localAddress?.port ?? requestedPort
         state.withLock { $0.port = port }
         defer { state.withLock { $0.port = nil } }
@@ -117,7 +117,9 @@ public final class NetworkSwitch: Sendable {
                     closeAllConnections()
                 }
                 if server == nil {
-                    server = try await bind(port: port)
+                    // Refused meanwhile, the port is free for anyone; taken, the switch stays
+                    // refused (its clients see refusals) rather than failing its callers.
+                    server = try? await bind(port: port)
                 }
             }
             applied.send(condition)
@@ -125,6 +127,20 @@ public final class NetworkSwitch: Sendable {
         applied.send(nil)
         try? await server?.close()
         closeAllConnections()
+    }
+
+    /// Ports the switch picks from when asked for any: below the kernel's ephemeral range, so
+    /// that while a refusal has closed the listener, no connection elsewhere on the machine is
+    /// given its port and the switch can listen there again.
+    static let ports = 20_000..<32_768
+
+    /// The first listener: the requested port, or a free one of ``ports``.
+    private func bindFirst() async throws -> any Channel {
+        guard requestedPort == 0 else { return try await bind(port: requestedPort) }
+        for _ in 0..<64 {
+            if let channel = try? await bind(port: Int.random(in: Self.ports)) { return channel }
+        }
+        return try await bind(port: 0)
     }
 
     private func bind(port: Int) async throws -> any Channel {

@@ -156,12 +156,7 @@ public struct IdempotencyMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     static func problem(_ status: HTTPResponse.Status, _ title: String, _ detail: String) -> Response {
-        let body = (try? JSONSerialization.data(withJSONObject: ["title": title, "detail": detail, "status": Int(status.code)],
-                                                options: [.sortedKeys])) ?? Data()
-        return Response(
-            status: status,
-            headers: [.contentType: "application/problem+json"],
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+        problemResponse(status, detail, ["title": title])
     }
 }
 

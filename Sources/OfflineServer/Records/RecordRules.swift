@@ -40,11 +40,7 @@ enum RecordRules {
     /// `check(_:_:collection:)` as the response to send, or nil when the write may go ahead.
     static func refusal(_ method: HTTPRequest.Method, _ body: [String: JSONValue], collection: String) -> Response? {
         guard let refusal = check(method, body, collection: collection) else { return nil }
-        let status = HTTPResponse.Status.unprocessableContent
-        let problem: [String: Any] = ["status": Int(status.code), "detail": refusal.detail, "field": refusal.field]
-        let data = (try? JSONSerialization.data(withJSONObject: problem, options: [.sortedKeys])) ?? Data()
-        return Response(status: status, headers: [.contentType: "application/problem+json"],
-                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+        return problemResponse(.unprocessableContent, refusal.detail, ["field": refusal.field])
     }
 
     static func checkMessage(_ body: [String: JSONValue], isPatch: Bool) -> Refusal? {
