@@ -1,4 +1,3 @@
-import Foundation
 import OfflineCore
 
 /// Wraps a transport so that every request obeys the connectivity gate and feeds the monitor.
@@ -14,16 +13,17 @@ import OfflineCore
 public struct GatedTransport: HTTPTransport {
     public let base: any HTTPTransport
     public let connectivity: any ConnectivitySource
-    private let clock = ContinuousClock()
+    private let checkpoint: RequestCheckpoint
 
     public init(_ base: any HTTPTransport, connectivity: any ConnectivitySource) {
         self.base = base
         self.connectivity = connectivity
+        checkpoint = RequestCheckpoint(connectivity: connectivity)
     }
 
     public func send(_ request: HTTPRequest, maxBodyBytes: Int) async throws -> HTTPResponse {
         let request = Self.keyed(request)
-        return try await reporting(request, status: \.status, bytes: \.body.count) {
+        return try await checkpoint.send(request.requirement, status: \.status, bytes: \.body.count) {
             try await base.send(request, maxBodyBytes: maxBodyBytes)
         }
     }
@@ -31,52 +31,18 @@ public struct GatedTransport: HTTPTransport {
     public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
         // Throughput of a stream is the downloader's to judge; the head proves reachability.
         let request = Self.keyed(request)
-        return try await reporting(request, status: \.status, bytes: { _ in 0 }) {
+        return try await checkpoint.send(request.requirement, status: \.status, bytes: { _ in 0 }) {
             try await base.stream(request)
-        }
-    }
-
-    /// Checks the gate, sends, and reports the outcome (or the transport failure) as evidence.
-    private func reporting<Response>(
-        _ request: HTTPRequest,
-        status: (Response) -> Int,
-        bytes: (Response) -> Int,
-        _ send: () async throws -> Response
-    ) async throws -> Response {
-        try ConnectivityGate.check(request.requirement, status: connectivity.status.kind)
-        let start = clock.now
-        do {
-            let response = try await send()
-            let elapsed = start.duration(to: clock.now)
-            connectivity.report(Self.outcome(status: status(response), latency: elapsed, bytes: bytes(response), duration: elapsed))
-            return response
-        } catch let error as TransportError {
-            if let outcome = Self.outcome(error) { connectivity.report(outcome) }
-            throw error
         }
     }
 
     /// `request`, with a new `Idempotency-Key` (an RFC 8941 string) if it changes state and has none.
     static func keyed(_ request: HTTPRequest) -> HTTPRequest {
-        guard ["POST", "PUT", "PATCH", "DELETE"].contains(request.method.uppercased()), request.headers["Idempotency-Key"] == nil else {
+        guard RequestCheckpoint.needsIdempotencyKey(method: request.method, existing: request.headers["Idempotency-Key"]) else {
             return request
         }
         var request = request
-        request.headers["Idempotency-Key"] = "\"\(UUID().uuidString.lowercased())\""
+        request.headers["Idempotency-Key"] = RequestCheckpoint.newIdempotencyKey()
         return request
-    }
-
-    static func outcome(status: Int, latency: Duration, bytes: Int, duration: Duration) -> RequestOutcome {
-        status >= 500 ? .serverError(status: status) : .success(latency: latency, bytes: bytes, duration: duration)
-    }
-
-    static func outcome(_ error: TransportError) -> RequestOutcome? {
-        switch error {
-        case .timeout: .timeout
-        case .dnsFailure: .dnsFailure
-        case .connectionRefused: .refused
-        case .connectionLost: .connectionLost
-        case .responseTooLarge, .cancelled, .other: nil
-        }
     }
 }
