@@ -213,6 +213,7 @@ let package = Package(
                 "OfflineKitOpenAPI",
                 "OfflineKitTesting",
                 "OfflineServer",
+                .product(name: "Clocks", package: "swift-clocks"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
