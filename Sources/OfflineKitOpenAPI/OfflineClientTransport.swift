@@ -7,11 +7,11 @@ public import OpenAPIRuntime
 /// pools, deadlines and error mapping as the rest of the app (URLSession on Apple platforms,
 /// AsyncHTTPClient on Linux, a recording transport in tests).
 ///
-/// ``swift
+/// ```swift
 /// let client = Client(serverURL: serverURL,
 ///                     transport: OfflineClientTransport(PlatformTransport()),
 ///                     middlewares: [OfflineMiddleware(connectivity: monitor)])
-/// ``
+/// ```
 ///
 /// Give it a plain transport, not a `GatedTransport`: ``OfflineMiddleware`` gates and reports
 /// each operation once, knowing which operation it is. A failure without an answer is thrown as

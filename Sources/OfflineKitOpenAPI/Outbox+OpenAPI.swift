@@ -16,9 +16,9 @@ extension Outbox {
     /// }
     /// // Returned after the commit, offline or not. The server's answer reaches the operation's
     /// // `onAcknowledged` (or `onRejected`) hook when the drainer delivers it.
-    /// ``
+    /// ```
     ///
-    /// The client must have `OfflineMiddleware`` among its middlewares (first): inside `request`
+    /// The client must have ``OfflineMiddleware`` among its middlewares (first): inside `request`
     /// the middleware takes the request the generated code serialized and ends the call there,
     /// so the call never returns (there is no answer yet) and nothing after it in `request` runs.
     /// Call one operation, nothing else. Works the same offline and online.
