@@ -69,10 +69,27 @@ public final class Outbox: Sendable {
         dependsOn: [String] = [],
         localChange: @escaping @Sendable (Database) throws -> Void = { _ in }
     ) async throws -> OutboxEntry? {
+        try await write(operation, path: path, payload: payload, record: record, lane: lane, dependsOn: dependsOn,
+                        idempotencyKey: nil, localChange: localChange)
+    }
+
+    /// ``write(_:path:payload:record:lane:dependsOn:localChange:)`` with the key the request was
+    /// built with (a generated OpenAPI call that set its own), unquoted; nil for a new one.
+    package func write(
+        _ operation: OutboxOperation,
+        path: String,
+        payload: Data?,
+        record: RecordKey?,
+        lane: String?,
+        dependsOn: [String],
+        idempotencyKey: String?,
+        localChange: @escaping @Sendable (Database) throws -> Void
+    ) async throws -> OutboxEntry? {
         try await OfflineStoreError.mapping {
             try await writer.write { db in
                 try localChange(db)
-                return try self.enqueue(operation, path: path, payload: payload, record: record, lane: lane, dependsOn: dependsOn, in: db)
+                return try self.enqueue(operation, path: path, payload: payload, record: record, lane: lane, dependsOn: dependsOn,
+                                        idempotencyKey: idempotencyKey, in: db)
             }
         }
     }
@@ -106,6 +123,19 @@ public final class Outbox: Sendable {
         record: RecordKey? = nil,
         lane: String? = nil,
         dependsOn: [String] = [],
+        in db: Database
+    ) throws -> OutboxEntry? {
+        try enqueue(operation, path: path, payload: payload, record: record, lane: lane, dependsOn: dependsOn, idempotencyKey: nil, in: db)
+    }
+
+    func enqueue(
+        _ operation: OutboxOperation,
+        path: String,
+        payload: Data?,
+        record: RecordKey?,
+        lane: String?,
+        dependsOn: [String],
+        idempotencyKey: String?,
         in db: Database
     ) throws -> OutboxEntry? {
         guard operation.isOptimistic else { throw OutboxError.operationMustNotBeOptimistic(operation.name) }
@@ -150,7 +180,7 @@ public final class Outbox: Sendable {
             method: operation.method.rawValue,
             path: path,
             payload: payload,
-            idempotencyKey: UUID().uuidString.lowercased(),
+            idempotencyKey: idempotencyKey ?? UUID().uuidString.lowercased(),
             account: account,
             lane: lane,
             record: record,

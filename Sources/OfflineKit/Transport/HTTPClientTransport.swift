@@ -170,6 +170,8 @@ public final class HTTPClientTransport: HTTPTransport {
             return classifyConnectErrors([error])
         }
         if error is NIOCore.ChannelError { return .connectionLost }
+        // The connection closed before the response was complete: an answer cut short after its head.
+        if let error = error as? HTTPParserError, error == .invalidEOFState { return .connectionLost }
         if "\(error)".contains("connectTimeout") { return .timeout }
         return .other(String(describing: error))
     }

@@ -63,7 +63,7 @@ public struct TransportRequest: Sendable, Hashable {
     /// True for the methods that change state on the server (POST, PUT, PATCH, DELETE): the ones
     /// that carry an `Idempotency-Key`.
     public var changesState: Bool {
-        [.post, .put, .patch, .delete].contains(method)
+        RequestCheckpoint.stateChangingMethods.contains(method)
     }
 }
 
