@@ -155,6 +155,14 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The README's walkthrough, built and run against the reference server by scripts/test.sh.
+        .executableTarget(
+            name: "QuickStart",
+            dependencies: ["OfflineKit"],
+            path: "Examples/QuickStart",
+            swiftSettings: strict
+        ),
+
         .executableTarget(
             name: "OfflineBenchmarks",
             dependencies: [
