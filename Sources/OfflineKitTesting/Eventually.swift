@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import OfflineKit
 
 /// A wait in a test that gave up: the condition never held before the deadline, or the sequence

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import OfflineCore
 public import OfflineKit
 

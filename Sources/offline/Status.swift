@@ -59,7 +59,7 @@ extension Offline {
             let monitor = ConnectivityMonitor(probe: probe, policy: policy)
             let printer = StatusPrinter(json: json)
             try await withInterruption {
-                try await withThrowingTaskGroup(of: Void.self) { group in
+                await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await monitor.run() }
                     if let sampleURL {
                         group.addTask { try await sample(URL(string: sampleURL)!, monitor: monitor) }

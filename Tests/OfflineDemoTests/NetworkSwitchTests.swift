@@ -22,7 +22,7 @@ struct NetworkSwitchTests {
         try await withSwitchedBackend { network, url in
             let health = TransportRequest(url: url.appending(path: "health"), timeout: .seconds(2))
             await network.change(to: .offline)
-            try await HTTPClientTransport.withTransport { transport in
+            _ = try await HTTPClientTransport.withTransport { transport in
                 await #expect(throws: TransportError.connectionRefused) {
                     try await transport.send(health)
                 }

@@ -30,7 +30,7 @@ struct MonitorEvidenceTests {
             let wire = RecordingTransport(forwardingTo: network)
             for method: HTTPTypes.HTTPRequest.Method in [.get, .put] { wire.allow(method, "/*") }
             let client = makeClient(gone, wire, monitor)
-            try await withThrowingTaskGroup(of: Void.self) { group in
+            await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await monitor.run() }
                 defer { group.cancelAll() }
                 var updates = monitor.statusUpdates().makeAsyncIterator()

@@ -1,5 +1,3 @@
-public import Foundation
-
 /// Where a queued write is in its life.
 ///
 /// ```

@@ -1,5 +1,5 @@
 import Foundation
-public import OfflineCore
+import OfflineCore
 import OfflineKit
 
 /// The demo's navigation and key routing over its five scenarios, and the frame they produce.

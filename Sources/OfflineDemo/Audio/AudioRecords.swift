@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import GRDB
 
 /// An audio session as the backend describes it: its metadata and the pack holding its audio.

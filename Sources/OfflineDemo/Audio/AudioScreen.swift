@@ -1,5 +1,5 @@
 import Foundation
-public import OfflineCore
+import OfflineCore
 
 /// The audio sessions, drawn from a state snapshot: the list (with badges, progress, storage
 /// and the permission prompt) or a session's review screen.

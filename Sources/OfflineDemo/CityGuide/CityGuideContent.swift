@@ -1,5 +1,5 @@
-public import Foundation
-public import OfflineCore
+import Foundation
+import OfflineCore
 
 /// A city the user can pick: from the server's suggestions online, from the packs on the device
 /// offline. Two choices are the same city when they name the same pack.

@@ -1,7 +1,7 @@
 public import Foundation
 import GRDB
 public import OfflineCore
-public import OfflineKit
+import OfflineKit
 
 /// The planner scenario: tasks, notes, schedule and "Tell me what to do" on local data only;
 /// AI suggestions and cloud backup are network-required and gated before any request is built.

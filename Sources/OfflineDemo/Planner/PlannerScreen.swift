@@ -1,5 +1,5 @@
 import Foundation
-public import OfflineCore
+import OfflineCore
 
 /// The planner, drawn from a state snapshot.
 public enum PlannerScreen {

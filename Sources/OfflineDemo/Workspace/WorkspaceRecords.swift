@@ -1,7 +1,7 @@
 public import Foundation
 import GRDB
 import OfflineCore
-public import OfflineKit
+import OfflineKit
 
 /// A chat of the workspace, kept on the device.
 public struct WorkspaceChat: Sendable, Hashable, Identifiable {

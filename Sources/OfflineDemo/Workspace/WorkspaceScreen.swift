@@ -1,6 +1,6 @@
 public import Foundation
-public import OfflineCore
-public import OfflineKit
+import OfflineCore
+import OfflineKit
 
 /// The chat and workspace screen, drawn from a state snapshot.
 ///

@@ -94,7 +94,7 @@ extension CollectionQuery where Record: Decodable {
     ///   - envelope: the type of the whole body.
     ///   - makeDecoder: builds the JSON decoder (date strategies and the like).
     ///   - records: picks the records out of the decoded body.
-    public init<Envelope: Decodable>(
+    public init<Envelope: Decodable & SendableMetatype>(
         _ query: CacheQuery, envelope: Envelope.Type,
         decoder makeDecoder: @escaping @Sendable () -> JSONDecoder = { JSONDecoder() },
         records: @escaping @Sendable (Envelope) -> [Record]

@@ -1,5 +1,5 @@
 public import Foundation
-public import OfflineCore
+import OfflineCore
 
 /// One file of a pack that a transfer run by the system can fetch while the app is suspended: a
 /// background `URLSession` on Apple platforms (see ``BackgroundPackDownloads``).

@@ -3,7 +3,7 @@
 #else
 @preconcurrency public import OpenCombine
 #endif
-public import OfflineCore
+import OfflineCore
 
 extension Outbox {
     /// The queue's state as a Combine publisher: the current snapshot, then every change. Fails
@@ -35,15 +35,18 @@ struct AsyncStreamPublisher<Output: Sendable>: Publisher {
     let makeStream: @Sendable () -> AsyncThrowingStream<Output, any Error>
 
     func receive<S: Subscriber>(subscriber: S) where S.Input == Output, S.Failure == any Error {
-        subscriber.receive(subscription: StreamSubscription(subscriber: subscriber, makeStream: makeStream))
+        subscriber.receive(subscription: StreamSubscription(subscriber: AnySubscriber(subscriber), makeStream: makeStream))
     }
 }
 
 /// Delivers a stream's values to one subscriber, no more than it asked for: values that arrive
 /// before demand wait in order (a subject would drop them, losing the first snapshot when the
 /// stream is quicker than the subscriber's request), and one delivery runs at a time.
-private final class StreamSubscription<Output: Sendable, Downstream: Subscriber>: Subscription, @unchecked Sendable
-where Downstream.Input == Output, Downstream.Failure == any Error {
+private final class StreamSubscription<Output: Sendable>: Subscription, @unchecked Sendable {
+    // Type-erased so the reading task captures no subscriber type, whose metatype need not be
+    // Sendable.
+    typealias Downstream = AnySubscriber<Output, any Error>
+
     // @unchecked: every field is read and written under `state`'s lock; the subscriber is called
     // outside it, by one delivering thread at a time (`delivering`).
     private struct State {

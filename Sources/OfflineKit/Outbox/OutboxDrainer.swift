@@ -1,6 +1,6 @@
 public import Foundation
 import HTTPTypes
-public import OfflineCore
+import OfflineCore
 
 /// Delivers the outbox's entries whenever the app can reach the server.
 ///

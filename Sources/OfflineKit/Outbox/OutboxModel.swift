@@ -1,6 +1,6 @@
-public import Foundation
+import Foundation
 public import Observation
-public import OfflineCore
+import OfflineCore
 
 /// The queue's state for SwiftUI: an `@Observable` mirror of ``Outbox/snapshots()``.
 ///

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import GRDB
 public import HTTPTypes
 public import OfflineCore

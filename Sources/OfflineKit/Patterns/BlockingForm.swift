@@ -1,6 +1,6 @@
 public import Foundation
 import HTTPTypes
-public import GRDB
+import GRDB
 public import OfflineCore
 
 /// Pattern C: a form whose submit needs the network, with a draft saved on the device as the user

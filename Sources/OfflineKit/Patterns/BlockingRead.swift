@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 public import OfflineCore
 
 /// Pattern D: a full-page read that must never show stale data.

@@ -1,6 +1,6 @@
 public import Foundation
 public import GRDB
-public import OfflineCore
+import OfflineCore
 
 /// Brings the server's changes down into the app's own tables, a page at a time after a saved
 /// cursor, beside the ``Outbox`` that carries the app's changes up.

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import RawStructuredFieldValues
 
 /// The key that names one logical write, as the `Idempotency-Key` field carries it: an RFC 8941

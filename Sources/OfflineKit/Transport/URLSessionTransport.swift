@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif

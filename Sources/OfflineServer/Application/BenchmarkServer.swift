@@ -1,5 +1,5 @@
-public import Foundation
-public import Logging
+import Foundation
+package import Logging
 
 /// For `offline-bench server` only: the reference backend with every write route as usual, or
 /// with the exactly-once middleware left out (`exactlyOnce: false`), to measure what it costs

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 import Logging
 
 /// Fills a user's feed of `collection` with `count` rows, all holding `value`, written straight

@@ -339,7 +339,7 @@ struct ResponseCacheTests {
         let stale = try await cache.load(query)
         #expect(stale.body == Data("v1".utf8))
         #expect(stale.metadata.isStale)
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await cache.run() }
             #expect(await updates.next()?.response?.body == Data("v2".utf8))
             group.cancelAll()
