@@ -56,7 +56,12 @@ public final class Outbox: Sendable {
     ///     the path.
     ///   - dependsOn: entries that must be acknowledged first (a create before its child).
     ///   - localChange: the user's change to the app's own tables.
-    /// - Returns: the queued entry, or nil when it coalesced into (or cancelled) a queued one.
+    /// - Returns: the queued entry. Nil only for an operation that declares coalescing, when no
+    ///   new entry was queued because the write was combined with unsent ones of its lane: merged
+    ///   into the queued entry (whose payload now carries it, and whose delivery is this write's),
+    ///   or, for a delete of a record whose add was never sent, cancelled together with that add
+    ///   (the record never reaches the server). An operation without coalescing always returns
+    ///   an entry.
     /// - Throws: ``OutboxError`` for an unknown or non-optimistic operation, ``OfflineStoreError``
     ///   (a full disk, among others) or the local change's error. On any error nothing is saved.
     @discardableResult
@@ -114,7 +119,8 @@ public final class Outbox: Sendable {
     /// Queues a write inside a transaction the app already runs, so the app's own change and the
     /// write commit together.
     ///
-    /// - Returns: the queued entry, or nil when it coalesced into (or cancelled) a queued one.
+    /// - Returns: the queued entry, or nil when the write was merged into an unsent entry or
+    ///   cancelled an unsent add, as for ``write(_:path:payload:record:lane:dependsOn:localChange:)``.
     @discardableResult
     public func enqueue(
         _ operation: OutboxOperation,
@@ -217,6 +223,36 @@ public final class Outbox: Sendable {
     /// One entry's state now and after every change; nil once it is gone.
     public func entryUpdates(_ id: String) -> AsyncThrowingStream<OutboxEntry?, any Error> {
         observe { db in try OutboxEntry.filter(Column("id") == id).fetchOne(db) }
+    }
+
+    /// Waits until the server has acknowledged entry `id`.
+    ///
+    /// ```swift
+    /// if let entry = try await outbox.write(.saveNote, path: "/api/records/notes/\(id)", json: note) {
+    ///     try await outbox.waitUntilDelivered(entry.id)   // the server has the note
+    /// }
+    /// ```
+    ///
+    /// It follows the entry through the outbox's own observation of its table, so it returns as
+    /// soon as a drainer of this outbox commits the acknowledgement; it never polls. Nothing is
+    /// sent by waiting: a drainer must be running (``OutboxDrainer/run()``) or be started.
+    ///
+    /// Acknowledged entries leave the queue, so an entry that is no longer queued counts as
+    /// delivered and the call returns at once; that is also the case for an entry withdrawn
+    /// without being sent (an unsent add cancelled by its delete, or dropped by
+    /// ``discardEntries(of:)``).
+    ///
+    /// - Throws: the entry's ``OutboxFailure`` when the server refused it or it became a dead
+    ///   letter (it stays in the queue until ``dismiss(_:)`` or ``retry(_:)``);
+    ///   `CancellationError` when the waiting task is cancelled; database errors.
+    public func waitUntilDelivered(_ id: String) async throws {
+        for try await entry in entryUpdates(id) {
+            guard let entry else { return }
+            if entry.state.isFailed {
+                throw entry.lastFailure ?? OutboxFailure(kind: .rejected, status: nil, detail: "")
+            }
+        }
+        try Task.checkCancellation()
     }
 
     func observe<Value: Equatable & Sendable>(

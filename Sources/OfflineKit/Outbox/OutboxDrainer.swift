@@ -30,6 +30,8 @@ public final class OutboxDrainer: Sendable {
     let maxConcurrentRequests: Int
     let prepare: @Sendable (TransportRequest) async throws -> TransportRequest
     let requestTimeout: Duration
+    /// The delivery loop ``run()`` and ``drain()`` share.
+    let pass = DeliveryPass()
 
     /// - Parameters:
     ///   - baseURL: entries' paths are resolved against it.
@@ -63,17 +65,58 @@ public final class OutboxDrainer: Sendable {
 
     /// Delivers entries until the task is cancelled.
     ///
+    /// While a ``drain()`` of this drainer runs, it waits for that to finish and then takes over.
+    ///
     /// - Throws: ``OutboxError/queueOwnedElsewhere(path:)`` if another process drains this
     ///   queue; database errors. Cancellation ends it without an error.
     public func run() async throws {
+        while !pass.begin() {
+            await pass.waitForEnd()
+            if Task.isCancelled { return }
+        }
+        defer { pass.end() }
         try await deliver(untilEmpty: false)
     }
 
     /// Delivers until nothing is left to send, then returns. Waits for backoffs and for
     /// connectivity like ``run()``; returns as soon as every entry is acknowledged, rejected or a
     /// dead letter.
+    ///
+    /// Safe beside ``run()`` (or another `drain()`) of this drainer: it then sends nothing
+    /// itself and returns once the running loop has emptied the queue, so no entry is sent
+    /// twice and no lock is contended. If that loop stops first, it delivers the rest itself.
+    ///
+    /// ```swift
+    /// async let delivering: Void = drainer.run()
+    /// try await outbox.write(.saveNote, path: path, json: note)
+    /// try await drainer.drain()    // returns when run() has delivered the note
+    /// ```
+    ///
+    /// - Throws: as ``run()``; `CancellationError` when cancelled while joining a running loop.
     public func drain() async throws {
+        while !pass.begin() {
+            if try await joinRunningPass() { return }
+            try Task.checkCancellation()
+        }
+        defer { pass.end() }
         try await deliver(untilEmpty: true)
+    }
+
+    /// Waits beside the running loop: true once the queue is empty, false when the loop ended
+    /// first (cancelled, or failed) and did not empty it.
+    private func joinRunningPass() async throws -> Bool {
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask { [outbox] in
+                for try await snapshot in outbox.snapshots() where snapshot.isEmpty { return true }
+                return false
+            }
+            group.addTask { [pass] in
+                await pass.waitForEnd()
+                return false
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? false
+        }
     }
 
     private func deliver(untilEmpty: Bool) async throws {

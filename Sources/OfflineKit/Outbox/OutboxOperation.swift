@@ -31,7 +31,8 @@ public struct OutboxOperation: Sendable {
     public var version: Int
     /// The HTTP method of its requests.
     public var method: HTTPRequest.Method
-    /// What it does to its record: the pending marker shown while it is queued.
+    /// What it does to its record: the pending marker shown while it is queued. ``OutboxChange/action``
+    /// (the default) marks no record as added, changed or deleted, and is never coalesced.
     public var change: OutboxChange
     /// How its writes combine with unsent ones for the same entity.
     public var coalescing: OutboxCoalescing
@@ -48,11 +49,24 @@ public struct OutboxOperation: Sendable {
     /// where the record goes.
     public var onDismissed: Hook?
 
+    /// Declares an operation. Only the name and the method are required:
+    ///
+    /// ```swift
+    /// static let saveNote = OutboxOperation(name: "saveNote", method: .put)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - change: the pending marker its record shows while queued. The default,
+    ///     ``OutboxChange/action``, suits a write that marks no record: nothing is shown as added,
+    ///     changed or deleted, and its writes are never merged or cancelled by coalescing.
+    ///     Declare `.add`, `.update` or `.delete` for writes that the UI marks on a record.
+    ///   - onAcknowledged, onRejected, onDismissed: optional; without them the outbox only
+    ///     delivers, and a refusal leaves the app's tables as they are.
     public init(
         name: String,
         version: Int = 1,
         method: HTTPRequest.Method,
-        change: OutboxChange,
+        change: OutboxChange = .action,
         coalescing: OutboxCoalescing = .none,
         isOptimistic: Bool = true,
         onAcknowledged: AcknowledgementHook? = nil,

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Hummingbird
 import Logging
@@ -10,7 +11,12 @@ extension Router where Context == OfflineRequestContext {
     /// - `PUT /api/records/COLLECTION/ID`: creates or replaces the record (a JSON object).
     /// - `PATCH /api/records/COLLECTION/ID`: merges a JSON object into it (404 if missing).
     /// - `DELETE /api/records/COLLECTION/ID`: deletes it (204, also when already gone).
-    /// - `GET /api/records/COLLECTION` and `GET /api/records/COLLECTION/ID`: reads.
+    /// - `GET /api/records/COLLECTION` and `GET /api/records/COLLECTION/ID`: reads, with a strong
+    ///   `ETag` over the body, `Cache-Control: private, no-cache` and `Vary: Authorization`;
+    ///   `If-None-Match` naming the current tag answers `304` without a body. A record changes
+    ///   whenever any device of its owner writes, so no lifetime would be honest: a cached copy
+    ///   is stale at once and says so, and is revalidated before reuse at the cost of a `304`.
+    ///   Without `must-revalidate`, so a client that cannot reach the server may still show it.
     /// - `GET /api/record-effects`: how many times a write with each idempotency key ran, for the
     ///   crash labs; only with `faultsEnabled` (`offline serve --faults`), never on a server others use.
     ///
@@ -26,16 +32,17 @@ extension Router where Context == OfflineRequestContext {
             }
         }
         let group = group("/api/records")
-        group.get(":collection") { _, context in
+        group.get(":collection") { request, context in
             let owner = try context.requireUser().id
-            return jsonResponse(.array(try await records.list(context.pathParameter("collection"), owner: owner).map(\.json)))
+            let list = try await records.list(context.pathParameter("collection"), owner: owner)
+            return cacheableJSONResponse(JSONValue.array(list.map(\.json)).jsonBytes, request: request)
         }
-        group.get(":collection/:id") { _, context in
+        group.get(":collection/:id") { request, context in
             let owner = try context.requireUser().id
             guard let record = try await records.record(context.pathParameter("collection"), id: context.pathParameter("id"), owner: owner) else {
                 return Response(status: .notFound)
             }
-            return jsonResponse(record.json)
+            return cacheableJSONResponse(record.json.jsonBytes, request: request)
         }
         group.put(":collection/:id") { request, context in
             try await write(request, context, records) { .put($0) }
@@ -78,6 +85,22 @@ private func write(
 
 private func jsonResponse(_ value: JSONValue) -> Response {
     jsonResponse(value.jsonBytes)
+}
+
+/// What a read of records says about caching: revalidate before every reuse (records change from
+/// any of the owner's devices), kept only by the owner's client.
+let recordsCacheControl = "private, no-cache"
+
+/// A read's answer with a strong `ETag` over its bytes; `304` when `If-None-Match` already
+/// names it.
+private func cacheableJSONResponse(_ bytes: [UInt8], request: Request) -> Response {
+    let entityTag = "\"" + SHA256.hash(data: bytes).prefix(16).hexEncoded + "\""
+    var headers: HTTPFields = [.eTag: entityTag, .cacheControl: recordsCacheControl, .vary: "Authorization"]
+    if PackHosting.matches(request.headers[.ifNoneMatch], entityTag) {
+        return Response(status: .notModified, headers: headers)
+    }
+    headers[.contentType] = "application/json"
+    return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
 }
 
 private func jsonResponse(_ bytes: [UInt8]) -> Response {
