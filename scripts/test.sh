@@ -14,7 +14,7 @@ python3 scripts/check-imports.py
 # warning shows; locally an incremental build shows only those of the files it recompiled.
 swift build --build-tests 2>&1 | tee /tmp/offlinekit-swift-build.log
 root="$(pwd -P)/"
-warnings=$(awk -v root="$root" 'index($0, root "Sources/") == 1 || index($0, root "Tests/") == 1' \
+warnings=$(awk -v root="$root" 'index($0, root "Sources/") == 1 || index($0, root "Tests/") == 1 || index($0, root "Examples/") == 1' \
     /tmp/offlinekit-swift-build.log | grep -F ': warning: ' | sort -u || true)
 count=$(printf '%s' "$warnings" | grep -c . || true)
 echo "warnings: $count in the package's sources"

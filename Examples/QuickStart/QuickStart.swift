@@ -3,7 +3,7 @@ import OfflineKit
 
 struct Note: Codable, Sendable { var id: String; var body: NoteBody }
 struct NoteBody: Codable, Sendable { var text: String }
-extension OutboxOperation { static let saveNote = OutboxOperation(name: "saveNote", method: .put, change: .update) }
+extension OutboxOperation { static let saveNote = OutboxOperation(name: "saveNote", method: .put) }
 
 @main struct QuickStart {
     static func main() async throws {
@@ -15,8 +15,10 @@ extension OutboxOperation { static let saveNote = OutboxOperation(name: "saveNot
         let running = Task { try await client.run() }
 
         // Queued on the device first; delivered exactly once whenever the server can be reached.
-        try await client.outbox.write(.saveNote, path: "/api/records/notes/hello", json: NoteBody(text: "Hello from the quick start"))
-        for try await queue in client.outbox.snapshots() where queue.pendingCount + queue.inFlightCount == 0 { break }
+        let note = NoteBody(text: "Hello from the quick start")
+        if let entry = try await client.outbox.write(.saveNote, path: "/api/records/notes/hello", json: note) {
+            try await client.outbox.waitUntilDelivered(entry.id)
+        }
 
         // The list: from the server when it answers, else the copy saved on the device.
         let notes = try await client.cache.load(CacheQuery(TransportRequest(url: client.url("api/records/notes"))))

@@ -1,5 +1,4 @@
 public import Foundation
-public import OfflineCore
 
 /// Everything an app needs to work offline against one server, wired together and run as one:
 /// the connectivity monitor, the transport, the response cache, the outbox and its drainer, and
