@@ -37,11 +37,15 @@ extension Offline {
         @Option(help: "Its password.") var password = "offline-demo"
         @Flag(help: "Print every change until interrupted.") var watch = false
         @Flag(help: "Print one JSON object per line.") var json = false
+        @Flag(name: .customLong("log-requests"),
+              help: "Also print each failed sample request, with when it failed (to time the monitor against the app's own failures).")
+        var logRequests = false
 
         func validate() throws {
             guard URL(string: probeURL)?.host != nil else { throw ValidationError("--probe-url must be an absolute URL.") }
             if let sampleURL, URL(string: sampleURL)?.host == nil { throw ValidationError("--sample-url must be an absolute URL.") }
             if let eventsURL, URL(string: eventsURL)?.host == nil { throw ValidationError("--events-url must be an absolute URL.") }
+            if logRequests, sampleURL == nil { throw ValidationError("--log-requests needs --sample-url.") }
             guard interval > 0, timeout > 0, sampleInterval > 0, sampleTimeout > 0 else {
                 throw ValidationError("Intervals and timeouts must be positive.")
             }
@@ -62,7 +66,7 @@ extension Offline {
                 await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await monitor.run() }
                     if let sampleURL {
-                        group.addTask { try await sample(URL(string: sampleURL)!, monitor: monitor) }
+                        group.addTask { try await sample(URL(string: sampleURL)!, monitor: monitor, printer: printer) }
                     }
                     if let eventsURL {
                         group.addTask { try await holdEvents(URL(string: eventsURL)!, monitor: monitor) }
@@ -98,13 +102,22 @@ extension Offline {
         /// Sends app-like traffic through the gate, so its outcomes become evidence. Like an
         /// app's, requests start on their own schedule, not one after another; at most
         /// `sampleTimeout / sampleInterval` are in flight.
-        private func sample(_ url: URL, monitor: ConnectivityMonitor) async throws {
+        private func sample(_ url: URL, monitor: ConnectivityMonitor, printer: StatusPrinter) async throws {
             try await HTTPClientTransport.withTransport(defaultTimeout: .seconds(sampleTimeout)) { client in
                 let transport = GatedTransport(client, connectivity: monitor)
                 let request = TransportRequest(url: url, timeout: .seconds(sampleTimeout))
                 try await withThrowingDiscardingTaskGroup { group in
                     while !Task.isCancelled {
-                        group.addTask { _ = try? await transport.send(request) }
+                        group.addTask { [logRequests] in
+                            do {
+                                _ = try await transport.send(request)
+                            } catch {
+                                // Only failures the monitor hears about: not those the closed gate refused.
+                                guard logRequests, let failure = RequestCheckpoint.transportError(error),
+                                      let outcome = RequestCheckpoint.outcome(failure) else { return }
+                                printer.printRequestFailure(outcome, at: Date())
+                            }
+                        }
                         try await Task.sleep(for: .seconds(sampleInterval))
                     }
                 }
@@ -114,7 +127,7 @@ extension Offline {
 }
 
 /// Prints statuses as text or JSON lines.
-struct StatusPrinter {
+struct StatusPrinter: Sendable {
     let json: Bool
 
     struct Line: Encodable {
@@ -140,6 +153,33 @@ struct StatusPrinter {
             let rtt = evidence.smoothedRTT.map { "\(Int(($0 * 1000).rounded())) ms" } ?? "–"
             let throughput = evidence.throughput.map { "\(Int(($0 / 1000).rounded())) kbit/s" } ?? "–"
             Swift.print("\(status.kind.rawValue) (\(status.reason.rawValue)) since \(since); round trip \(rtt), throughput \(throughput), \(evidence.samples) samples, \(evidence.recentFailures) recent failures")
+        }
+        fflush(nil)
+    }
+
+    struct RequestLine: Encodable {
+        var request: String
+        var atUnix: Double
+    }
+
+    /// One failed sample request: `{"request":"refused","atUnix":…}` in JSON.
+    func printRequestFailure(_ outcome: RequestOutcome, at date: Date) {
+        let name = switch outcome {
+        case .success: "success"
+        case .timeout: "timeout"
+        case .dnsFailure: "dns-failure"
+        case .refused: "refused"
+        case .connectionLost: "connection-lost"
+        case .serverError(let status): "server-error-\(status)"
+        }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            if let data = try? encoder.encode(RequestLine(request: name, atUnix: date.timeIntervalSince1970)) {
+                Swift.print(String(decoding: data, as: UTF8.self))
+            }
+        } else {
+            Swift.print("request failed: \(name) at \(date.formatted(.iso8601.time(includingFractionalSeconds: true)))")
         }
         fflush(nil)
     }

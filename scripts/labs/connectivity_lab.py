@@ -7,13 +7,14 @@ takes to report each one:
 
 - link down (`ip link set down`) -> offline-hard; link up -> online
 - nftables drop toward the server (a blackhole) -> offline-soft, idle and with app traffic
-- nftables reject -> offline-soft
+- nftables reject -> offline-soft, and with app traffic within 1 s of the second failed request
 - a tc tbf throttle to a few kbit/s -> poor, and no false offline while throttled
 - each fault restored -> online
 - an address removed and added again (a DHCP renew) -> no offline at all
 
 It prints every latency and a summary against the targets, and fails when a fault is not
-reported at all (within a generous bound) or a throttled link is reported offline. Timings are
+reported at all (within a generous bound), a throttled link is reported offline, or the app's
+own refused requests take more than 1 s (p95) to make the status offline-soft. Other timings are
 printed, not asserted. Only the two namespaces it creates are touched; they are removed at exit.
 """
 
@@ -69,6 +70,8 @@ class Watcher:
     def __init__(self, name, *extra):
         self.name = name
         self.lines = []
+        # Failed sample requests (`--log-requests`): {"request": outcome, "atUnix": seconds}.
+        self.requests = []
         self.lock = threading.Condition()
         self.process = subprocess.Popen(
             ["ip", "netns", "exec", CLIENT_NS, BIN, "status", "--watch", "--json",
@@ -84,7 +87,7 @@ class Watcher:
             except json.JSONDecodeError:
                 continue
             with self.lock:
-                self.lines.append(line)
+                (self.requests if "request" in line else self.lines).append(line)
                 self.lock.notify_all()
 
     def mark(self):
@@ -103,6 +106,14 @@ class Watcher:
                 if remaining <= 0:
                     return None
                 self.lock.wait(remaining)
+
+    def request_mark(self):
+        with self.lock:
+            return len(self.requests)
+
+    def failed_requests(self, after):
+        with self.lock:
+            return list(self.requests[after:])
 
     def statuses(self, after=0):
         with self.lock:
@@ -168,6 +179,25 @@ def unthrottle():
     sh("ip", "netns", "exec", SERVER_NS, "tc", "qdisc", "del", "dev", SERVER_IF, "root")
 
 
+def second_failure_to_offline(watcher, requests_mark, status_mark):
+    """Records how long after the second failed app request the watcher reported offline-soft.
+
+    A failure is stamped when the sample request returns, just after the monitor heard of it, so
+    a status changed by that very failure shows as about 0 (it may print as -0.00)."""
+    label = "2nd failed request -> offline-soft"
+    failed = watcher.failed_requests(requests_mark)
+    line = watcher.wait_for("offline-soft", status_mark, 0)
+    if len(failed) < 2 or line is None:
+        failures.append(f"{label}: {watcher.name} saw {len(failed)} failed requests, offline-soft {'not ' if line is None else ''}reported")
+        print(f"  {label:<36} {watcher.name:<8} -> NOT MEASURED ({[f['request'] for f in failed]})")
+        return
+    second = failed[1]
+    latency = line["sinceUnix"] - second["atUnix"]
+    results.setdefault(label, []).append(max(0.0, latency))
+    kinds = ",".join(f["request"] for f in failed[:2])
+    print(f"  {label:<36} {watcher.name:<8} -> offline-soft {latency:6.2f} s  after {kinds}, reason {line['reason']}")
+
+
 def percentile(values, fraction):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
@@ -206,7 +236,7 @@ def main():
     idle = Watcher("idle", "--interval", "1.5", "--timeout", "3")
     # With app traffic: small requests four times a second, each allowed 1 s.
     busy = Watcher("traffic", "--interval", "1.5", "--timeout", "3",
-                   "--sample-url", SAMPLE, "--sample-interval", "0.25", "--sample-timeout", "1")
+                   "--sample-url", SAMPLE, "--sample-interval", "0.25", "--sample-timeout", "1", "--log-requests")
     # Syncing: probes, and the sync event stream held open (its attempts while offline-soft are
     # evidence too).
     stream = Watcher("stream", "--interval", "1.5", "--timeout", "3", "--events-url", EVENTS)
@@ -252,8 +282,10 @@ def main():
         measure([("blackhole restored -> online", idle), ("blackhole restored -> online", busy),
                  ("blackhole restored -> online (stream)", stream)], nft_restore, "online", 90)
         time.sleep(6)
+        requests_mark, status_mark = busy.request_mark(), busy.mark()
         measure([("reject -> offline-soft", idle), ("reject -> offline-soft", busy), ("reject -> offline-soft (stream)", stream)],
                 nft_block("reject with tcp reset"), "offline-soft", 20)
+        second_failure_to_offline(busy, requests_mark, status_mark)
         settle_soft()
         measure([("reject restored -> online", idle), ("reject restored -> online", busy),
                  ("reject restored -> online (stream)", stream)], nft_restore, "online", 90)
@@ -282,6 +314,7 @@ def main():
     print("\nconnectivity lab summary (seconds; targets from the product requirements)")
     targets = {
         "link down -> offline-hard": ("p95", 1.0),
+        "2nd failed request -> offline-soft": ("p95", 1.0),
         "blackhole -> offline-soft (idle)": ("max", 8.0),
         "blackhole -> offline-soft (traffic)": ("max", 3.0),
         "link up -> online": ("max", 2.0),
@@ -290,12 +323,16 @@ def main():
         "blackhole restored -> online (stream)": ("p95", 2.0),
         "reject restored -> online (stream)": ("p95", 2.0),
     }
+    # Asserted, not only printed: the app's own failures must show the banner within a second.
+    asserted = {"2nd failed request -> offline-soft"}
     for label, values in results.items():
         summary = f"n={len(values)} p50={statistics.median(values):.2f} p95={percentile(values, 0.95):.2f} max={max(values):.2f}"
         if label in targets:
             kind, bound = targets[label]
             value = percentile(values, 0.95) if kind == "p95" else max(values)
             summary += f"  target {kind} <= {bound:.0f}: {'met' if value <= bound else 'NOT met'}"
+            if label in asserted and value > bound:
+                failures.append(f"{label}: {kind} {value:.2f} s is over {bound:.0f} s")
         print(f"  {label:<36} {summary}")
     if failures:
         print("\nconnectivity lab FAILED:")

@@ -10,6 +10,14 @@ public struct ConnectivityPolicy: Sendable, Hashable {
     /// Failed real requests within ``requestFailureWindow`` that make the status offline-soft.
     public var requestFailuresForOffline = 3
     public var requestFailureWindow: Duration = .seconds(10)
+    /// Refused connections or timeouts of real requests, with no success in between, within
+    /// ``decisiveFailureWindow``, that make the status offline-soft at once. These two failures
+    /// say the server is gone (a stopped server refuses, a black hole times out), and the app
+    /// should not show its saved copy as current while a probe confirms it. A slow link that
+    /// still works answers between its occasional timeouts, and each success starts the count
+    /// again.
+    public var decisiveFailuresForOffline = 2
+    public var decisiveFailureWindow: Duration = .seconds(5)
 
     /// Smoothed round-trip time at or above which the connection is poor (Chrome's 2G effective
     /// type starts at 1,400 ms).

@@ -9,9 +9,12 @@
 /// - Link down: offline-hard at once. A link without address or route counts only after
 ///   ``ConnectivityPolicy/routeLossGrace`` (a DHCP renew removes and re-adds the address).
 /// - Link back: probe at once; online after one success.
-/// - Offline-soft after ``ConnectivityPolicy/probeFailuresForOffline`` failed probes in a row, or
-///   ``ConnectivityPolicy/requestFailuresForOffline`` failed requests within
-///   ``ConnectivityPolicy/requestFailureWindow``; online again after one success.
+/// - Offline-soft after ``ConnectivityPolicy/probeFailuresForOffline`` failed probes in a row,
+///   ``ConnectivityPolicy/decisiveFailuresForOffline`` refused or timed-out requests within
+///   ``ConnectivityPolicy/decisiveFailureWindow`` (the app's own traffic noticing a dead server
+///   without waiting for probes), or ``ConnectivityPolicy/requestFailuresForOffline`` failed
+///   requests of any kind within ``ConnectivityPolicy/requestFailureWindow``; a success (request
+///   or probe) clears the counts, and one success makes the status online again.
 /// - Poor when the smoothed round trip or throughput crosses its threshold, with hysteresis and
 ///   a minimum number of samples; timeouts count as slow round trips.
 /// - Probes: at once on start, link changes, foreground and failed requests; backing off while
@@ -67,6 +70,8 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
 
     private var lastTrafficSuccess: Instant?
     private var requestFailures: [Instant] = []
+    /// The refused and timed-out requests among ``requestFailures``.
+    private var decisiveFailures: [Instant] = []
 
     private var smoothedRTT: Double?
     private var rttSamples = 0
@@ -107,6 +112,7 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
                 reachability = .unmeasured
                 consecutiveProbeFailures = 0
                 requestFailures.removeAll()
+                decisiveFailures.removeAll()
                 offlineBackoff = policy.offlineBackoffInitial
             }
             link = .usable
@@ -124,6 +130,7 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
             consecutiveProbeFailures = 0
             offlineBackoff = policy.offlineBackoffInitial
             requestFailures.removeAll()
+            decisiveFailures.removeAll()
             addRoundTrip(latency, timedOut: false)
             reachability = .reachable(.probeSucceeded)
         } else {
@@ -150,6 +157,7 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
         case .success(let latency, let bytes, let duration):
             lastTrafficSuccess = now
             requestFailures.removeAll()
+            decisiveFailures.removeAll()
             consecutiveProbeFailures = 0
             offlineBackoff = policy.offlineBackoffInitial
             addRoundTrip(latency, timedOut: false)
@@ -163,7 +171,13 @@ public struct ConnectivityStateMachine<Instant: InstantProtocol>: Sendable where
             requestFailures.append(now)
             let window = policy.requestFailureWindow
             requestFailures.removeAll { $0.duration(to: now) > window }
-            if requestFailures.count >= policy.requestFailuresForOffline {
+            if outcome == .timeout || outcome == .refused {
+                decisiveFailures.append(now)
+                let decisiveWindow = policy.decisiveFailureWindow
+                decisiveFailures.removeAll { $0.duration(to: now) > decisiveWindow }
+            }
+            if requestFailures.count >= policy.requestFailuresForOffline
+                || decisiveFailures.count >= policy.decisiveFailuresForOffline {
                 reachability = .unreachable(Self.reason(for: outcome))
             } else if !isUnreachable {
                 probeRequested = true

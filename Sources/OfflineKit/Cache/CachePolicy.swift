@@ -50,6 +50,16 @@ enum CachePlan: Sendable, Hashable {
         }
     }
 
+    /// Whether a read planned this way while the monitor is still `unknown` should wait for its
+    /// first verdict: only when the plan, decided as if unreachable, has nothing to serve and the
+    /// policy may ask the network. A stored copy is served at once.
+    func waitsForFirstVerdict(policy: CachePolicy) -> Bool {
+        switch self {
+        case .neverLoadedAndOffline, .offline: policy != .cacheOnly
+        case .serveCache, .serveCacheThenRevalidate, .fetch, .notCached: false
+        }
+    }
+
     static func decide(policy: CachePolicy, entry: CacheFreshness?, reachable: Bool, now: Date) -> CachePlan {
         switch policy {
         case .cacheOnly:

@@ -185,7 +185,8 @@ struct RecordWriter: Sendable {
 extension ResponseCache {
     /// Reads a collection by its query's policy, exactly as ``load(_:)-(CacheQuery)`` reads a
     /// response: offline it answers at once from the stored records or throws
-    /// ``CacheError/neverLoadedAndOffline``.
+    /// ``CacheError/neverLoadedAndOffline``. Just after launch, while the monitor is still
+    /// `unknown`, a read with nothing stored waits for its first verdict, as ``load(_:)-(CacheQuery)`` does.
     ///
     /// Opening a stored collection is one read transaction: the metadata row and the records'
     /// rows; the response is not decoded again. A collection opened before in this process is
@@ -195,14 +196,20 @@ extension ResponseCache {
     public func load<Record>(_ collection: CollectionQuery<Record>) async throws -> CachedCollection<Record> {
         let query = collection.cacheQuery
         try Self.requireCacheable(query)
-        let reachable = connectivity.status.isReachable
+        let status = connectivity.status
         let now = now()
         // The plan is decided inside the read, so a stored collection opens in one transaction.
-        let (entry, plan, stored) = try await database.writer.read { db -> (CacheEntry?, CachePlan, CachedCollection<Record>?) in
+        let (entry, storedPlan, stored) = try await database.writer.read { db -> (CacheEntry?, CachePlan, CachedCollection<Record>?) in
             let entry = try CacheEntry.fetchOne(db, for: query)
-            let plan = CachePlan.decide(policy: query.policy, entry: entry?.freshness, reachable: reachable, now: now)
+            let plan = CachePlan.decide(policy: query.policy, entry: entry?.freshness, reachable: status.isReachable, now: now)
             guard let entry, plan == .serveCache || plan == .serveCacheThenRevalidate else { return (entry, plan, nil) }
             return (entry, plan, try self.collection(from: entry, collection, source: .cache, now: now, db))
+        }
+        var plan = storedPlan
+        if status.kind == .unknown, plan.waitsForFirstVerdict(policy: query.policy) {
+            // Nothing stored to show: wait briefly for the monitor's first verdict (see load(_:)).
+            let reachable = try await firstVerdict().isReachable
+            plan = CachePlan.decide(policy: query.policy, entry: entry?.freshness, reachable: reachable, now: self.now())
         }
         switch plan {
         case .serveCache:

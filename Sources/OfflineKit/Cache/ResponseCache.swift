@@ -29,6 +29,9 @@ public final class ResponseCache: Sendable {
     public let connectivity: any ConnectivitySource
     /// The deadline on the whole response for fetches whose policy names none.
     public let defaultTimeout: Duration
+    /// How long a read that needs the network waits, while the monitor has not yet measured
+    /// anything (`unknown`, just after launch), for its first verdict. See ``load(_:)-(CacheQuery)``.
+    public let firstVerdictTimeout: Duration
     public let maxBodyBytes: Int
 
     let transport: GatedTransport
@@ -51,7 +54,8 @@ public final class ResponseCache: Sendable {
 
     /// - Parameters:
     ///   - transport: the raw transport; the cache wraps it in a ``GatedTransport`` itself.
-    ///   - clock: measures fetch deadlines (a `TestClock` or `ImmediateClock` in tests).
+    ///   - clock: measures fetch deadlines and the wait for the monitor's first verdict (a
+    ///     `TestClock` or `ImmediateClock` in tests).
     ///   - now: the wall clock, for fetch times and ages.
     ///   - cipher: encrypts queries marked ``CacheQuery/isPrivate``; without one they are refused.
     ///   - memoryCapacity: how many records of ``CachedCollection``s stay decoded in memory for
@@ -65,7 +69,8 @@ public final class ResponseCache: Sendable {
         cipher: RecordCipher? = nil,
         defaultTimeout: Duration = .seconds(10),
         maxBodyBytes: Int = 16 << 20,
-        memoryCapacity: Int = 50_000
+        memoryCapacity: Int = 50_000,
+        firstVerdictTimeout: Duration = .seconds(3)
     ) {
         self.database = database
         self.connectivity = connectivity
@@ -75,6 +80,7 @@ public final class ResponseCache: Sendable {
         self.cipher = cipher
         self.defaultTimeout = defaultTimeout
         self.maxBodyBytes = maxBodyBytes
+        self.firstVerdictTimeout = firstVerdictTimeout
         self.memory = CollectionMemory(capacity: memoryCapacity)
         (revalidations, revalidationQueue) = AsyncStream.makeStream(of: Revalidation.self, bufferingPolicy: .bufferingNewest(64))
     }
@@ -86,12 +92,22 @@ public final class ResponseCache: Sendable {
     /// Offline, answers at once from the stored copy (marked stale when it is) or throws
     /// ``CacheError/neverLoadedAndOffline``; it never waits for the network to come back.
     ///
+    /// Just after launch the monitor has not measured anything yet (`unknown`). A stored copy is
+    /// still answered at once; a read that needs the network waits for the monitor's first
+    /// verdict, at most ``firstVerdictTimeout``, and then goes by it. So a first load at launch
+    /// succeeds while the server is up, and fails calmly with
+    /// ``CacheError/neverLoadedAndOffline`` when no verdict comes in time.
+    ///
     /// - Throws: ``CacheError``, or `CancellationError`.
     public func load(_ query: CacheQuery) async throws -> CachedResponse {
         try Self.requireCacheable(query)
         let entry = try await storedEntry(for: query)
-        let reachable = connectivity.status.isReachable
-        let plan = CachePlan.decide(policy: query.policy, entry: entry?.freshness, reachable: reachable, now: now())
+        let status = connectivity.status
+        var plan = CachePlan.decide(policy: query.policy, entry: entry?.freshness, reachable: status.isReachable, now: now())
+        if status.kind == .unknown, plan.waitsForFirstVerdict(policy: query.policy) {
+            let reachable = try await firstVerdict().isReachable
+            plan = CachePlan.decide(policy: query.policy, entry: entry?.freshness, reachable: reachable, now: now())
+        }
         switch plan {
         case .serveCache:
             return try response(from: requireEntry(entry), source: .cache)
@@ -108,6 +124,9 @@ public final class ResponseCache: Sendable {
     /// Asks the network now, whatever the policy says (the screen's refresh action). Stored
     /// data is kept when the refresh fails.
     ///
+    /// While the monitor's status is still `unknown` (just after launch), it first waits for
+    /// the monitor's first verdict, at most ``firstVerdictTimeout``.
+    ///
     /// - Throws: ``CacheError/offline`` while offline; ``CacheError/unavailable(_:)`` on failure.
     @discardableResult
     public func refresh(_ query: CacheQuery) async throws -> CachedResponse {
@@ -117,10 +136,38 @@ public final class ResponseCache: Sendable {
     /// The refresh action of a response or (with `records`) of a collection.
     func refresh(_ query: CacheQuery, records: RecordWriter?) async throws -> CachedResponse {
         try Self.requireCacheable(query)
-        guard connectivity.status.isReachable else { throw CacheError.offline }
+        guard try await firstVerdict().isReachable else { throw CacheError.offline }
         let entry = try await storedEntry(for: query)
         let timeout: Duration? = if case .networkFirst(let timeout) = query.policy { timeout } else { nil }
         return try await fetch(query, entry: entry, timeout: timeout, fallBackToCache: false, records: records)
+    }
+
+    /// The monitor's status, once it is more than `unknown`: at once when it already is,
+    /// otherwise its first verdict, or (after ``firstVerdictTimeout`` on the injected clock
+    /// without one) the status then, still `unknown` and so not reachable.
+    ///
+    /// - Throws: `CancellationError` when the calling task is cancelled while waiting.
+    func firstVerdict() async throws -> ConnectivityStatus {
+        let connectivity = connectivity
+        let current = connectivity.status
+        guard current.kind == .unknown else { return current }
+        let clock = clock
+        let timeout = firstVerdictTimeout
+        let updates = connectivity.statusUpdates()
+        let verdict = await withTaskGroup(of: ConnectivityStatus?.self) { group in
+            group.addTask {
+                for await status in updates where status.kind != .unknown { return status }
+                return nil
+            }
+            group.addTask {
+                try? await clock.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            return await group.next() ?? nil
+        }
+        try Task.checkCancellation()
+        return verdict ?? connectivity.status
     }
 
     /// The stored copy of `query`, without touching the network; nil when there is none.

@@ -20,6 +20,10 @@ public protocol ConnectivitySource: Sendable {
 extension ConnectivitySource {
     /// Suspends until the status is reachable (online or poor). Returns at once if it is.
     ///
+    /// There is no deadline: use it for work that should wait as long as it takes. A read at
+    /// launch needs no call to this first: ``ResponseCache`` waits briefly for the monitor's first
+    /// verdict on its own (see ``ResponseCache/firstVerdictTimeout``).
+    ///
     /// - Throws: `CancellationError` when the calling task is cancelled.
     public func waitUntilReachable() async throws {
         for await status in statusUpdates() where status.isReachable {

@@ -64,7 +64,7 @@ package struct RequestCheckpoint: Sendable {
         status >= 500 ? .serverError(status: status) : .success(latency: latency, bytes: bytes, duration: duration)
     }
 
-    static func outcome(_ error: TransportError) -> RequestOutcome? {
+    package static func outcome(_ error: TransportError) -> RequestOutcome? {
         switch error {
         case .timeout: .timeout
         case .dnsFailure: .dnsFailure

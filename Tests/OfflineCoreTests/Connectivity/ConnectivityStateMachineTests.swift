@@ -34,6 +34,7 @@ struct Harness {
     mutating func link(_ event: LinkEvent) { record(machine.linkChanged(event, now: now)) }
     mutating func request(_ outcome: RequestOutcome) { record(machine.requestCompleted(outcome, now: now)) }
     mutating func foreground() { record(machine.appDidBecomeActive(now: now)) }
+    mutating func check() { record(machine.checkRequested(now: now)) }
 
     /// Completes the running probe with `outcome` after `latency`.
     mutating func probe(_ outcome: ProbeOutcome, after latency: Duration = .milliseconds(20)) {
@@ -179,6 +180,82 @@ struct ConnectivityStateMachineTests {
         h.request(.timeout)
         #expect(h.kind == .offlineSoft)
         #expect(h.reason == .blackhole)
+    }
+
+    @Test("two refused app requests within the window make it offline-soft at once, before any probe answers")
+    func twoRefusalsAreOfflineSoft() {
+        var h = Harness.online()
+        h.advance(by: .seconds(30))
+        h.request(.refused)
+        #expect(h.kind == .online)
+        #expect(h.probing, "the first failure asks for a probe")
+        h.advance(by: .milliseconds(300))
+        h.request(.refused)
+        #expect(h.kind == .offlineSoft)
+        #expect(h.reason == .connectionRefused)
+        #expect(h.changes.last?.at == h.now)
+    }
+
+    @Test("a refusal and a timeout count together; the reason is the second failure's")
+    func refusalAndTimeout() {
+        var h = Harness.online()
+        h.advance(by: .seconds(30))
+        h.request(.refused)
+        h.advance(by: .seconds(1))
+        h.request(.timeout)
+        #expect(h.kind == .offlineSoft)
+        #expect(h.reason == .blackhole)
+    }
+
+    @Test("two refusals further apart than the decisive window are not offline by themselves")
+    func refusalsSpreadWider() {
+        var policy = ConnectivityPolicy()
+        policy.requestFailuresForOffline = 10
+        var h = Harness.online(policy)
+        h.advance(by: .seconds(30))
+        h.request(.refused)
+        h.advance(by: .seconds(6))
+        h.request(.refused)
+        #expect(h.kind == .online)
+    }
+
+    @Test("a slow link: one timeout among slow successes stays online or poor, never offline",
+          arguments: [1, 2, 3] as [UInt64])
+    func slowLinkSingleTimeouts(seed: UInt64) {
+        var random = SplitMix(seed: seed)
+        var h = Harness.online()
+        for index in 0..<200 {
+            h.advance(by: .milliseconds(Int64(200 + random.next() % 800)))
+            if index % 7 == 3 {
+                h.request(.timeout)
+            } else {
+                let latency = Duration.milliseconds(Int64(1500 + random.next() % 2000))
+                h.request(.success(latency: latency, bytes: 4096, duration: latency))
+            }
+            if h.probing { h.probe(.success(latency: .milliseconds(Int64(1500 + random.next() % 1500)))) }
+        }
+        #expect(!h.changes.contains { $0.kind.isOffline })
+        #expect(h.kind == .online || h.kind == .poor)
+    }
+
+    @Test("after two refusals, one successful request or probe makes it online again once the dwell has passed",
+          arguments: [true, false])
+    func recoveryAfterRefusals(byRequest: Bool) {
+        var h = Harness.online()
+        h.advance(by: .seconds(30))
+        h.request(.refused)
+        h.request(.refused)
+        #expect(h.kind == .offlineSoft)
+        if h.probing { h.probe(.refused) }
+        h.advance(by: .seconds(6))
+        if byRequest {
+            h.request(.success(latency: .milliseconds(30), bytes: 100, duration: .milliseconds(30)))
+        } else {
+            if !h.probing { h.check() }
+            h.probe(Harness.success())
+        }
+        #expect(h.kind == .online)
+        #expect(h.machine.verdict.evidence.recentFailures == 0)
     }
 
     @Test("a failed request triggers a probe at once")

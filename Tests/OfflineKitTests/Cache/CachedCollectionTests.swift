@@ -1,3 +1,4 @@
+import Clocks
 import Foundation
 import GRDB
 import OfflineCore
@@ -370,5 +371,35 @@ struct CollectionMemoryTests {
         memory.forget(prefix: "a")
         #expect(memory.count == 1)
         #expect(CollectionMemory(capacity: 0).records("a", bodyHash: "1", as: Int.self) == nil)
+    }
+}
+
+extension CachedCollectionTests {
+    @Test("at launch, a collection never loaded waits for the monitor's first verdict; one stored opens at once",
+          .timeLimit(.minutes(1)))
+    func firstVerdictAtLaunch() async throws {
+        let file = try TemporaryDatabase()
+        defer { file.remove() }
+        let endpoint = OrdersEndpoint()
+        try endpoint.serve(orders(3))
+        let monitor = SubscriptionSignalingMonitor(.unknown)
+        let clock = TestClock()
+        let cache = ResponseCache(database: file.database, transport: endpoint.transport, connectivity: monitor, clock: clock)
+        var subscribed = monitor.subscriptions.makeAsyncIterator()
+
+        let load = Task { try await cache.load(endpoint.query()) }
+        await subscribed.next()
+        #expect(endpoint.transport.requests.isEmpty)
+        await clock.advance(by: .seconds(1))
+        monitor.fake.set(.online)
+        #expect(try await load.value.records == orders(3))
+
+        // Stored now: a new launch (unknown again, a clock nobody advances) opens it at once.
+        let relaunched = ResponseCache(database: file.database, transport: endpoint.transport,
+                                       connectivity: FakeConnectivityMonitor(.unknown), clock: TestClock())
+        let opened = try await relaunched.load(endpoint.query())
+        #expect(opened.metadata.source == .cache)
+        #expect(opened.records == orders(3))
+        #expect(endpoint.transport.requests.count == 1)
     }
 }

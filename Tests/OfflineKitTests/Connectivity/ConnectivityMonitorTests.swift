@@ -156,6 +156,32 @@ struct ConnectivityMonitorTests {
         #expect(refusal?.status == .offlineSoft)
     }
 
+    @Test("two refused app requests make it offline-soft without waiting for probes; a success brings it back")
+    func twoRefusalsAreSoftAtOnce() async throws {
+        let clock = TestClock()
+        let probes = ScriptedProbeTransport()
+        let monitor = ConnectivityMonitor(probe: probe, linkMonitor: ScriptedLinkMonitor(initial: .usable), probeTransport: probes, clock: clock)
+        let (soft, back) = try await withMonitor(monitor) { updates in
+            var updates = updates
+            _ = await updates.first(.online)
+            // Well past the anti-flap dwell of the change to online.
+            await clock.advance(by: .seconds(6))
+            let serverStopped = clock.now
+            probes.answer.withLock { $0 = .failure(.connectionRefused) }
+            monitor.report(.refused)
+            monitor.report(.refused)
+            // The test clock stands still: no confirming probe can have run.
+            let soft = await updates.first(.offlineSoft)
+            #expect(clock.now == serverStopped)
+            probes.answer.withLock { $0 = .success(OfflineKit.TransportResponse(status: 204)) }
+            monitor.report(.success(latency: .milliseconds(30), bytes: 100, duration: .milliseconds(30)))
+            await clock.advance(by: .seconds(5))
+            return (soft, await updates.first(.online))
+        }
+        #expect(soft?.reason == .connectionRefused)
+        #expect(back != nil)
+    }
+
     @Test("probes a real server on loopback: online while it answers, offline-soft once it is gone")
     func realServerOnLoopback() async throws {
         let kinds = try await withRunningServer(ServerConfiguration(port: 0)) { server in

@@ -1,0 +1,152 @@
+import Clocks
+import Foundation
+import OfflineCore
+import OfflineKit
+import OfflineKitTesting
+import Testing
+
+/// A fake monitor that says when a reader subscribes to its updates: the moment a read at launch
+/// starts waiting for the first verdict.
+final class SubscriptionSignalingMonitor: ConnectivitySource, Sendable {
+    let fake: FakeConnectivityMonitor
+    let subscriptions: AsyncStream<Void>
+    private let subscribed: AsyncStream<Void>.Continuation
+
+    init(_ kind: ConnectivityKind) {
+        fake = FakeConnectivityMonitor(kind)
+        (subscriptions, subscribed) = AsyncStream.makeStream(of: Void.self)
+    }
+
+    var status: ConnectivityStatus { fake.status }
+
+    func statusUpdates() -> AsyncStream<ConnectivityStatus> {
+        defer { subscribed.yield() }
+        return fake.statusUpdates()
+    }
+
+    func report(_ outcome: RequestOutcome) { fake.report(outcome) }
+}
+
+/// Advances `clock` in 100 ms steps until `task` has finished, and returns how far it went: the
+/// waiting read's sleep may start a little after the test starts advancing.
+func advance<T: Sendable>(_ clock: TestClock<Duration>, until task: Task<T, any Error>, finished: Locked<Bool>) async -> Duration {
+    var advanced = Duration.zero
+    while !finished.current, advanced < .seconds(60) {
+        await clock.advance(by: .milliseconds(100))
+        advanced += .milliseconds(100)
+        await Task.yield()
+    }
+    return advanced
+}
+
+@Suite("A read at launch, before the monitor's first verdict", .timeLimit(.minutes(1)))
+struct FirstVerdictTests {
+    let url = URL(string: "http://127.0.0.1:9/shop/cart")!
+
+    func cartTransport(expectOnline monitor: SubscriptionSignalingMonitor) -> RecordingTransport {
+        let transport = RecordingTransport()
+        transport.allow(.get, "/shop/cart") { _ in
+            #expect(monitor.status.kind == .online, "nothing is sent before the first verdict")
+            return TransportResponse(status: 200, headerFields: [.cacheControl: "max-age=60"], body: Data("[1]".utf8))
+        }
+        return transport
+    }
+
+    @Test("a first load while unknown waits for the verdict; online 2 s later, it loads from the network",
+          arguments: [CachePolicy.cacheFirst, .networkFirst, .networkOnly, .staleWhileRevalidate(maxStaleness: .seconds(60))])
+    func waitsForOnline(_ policy: CachePolicy) async throws {
+        let monitor = SubscriptionSignalingMonitor(.unknown)
+        let transport = cartTransport(expectOnline: monitor)
+        let clock = TestClock()
+        let cache = ResponseCache(database: try .inMemory(), transport: transport, connectivity: monitor, clock: clock)
+        var subscribed = monitor.subscriptions.makeAsyncIterator()
+
+        let load = Task { try await cache.load(CacheQuery(TransportRequest(url: url), policy: policy, user: "alice")) }
+        await subscribed.next()
+        await clock.advance(by: .seconds(2))
+        monitor.fake.set(.online)
+        let response = try await load.value
+        #expect(response.metadata.source == .network)
+        #expect(response.body == Data("[1]".utf8))
+        #expect(transport.requests.count == 1)
+    }
+
+    @Test("a first load while the monitor stays unknown fails calmly after the 3 s deadline, without a request")
+    func unknownForever() async throws {
+        let monitor = SubscriptionSignalingMonitor(.unknown)
+        let transport = RecordingTransport()
+        let clock = TestClock()
+        let cache = ResponseCache(database: try .inMemory(), transport: transport, connectivity: monitor, clock: clock)
+        #expect(cache.firstVerdictTimeout == .seconds(3))
+        var subscribed = monitor.subscriptions.makeAsyncIterator()
+
+        let finished = Locked(false)
+        let load = Task {
+            defer { finished.withLock { $0 = true } }
+            return try await cache.load(CacheQuery(TransportRequest(url: url), user: "alice"))
+        }
+        await subscribed.next()
+        let waited = await advance(clock, until: load, finished: finished)
+        await #expect(throws: CacheError.neverLoadedAndOffline) { try await load.value }
+        #expect(waited >= .seconds(3), "not before the deadline")
+        #expect(transport.requests.isEmpty)
+    }
+
+    @Test("a verdict of offline ends the wait at once with the never-loaded error")
+    func offlineVerdict() async throws {
+        let monitor = SubscriptionSignalingMonitor(.unknown)
+        let transport = RecordingTransport()
+        let cache = ResponseCache(database: try .inMemory(), transport: transport, connectivity: monitor, clock: TestClock())
+        var subscribed = monitor.subscriptions.makeAsyncIterator()
+
+        let load = Task { try await cache.load(CacheQuery(TransportRequest(url: url), user: "alice")) }
+        await subscribed.next()
+        monitor.fake.set(.offlineSoft)
+        await #expect(throws: CacheError.neverLoadedAndOffline) { try await load.value }
+        #expect(transport.requests.isEmpty)
+    }
+
+    @Test("a stored copy is answered at once while unknown, without waiting or a request",
+          arguments: [CachePolicy.cacheFirst, .networkFirst, .staleWhileRevalidate(maxStaleness: .seconds(60)), .cacheOnly])
+    func storedCopyAtOnce(_ policy: CachePolicy) async throws {
+        let database = try OfflineDatabase.inMemory()
+        let online = SubscriptionSignalingMonitor(.online)
+        let query = CacheQuery(TransportRequest(url: url), policy: policy, user: "alice")
+        let seed = CacheQuery(TransportRequest(url: url), policy: .cacheFirst, user: "alice")
+        _ = try await ResponseCache(database: database, transport: cartTransport(expectOnline: online), connectivity: online).load(seed)
+
+        // A test clock nobody advances: a wait for the verdict would never end.
+        let monitor = SubscriptionSignalingMonitor(.unknown)
+        let transport = RecordingTransport()
+        let cache = ResponseCache(database: database, transport: transport, connectivity: monitor, clock: TestClock())
+        let response = try await cache.load(query)
+        #expect(response.metadata.source == .cache)
+        #expect(response.body == Data("[1]".utf8))
+        #expect(transport.requests.isEmpty)
+    }
+
+    @Test("refresh while unknown waits for the verdict too: online, it fetches; still unknown at the deadline, offline")
+    func refreshWaits() async throws {
+        let monitor = SubscriptionSignalingMonitor(.unknown)
+        let transport = cartTransport(expectOnline: monitor)
+        let clock = TestClock()
+        let cache = ResponseCache(database: try .inMemory(), transport: transport, connectivity: monitor, clock: clock)
+        let query = CacheQuery(TransportRequest(url: url), user: "alice")
+        var subscribed = monitor.subscriptions.makeAsyncIterator()
+
+        let finished = Locked(false)
+        let timedOut = Task {
+            defer { finished.withLock { $0 = true } }
+            return try await cache.refresh(query)
+        }
+        await subscribed.next()
+        let waited = await advance(clock, until: timedOut, finished: finished)
+        await #expect(throws: CacheError.offline) { try await timedOut.value }
+        #expect(waited >= .seconds(3))
+
+        let refresh = Task { try await cache.refresh(query) }
+        await subscribed.next()
+        monitor.fake.set(.online)
+        #expect(try await refresh.value.metadata.source == .network)
+    }
+}
