@@ -205,6 +205,8 @@ public final class WorkspaceModel: Scenario {
         let now = environment.now()
         try? await environment.database.writer.write { db in try WorkspaceStore.seedIfEmpty(now: now, db) }
         // Rows, markers and the queue together, so the first frame already shows what is pending.
+        // The markers are read here once, before their observation starts: its values all come later.
+        if let statuses = try? await outbox.syncStatuses(in: WorkspaceOperations.messages) { send(.statusesRead(statuses)) }
         await refresh()
         if let draft = try? await form.loadDraft(InviteDraft.self) {
             send(.draftRestored(draft))
@@ -332,12 +334,12 @@ public final class WorkspaceModel: Scenario {
         await refresh()
     }
 
-    /// Reads the rows, the markers and the queue right after a local change, so the screen shows
-    /// the change and its marker together (the observations follow a moment later).
+    /// Reads the rows and the queue right after a local change. The markers come only from their
+    /// observation, which delivers its values in order: read here too, a marker read after the
+    /// change could be overwritten by the observation's value from just before it, and a pending
+    /// message showed without its marker (seen in a clean-clone run).
     private func refresh() async {
-        let statuses = try? await outbox.syncStatuses(in: WorkspaceOperations.messages)
         let queue = try? await outbox.snapshot()
-        if let statuses { send(.statusesRead(statuses)) }
         if let queue { send(.queueRead(queue)) }
         reload()
     }
