@@ -111,15 +111,18 @@ struct OfflineMiddlewareTests {
         }
 
         try await withBackend { url, network in
+            // Only the call under test has a short time limit: the faults are set up with the
+            // default one, so a slow machine cannot time out the setup instead.
+            let setup = makeClient(url, network, FakeConnectivityMonitor(.online))
             let client = makeClient(url, Wire(url, network).transport, monitor, timeout: .milliseconds(300))
-            _ = try await client.setRouteFault(body: .json(.init(path: "/api/records", fault: .SlowFault(.init(slow: .init(milliseconds: 1500)))))).ok
+            _ = try await setup.setRouteFault(body: .json(.init(path: "/api/records", fault: .SlowFault(.init(slow: .init(milliseconds: 1500)))))).ok
             let timedOut = await #expect(throws: ClientError.self) { _ = try await titles(client, "notes") }
             #expect(timedOut?.transportError == .timeout)
             #expect(monitor.reportedOutcomes.last == .timeout)
-            _ = try await client.setRouteFault(body: .json(.init(path: "/api/records", fault: .ErrorFault(.init(error: .init(status: 503)))))).ok
+            _ = try await setup.setRouteFault(body: .json(.init(path: "/api/records", fault: .ErrorFault(.init(error: .init(status: 503)))))).ok
             _ = try? await titles(client, "notes")
             #expect(monitor.reportedOutcomes.last == .serverError(status: 503))
-            _ = try await client.clearRouteFaults()
+            _ = try await setup.clearRouteFaults()
         }
     }
 }

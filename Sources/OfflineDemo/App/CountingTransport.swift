@@ -8,25 +8,27 @@ public import OfflineKit
 /// proof, on screen, that local work never touches the network.
 public final class CountingTransport: HTTPTransport, Sendable {
     public let base: any HTTPTransport
-    private let counts = Locked<[ConnectivityRequirement: Int]>([:])
-    private let sent = Locked<[URL]>([])
+    private let sent = Locked<[(url: URL, requirement: ConnectivityRequirement)]>([])
 
     public init(_ base: any HTTPTransport) { self.base = base }
 
     /// Requests sent (or attempted) with `requirement`.
-    public func count(_ requirement: ConnectivityRequirement) -> Int { counts.withLock { $0[requirement, default: 0] } }
+    public func count(_ requirement: ConnectivityRequirement) -> Int { count { $1 == requirement } }
 
     /// Requests sent (or attempted) to paths that start with `prefix`, whatever their requirement.
-    public func count(pathPrefix prefix: String) -> Int {
-        sent.withLock { $0.count { $0.path.hasPrefix(prefix) } }
+    public func count(pathPrefix prefix: String) -> Int { count { url, _ in url.path.hasPrefix(prefix) } }
+
+    /// Requests sent (or attempted) that match `isIncluded`, counted in one reading of the
+    /// record, so that a request sent meanwhile is either in the count or not, never half.
+    public func count(where isIncluded: (URL, ConnectivityRequirement) -> Bool) -> Int {
+        sent.withLock { $0.count { isIncluded($0.url, $0.requirement) } }
     }
 
     /// Every request's URL, oldest first.
-    public var urls: [URL] { sent.current }
+    public var urls: [URL] { sent.withLock { $0.map(\.url) } }
 
     private func record(_ request: TransportRequest) {
-        sent.withLock { $0.append(request.url) }
-        counts.withLock { $0[request.requirement, default: 0] += 1 }
+        sent.withLock { $0.append((request.url, request.requirement)) }
     }
 
     public func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {

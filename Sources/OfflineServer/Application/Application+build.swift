@@ -15,10 +15,12 @@ public func buildApplication(
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
     let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: logger)
+    try await PackSeed.seed(configuration)
     return try buildApplication(configuration, storage: storage, logger: logger, onServerRunning: onServerRunning)
 }
 
-/// The reference backend over storage that is already open (tests reach the same storage).
+/// The reference backend over storage that is already open (tests reach the same storage), and
+/// over packs already seeded (``PackSeed/seed(_:now:)``).
 func buildApplication(
     _ configuration: ServerConfiguration,
     storage: any ServerStorage,
@@ -72,7 +74,7 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
         router.add(middleware: IdempotentWrites(storage: storage, retention: configuration.idempotencyRetention, now: { Date() }))
     }
     router.addShopRoutes(storage: storage)
-    try router.addDomainRoutes(configuration, storage: storage)
+    router.addDomainRoutes(configuration, storage: storage)
     router.addPackRoutes(configuration)
     router.addRecordsRoutes(storage: storage, faultsEnabled: configuration.faultsEnabled)
     router.addSyncRoutes(storage: storage, heartbeat: configuration.syncHeartbeat)

@@ -87,6 +87,7 @@ func withRunningServer<Value: Sendable>(
     gracePeriod: Duration = .seconds(5),
     _ body: (RunningServer) async throws -> Value
 ) async throws -> Value {
+    try await PackSeed.seed(configuration)
     let (ports, reportPort) = AsyncStream.makeStream(of: Int.self)
     let app = try buildApplication(configuration, storage: storage, exactlyOnce: exactlyOnce, logger: logger) { port in reportPort.yield(port) }
     var groupConfiguration = ServiceGroupConfiguration(services: [app], logger: logger)

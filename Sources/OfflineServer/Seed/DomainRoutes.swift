@@ -4,16 +4,12 @@ import Logging
 
 extension Router where Context == OfflineRequestContext {
     /// The demo scenarios' domain: cities, planner, audio sessions and workspace, seeded with
-    /// sample data (and sample packs, when a packs folder is configured) on first start.
-    ///
-    /// Register before the pack routes, so the seeded packs are there when hosting starts.
+    /// sample data on first start. The sample packs are published before the router is built
+    /// (``PackSeed/seed(_:now:)``), so they are there when hosting starts.
     func addDomainRoutes(
         _ configuration: ServerConfiguration, storage: any ServerStorage, now: @escaping @Sendable () -> Date = { Date() }
-    ) throws {
+    ) {
         let store = DomainStore(storage: storage)
-        if let packs = configuration.packsDirectory {
-            try PackSeed.seedIfNeeded(into: packs, now: now())
-        }
         addCityRoutes(store: store, packsDirectory: configuration.packsDirectory, faultsEnabled: configuration.faultsEnabled, now: now)
         addPlannerRoutes(store: store, now: now)
         addSessionRoutes(store: store, now: now)

@@ -1,8 +1,18 @@
 import Foundation
+import NIOPosix
 
 /// Publishes the sample packs on first start: one per city (its guide plus map tiles, about
 /// 1–2 MB) and one per audio session (a WAV file of a few hundred KB to a few MB).
 enum PackSeed {
+    /// Publishes the sample packs into the configuration's packs folder, if it has one and they
+    /// are not there yet, on NIO's thread pool for blocking work: making and writing a few
+    /// megabytes of files would otherwise hold a thread of the cooperative pool, which every
+    /// request of every server in the process shares, for as long as it takes.
+    static func seed(_ configuration: ServerConfiguration, now: Date = Date()) async throws {
+        guard let packs = configuration.packsDirectory else { return }
+        try await NIOThreadPool.singleton.runIfActive { try seedIfNeeded(into: packs, now: now) }
+    }
+
     static func seedIfNeeded(into packsDirectory: URL, now: Date) throws {
         let fileManager = FileManager.default
         try fileManager.createDirectory(at: packsDirectory, withIntermediateDirectories: true)

@@ -267,7 +267,9 @@ struct PackNginxTests {
             let journalFolder = storeFolder.appendingPathComponent("p/staging/1/journal")
             for _ in 0..<5_000 where child.isRunning {
                 if (journalOffset(journalFolder) ?? 0) > killedAt { break }
-                usleep(1_000)
+                // Watching another process's file: a suspension, so the test holds no thread
+                // of the cooperative pool while it waits.
+                try await Task.sleep(for: .milliseconds(1))
             }
             kill(child.processIdentifier, SIGKILL)
             child.waitUntilExit()

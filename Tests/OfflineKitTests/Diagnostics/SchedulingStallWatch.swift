@@ -1,0 +1,87 @@
+import Dispatch
+import Foundation
+import NIOCore
+import NIOPosix
+import Testing
+
+/// A diagnostic, not a check: run with `OFFLINEKIT_STALL_WATCH=SECONDS` beside the rest of the
+/// suite, it measures, every 20 ms from a thread of its own, how long a task takes to start on
+/// Swift's cooperative pool and a job on NIO's shared event loops. When either waits longer than
+/// `OFFLINEKIT_STALL_THRESHOLD_MS` (300 by default), it records every thread's stack with
+/// `eu-stack` into `OFFLINEKIT_STALL_DIR` (`/tmp/offlinekit-stalls`), so a test that ran out of
+/// its time limit can be matched with what held the threads meanwhile.
+@Suite("Scheduling stall watch (diagnostic)")
+struct SchedulingStallWatch {
+    static let seconds = ProcessInfo.processInfo.environment["OFFLINEKIT_STALL_WATCH"].flatMap(Double.init)
+
+    @Test("records the stacks of every stall of the cooperative pool or the event loops", .enabled(if: seconds != nil))
+    func watch() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let threshold = environment["OFFLINEKIT_STALL_THRESHOLD_MS"].flatMap(Int.init) ?? 300
+        let directory = URL(fileURLWithPath: environment["OFFLINEKIT_STALL_DIR"] ?? "/tmp/offlinekit-stalls")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let watcher = StallWatcher(seconds: Self.seconds ?? 0, thresholdMilliseconds: threshold, directory: directory)
+        let report = await watcher.run()
+        print("stall watch: \(report)")
+    }
+}
+
+private final class StallWatcher: Sendable {
+    let seconds: Double
+    let thresholdMilliseconds: Int
+    let directory: URL
+
+    init(seconds: Double, thresholdMilliseconds: Int, directory: URL) {
+        self.seconds = seconds
+        self.thresholdMilliseconds = thresholdMilliseconds
+        self.directory = directory
+    }
+
+    func run() async -> String {
+        await withCheckedContinuation { continuation in
+            let thread = Thread { continuation.resume(returning: self.watch()) }
+            thread.start()
+        }
+    }
+
+    private func watch() -> String {
+        let end = DispatchTime.now() + seconds
+        var samples = 0
+        var stalls: [String] = []
+        var worstPool = 0.0
+        var worstLoop = 0.0
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        while DispatchTime.now() < end {
+            for target in ["pool", "loop"] {
+                let started = DispatchTime.now()
+                let signal = DispatchSemaphore(value: 0)
+                if target == "pool" {
+                    Task.detached { signal.signal() }
+                } else {
+                    loop.execute { signal.signal() }
+                }
+                if signal.wait(timeout: started + .milliseconds(thresholdMilliseconds)) == .timedOut {
+                    let name = "stall-\(stalls.count + 1)-\(target).txt"
+                    dumpStacks(to: directory.appendingPathComponent(name))
+                    signal.wait()
+                    let waited = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+                    stalls.append(String(format: "%@ %.2f s (%@)", target, waited, name))
+                }
+                let waited = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+                if target == "pool" { worstPool = max(worstPool, waited) } else { worstLoop = max(worstLoop, waited) }
+                samples += 1
+            }
+            usleep(20_000)
+        }
+        return String(format: "%d samples, worst pool %.3f s, worst loop %.3f s, %d stalls: ", samples, worstPool, worstLoop, stalls.count)
+            + stalls.joined(separator: ", ")
+    }
+
+    private func dumpStacks(to file: URL) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "eu-stack -p \(getpid()) 2>&1 | swift demangle --simplified > '\(file.path)'"]
+        try? process.run()
+        process.waitUntilExit()
+    }
+}
