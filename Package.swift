@@ -155,14 +155,6 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // The README's walkthrough, built and run against the reference server by scripts/test.sh.
-        .executableTarget(
-            name: "QuickStart",
-            dependencies: ["OfflineKit"],
-            path: "Examples/QuickStart",
-            swiftSettings: strict
-        ),
-
         .executableTarget(
             name: "OfflineBenchmarks",
             dependencies: [

@@ -13,6 +13,7 @@ packages=(
     tmux          # terminal test of the demo
     sqlite3       # inspecting databases in labs
     procps        # pkill/pgrep in labs
+    elfutils      # eu-stack: thread stacks when a test finds the demo or the test process stuck
 )
 
 missing=()

@@ -34,6 +34,14 @@ extension Offline.Sync {
             return database
         }
 
+        /// The user's edit of a row: its payload is the record's new body.
+        static let localEdit = OutboxOperation(name: "editRecord", method: .put, change: .update)
+
+        /// What the table shows for a row while the user's edit is on its way.
+        static func localValue(id: String, payload: Data) -> Data {
+            Data(#"{"id":"\#(id)","localEdit":"#.utf8) + payload + Data("}".utf8)
+        }
+
         var synced: SyncedCollection {
             SyncedCollection(collection,
                 upsert: { db, row in
@@ -52,24 +60,51 @@ extension Offline.Sync {
         @OptionGroup var options: Options
         @OptionGroup var account: Offline.Outbox.AccountOptions
         @Option(help: "Changes per page.") var pageSize = 100
+        @Option(help: """
+            Local edits to make first, as the app's user would: each rewrites a random row of the table and \
+            waits in the outbox, unsent, so the pull meets writes on their way.
+            """) var localEdits = 0
+        @Flag(help: "After the pull, deliver the outbox's writes, then pull again.") var deliver = false
 
         func run() async throws {
             let database = try await options.open()
+            let outbox = OfflineKit.Outbox(database: database, operations: [Options.localEdit])
+            if localEdits > 0 {
+                let ids = try await database.writer.read { db in
+                    try String.fetchAll(db, sql: "SELECT id FROM synced_record ORDER BY random() LIMIT ?", arguments: [localEdits])
+                }
+                for id in ids {
+                    let payload = Data(#"{"edit":"\#(UUID().uuidString)"}"#.utf8)
+                    let shown = Options.localValue(id: id, payload: payload)
+                    try await outbox.write(Options.localEdit, path: "/api/records/\(options.collection)/\(id)", payload: payload,
+                                           record: RecordKey(options.collection, id)) { db in
+                        try db.execute(sql: "UPDATE synced_record SET value = ? WHERE id = ?", arguments: [shown, id])
+                    }
+                }
+            }
             try await HTTPClientTransport.withTransport(defaultTimeout: .seconds(10)) { transport in
-                let engine = SyncEngine(database: database, baseURL: options.baseURL,
-                                        transport: account.signedIn(transport, at: options.baseURL),
-                                        connectivity: AssumedReachable(), collections: [options.synced], pageSize: pageSize)
+                let signedIn = account.signedIn(transport, at: options.baseURL)
+                let engine = SyncEngine(database: database, baseURL: options.baseURL, transport: signedIn,
+                                        connectivity: AssumedReachable(), collections: [options.synced], outbox: outbox,
+                                        pageSize: pageSize)
                 try await engine.pull()
+                if deliver {
+                    try await OutboxDrainer(outbox: outbox, baseURL: options.baseURL, transport: signedIn, connectivity: AssumedReachable())
+                        .drain()
+                    try await engine.pull()
+                }
             }
             let rows = try await database.writer.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM synced_record") ?? 0 }
-            print("pulled: \(rows) rows")
+            let snapshot = try await outbox.snapshot()
+            print("pulled: \(rows) rows, \(snapshot.pendingCount + snapshot.inFlightCount) local edits on their way, \(snapshot.failures.count) refused")
+            if !snapshot.failures.isEmpty { throw ExitCode(2) }
         }
     }
 
     /// Compares the table with the server's records, row by row.
     struct Verify: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Count rows missing, extra or different in the table against the server's records; exits non-zero if any.")
+            abstract: "Count rows missing, extra or different in the table against the server's records and the user's edits still on their way; exits non-zero if any.")
 
         @OptionGroup var options: Options
         @OptionGroup var account: Offline.Outbox.AccountOptions
@@ -89,13 +124,31 @@ extension Offline.Sync {
                 guard let id = record["id"] as? String else { throw ValidationError("A listed record has no id.") }
                 server[id] = record as NSDictionary
             }
-            let local = try await database.writer.read { db in
-                try Row.fetchAll(db, sql: "SELECT id, value FROM synced_record").map { row -> (String, Data) in (row["id"], row["value"]) }
+            let (local, edits) = try await database.writer.read { db in
+                let rows = try Row.fetchAll(db, sql: "SELECT id, value FROM synced_record").map { row -> (String, Data) in (row["id"], row["value"]) }
+                // The user's edits still on their way: those rows must show the latest edit.
+                var edits: [String: Data] = [:]
+                if try db.tableExists("offlinekit_outbox") {
+                    for row in try Row.fetchAll(db, sql: """
+                        SELECT recordID, payload FROM offlinekit_outbox WHERE recordCollection = ? AND recordID IS NOT NULL
+                        AND state IN ('pending', 'in-flight') ORDER BY sequence
+                        """, arguments: [options.collection]) {
+                        let id: String = row["recordID"]
+                        edits[id] = Options.localValue(id: id, payload: row["payload"] ?? Data())
+                    }
+                }
+                return (rows, edits)
             }
             var missing = Set(server.keys)
             var extra = 0
             var different = 0
+            var pendingShown = 0
             for (id, value) in local {
+                if let edit = edits[id] {
+                    missing.remove(id)
+                    if value == edit { pendingShown += 1 } else { different += 1 }
+                    continue
+                }
                 guard let expected = server[id] else {
                     extra += 1
                     continue
@@ -104,7 +157,7 @@ extension Offline.Sync {
                 let pulled = try JSONSerialization.jsonObject(with: value) as? NSDictionary
                 if pulled != expected { different += 1 }
             }
-            print("server: \(server.count) records, table: \(local.count) rows")
+            print("server: \(server.count) records, table: \(local.count) rows, \(edits.count) showing the user's edit on its way (\(pendingShown) as edited)")
             print("missing: \(missing.count), extra: \(extra), different: \(different)")
             if !missing.isEmpty || extra != 0 || different != 0 { throw ExitCode(1) }
         }

@@ -44,6 +44,10 @@ struct DemoTerminalTests {
 
         /// Reads the pane until it shows every one of `texts` (the demo redraws on its own
         /// schedule, so there is no event to await from outside the process).
+        ///
+        /// - Throws: ``TerminalWaitFailure`` after `timeout`, having recorded what the pane showed
+        ///   and what the demo's process was doing (alive or not, and its threads' stacks), so
+        ///   the test ends at the first screen that never came.
         func waitFor(_ texts: String..., timeout: Duration = .seconds(30)) async throws -> String {
             let deadline = ContinuousClock.now.advanced(by: timeout)
             var screen = ""
@@ -52,10 +56,28 @@ struct DemoTerminalTests {
                 if texts.allSatisfy(screen.contains) { return screen }
                 try await Task.sleep(for: .milliseconds(200))
             }
-            Issue.record("the screen never showed \(texts):\n\(screen)")
-            return screen
+            Issue.record("the screen never showed \(texts):\n\(screen)\n\(try processReport())")
+            throw TerminalWaitFailure()
+        }
+
+        /// The demo's process as tmux sees it, and its threads' stacks while it runs.
+        func processReport() throws -> String {
+            let panes = try run(["list-panes", "-t", "demo", "-F", "pid #{pane_pid}, dead #{pane_dead}, status #{pane_dead_status}"])
+            guard let pid = panes.split(separator: " ").dropFirst().first.map({ String($0.dropLast()) }), Int32(pid) != nil else {
+                return "the pane's process: \(panes.isEmpty ? "no pane" : panes)"
+            }
+            let stacks = FileManager.default.temporaryDirectory.appending(path: "demo-stacks-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: stacks) }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "eu-stack -p \(pid) 2>&1 | swift demangle --simplified | head -400 > '\(stacks.path)'"]
+            try process.run()
+            process.waitUntilExit()
+            return "the pane's process: \(panes)\n" + ((try? String(contentsOf: stacks, encoding: .utf8)) ?? "")
         }
     }
+
+    struct TerminalWaitFailure: Error {}
 
     @Test("going offline shows the cached cart with the banner and the toast; going online clears them")
     func offlineAndBack() async throws {
@@ -91,6 +113,8 @@ func withTerminalDemo(_ body: (DemoTerminalTests.Tmux) async throws -> Void) asy
     defer { try? FileManager.default.removeItem(at: data) }
     let tmux = DemoTerminalTests.Tmux()
     try tmux.run(["new-session", "-d", "-s", "demo", "-x", "80", "-y", "24", "TERM=xterm-256color \(binary) demo --data \(data.path)"])
+    // A demo that ends leaves its pane, with what it printed, for the report of a failed wait.
+    try tmux.run(["set-option", "-t", "demo", "remain-on-exit", "on"])
     defer { _ = try? tmux.run(["kill-server"]) }
     _ = try await tmux.waitFor("Monitor: online")
     try await body(tmux)

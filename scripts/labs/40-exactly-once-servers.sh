@@ -16,6 +16,7 @@
 # Everything listens on 127.0.0.1 only.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/labs/common.bash
 
 bin=${OFFLINEKIT_BIN:-$PWD/.build/debug/offline}
 kills_wanted=${SERVER_CRASH_KILLS:-200}
@@ -24,61 +25,37 @@ time_limit=${SERVER_CRASH_SECONDS:-$((200 + kills_wanted / 2))}
 lab=server-crash
 [[ -x "$bin" ]] || { echo "$lab: no offline binary at $bin (swift build --product offline)"; exit 1; }
 [[ $(id -u) -eq 0 ]] || { echo "$lab: needs root (PostgreSQL runs as the postgres user)"; exit 1; }
-pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
-[[ -x "$pg_bin/initdb" ]] || { echo "$lab: no PostgreSQL under /usr/lib/postgresql (scripts/setup.sh installs it)"; exit 1; }
 command -v nginx >/dev/null || { echo "$lab: no nginx (scripts/setup.sh installs it)"; exit 1; }
 
 work=$(mktemp -d /tmp/server-crash.XXXXXX)
 chmod 755 "$work"
-mkdir -p "$work/pg" "$work/nginx/logs"
-chown postgres "$work/pg"
+mkdir -p "$work/nginx/logs"
 events="$work/events"       # "EPOCHSECONDS.FRACTION what" lines: kills, restarts, client runs
 : >"$events"
 
 declare -a server_pid=("" "") server_port=("" "")
 nginx_pid=""
 child_pid=""
-pg_started=""
 cleanup() {
     [[ -n "$child_pid" ]] && kill -9 "$child_pid" 2>/dev/null || true
     for i in 0 1; do
         [[ -n "${server_pid[$i]}" ]] && kill -9 "${server_pid[$i]}" 2>/dev/null || true
     done
     [[ -n "$nginx_pid" ]] && kill "$nginx_pid" 2>/dev/null && wait "$nginx_pid" 2>/dev/null || true
-    [[ -n "$pg_started" ]] && as_postgres "$pg_bin/pg_ctl" -D "$work/pg/data" -m immediate -w stop >/dev/null 2>&1 || true
+    stop_lab_postgres
     wait 2>/dev/null || true
     rm -rf "$work"
 }
 trap cleanup EXIT
 
-# From /, which the postgres user can always enter, whatever folder the lab was started in.
-as_postgres() { (cd / && runuser -u postgres -- "$@"); }
 now() { echo "$EPOCHREALTIME"; }
 note() { echo "$(now) $*" >>"$events"; }
 accepts() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # SIGKILLs process $1 and reaps it, without bash's "Killed" report for the job.
 kill_and_reap() { { kill -9 "$1" && wait "$1"; } 2>/dev/null || [[ $? -eq 137 ]]; }
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-psql_lab() { as_postgres "$pg_bin/psql" -h 127.0.0.1 -p "$pg_port" -U postgres -X -q -At "$@"; }
 
-# PostgreSQL: a throwaway cluster. Durability settings are off because PostgreSQL itself is never
-# killed here: only the servers and the client are.
-as_postgres "$pg_bin/initdb" -D "$work/pg/data" -A trust -U postgres -N >"$work/pg/initdb.log" 2>&1 \
-    || { echo "$lab: initdb failed"; cat "$work/pg/initdb.log"; exit 1; }
-pg_port=""
-for _ in 1 2 3 4 5; do
-    port=$((30000 + RANDOM % 30000))
-    if as_postgres "$pg_bin/pg_ctl" -D "$work/pg/data" -l "$work/pg/log" -w \
-        -o "-p $port -k $work/pg -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200" \
-        start >/dev/null 2>&1; then
-        pg_port=$port
-        pg_started=1
-        break
-    fi
-done
-[[ -n "$pg_port" ]] || { echo "$lab: PostgreSQL did not start"; cat "$work/pg/log" 2>/dev/null; exit 1; }
-psql_lab -c "CREATE DATABASE crashlab"
-pg_url="postgres://postgres@127.0.0.1:$pg_port/crashlab"
+start_lab_postgres "$lab" "$work/pg" crashlab
 
 # Starts server $1 on port $2 (0 picks one) in the background, appending to its log.
 start_server() {

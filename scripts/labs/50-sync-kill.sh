@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Sync kill lab: a child process pulls a records collection from a live server into an SQLite
 # file, page by page, and is killed with SIGKILL at random points, again and again, while other
-# clients keep writing to that collection (new records, and new versions of old ones). After the
-# kills, one last pull runs to the end, and the table must equal the server's records: none
-# missing, none extra, none different.
+# clients keep writing to that collection (new records, and new versions of old ones). Before
+# about one pull in two the child's user edits rows too: the edits wait in the outbox, unsent,
+# so pulls (and kills) meet writes on their way. After the kills, one last pull runs to the end,
+# and the table must equal the server's records plus the user's edits still on their way (those
+# rows show the edit): none missing, none extra, none different. Then the edits are delivered
+# and pulled back, and the table must equal the server's records alone.
+#
+# Two server instances share one PostgreSQL database: the other clients write through one, the
+# child pulls from the other, so their commits interleave across instances as in production.
+# Needs root (the PostgreSQL cluster runs as the postgres user).
 #
 #   SYNC_KILL_KILLS   SIGKILLs to deliver (default 100)
 #   SYNC_KILL_ROWS    records on the server before the first pull (default 3000)
@@ -17,24 +24,32 @@ kills_wanted=${SYNC_KILL_KILLS:-100}
 rows=${SYNC_KILL_ROWS:-3000}
 time_limit=$((kills_wanted * 2 + 240))
 [[ -x "$bin" ]] || { echo "sync-kill: no offline binary at $bin (swift build --product offline)"; exit 1; }
+[[ $(id -u) -eq 0 ]] || { echo "sync-kill: needs root (PostgreSQL runs as the postgres user)"; exit 1; }
 
 work=$(mktemp -d /tmp/sync-kill.XXXXXX)
-server_pid=""
+chmod 755 "$work"
+server_pids=()
 child_pid=""
 writer_pid=""
 cleanup() {
     [[ -n "$child_pid" ]] && kill -9 "$child_pid" 2>/dev/null || true
     [[ -n "$writer_pid" ]] && kill "$writer_pid" 2>/dev/null && wait "$writer_pid" 2>/dev/null || true
-    [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
+    for pid in "${server_pids[@]}"; do kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true; done
+    stop_lab_postgres
     rm -rf "$work"
 }
 trap cleanup EXIT
 
-start_offline_server sync-kill "$work/server.log" --data "$work/server" --demo-accounts
+start_lab_postgres sync-kill "$work/pg" synclab
+start_offline_server sync-kill "$work/server-writes.log" --postgres "$pg_url" --demo-accounts
+server_pids+=("$server_pid")
+writes_url=$url
+start_offline_server sync-kill "$work/server-pulls.log" --postgres "$pg_url" --demo-accounts
+server_pids+=("$server_pid")
 
 start=$SECONDS
-"$bin" outbox drive --db "$work/seed.sqlite" --server "$url" --count "$rows" --collection items >"$work/writer.log" 2>&1
-echo "sync-kill: server at $url, $rows records written in $((SECONDS - start)) s; delivering $kills_wanted kills"
+"$bin" outbox drive --db "$work/seed.sqlite" --server "$writes_url" --count "$rows" --collection items >"$work/writer.log" 2>&1
+echo "sync-kill: other clients write through $writes_url, the child pulls from $url (one PostgreSQL), $rows records written in $((SECONDS - start)) s; delivering $kills_wanted kills"
 
 # Other clients write all along: ten new records, then new versions of records 0 to 19.
 (
@@ -43,8 +58,8 @@ echo "sync-kill: server at $url, $rows records written in $((SECONDS - start)) s
     while [[ ! -e "$work/stop" ]]; do
         count=$((count + 10))
         round=$((round + 1))
-        "$bin" outbox drive --db "$work/seed.sqlite" --server "$url" --count "$count" --collection items >>"$work/writer.log" 2>&1
-        "$bin" outbox drive --db "$work/update-$round.sqlite" --server "$url" --count 20 --collection items >>"$work/writer.log" 2>&1
+        "$bin" outbox drive --db "$work/seed.sqlite" --server "$writes_url" --count "$count" --collection items >>"$work/writer.log" 2>&1
+        "$bin" outbox drive --db "$work/update-$round.sqlite" --server "$writes_url" --count 20 --collection items >>"$work/writer.log" 2>&1
         rm -f "$work/update-$round.sqlite"*
     done
     echo "$count $round" >"$work/written"
@@ -60,7 +75,8 @@ while ((kills < kills_wanted)); do
         exit 1
     fi
     # A random point: starting, signing in, mid-page, between pages, or after the end.
-    if kill_at_random 400 "$work/child.log" "$bin" sync pull --db "$work/app.sqlite" --server "$url" --page-size 50; then
+    if kill_at_random 400 "$work/child.log" "$bin" sync pull --db "$work/app.sqlite" --server "$url" --page-size 50 \
+        --local-edits $((RANDOM % 2 * (RANDOM % 3 + 1))); then
         kills=$((kills + 1))
     else
         completed=$((completed + 1))
@@ -79,4 +95,13 @@ if ! "$bin" sync pull --db "$work/app.sqlite" --server "$url" --page-size 50 >>"
     exit 1
 fi
 echo "sync-kill: $kills SIGKILLs, $completed pulls finished on their own, $written records and $((rounds * 20)) rewrites by other clients meanwhile, $((SECONDS - start)) s"
+"$bin" sync verify --db "$work/app.sqlite" --server "$url"
+
+# The edits delivered and pulled back: the server has them now, and nothing is held.
+if ! "$bin" sync pull --db "$work/app.sqlite" --server "$url" --page-size 50 --deliver >>"$work/child.log" 2>&1; then
+    echo "sync-kill: FAILED: delivering the edits and pulling them back did not finish cleanly"
+    tail -20 "$work/child.log"
+    exit 1
+fi
+echo "sync-kill: edits delivered and pulled back"
 "$bin" sync verify --db "$work/app.sqlite" --server "$url"

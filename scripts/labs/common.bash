@@ -36,3 +36,41 @@ kill_at_random() {
     child_pid=""
     return $killed
 }
+
+# A throwaway PostgreSQL cluster under FOLDER (created here), as the postgres user, on a free port
+# of 30000..59999, with database DB. Durability settings are off: the labs kill servers and
+# clients, never PostgreSQL. Sets `pg_bin`, `pg_port`, `pg_url` (postgres://…/DB) and
+# `pg_folder`; `stop_lab_postgres` stops it (call it from the lab's cleanup). Needs root.
+#   start_lab_postgres LAB FOLDER DB
+start_lab_postgres() {
+    local lab=$1 db=$3
+    pg_folder=$2
+    pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+    [[ -x "$pg_bin/initdb" ]] || { echo "$lab: no PostgreSQL under /usr/lib/postgresql (scripts/setup.sh installs it)"; exit 1; }
+    mkdir -p "$pg_folder"
+    chown postgres "$pg_folder"
+    as_postgres "$pg_bin/initdb" -D "$pg_folder/data" -A trust -U postgres -N >"$pg_folder/initdb.log" 2>&1 \
+        || { echo "$lab: initdb failed"; cat "$pg_folder/initdb.log"; exit 1; }
+    pg_port=""
+    local port
+    for _ in 1 2 3 4 5; do
+        port=$((30000 + RANDOM % 30000))
+        if as_postgres "$pg_bin/pg_ctl" -D "$pg_folder/data" -l "$pg_folder/log" -w \
+            -o "-p $port -k $pg_folder -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200" \
+            start >/dev/null 2>&1; then
+            pg_port=$port
+            break
+        fi
+    done
+    [[ -n "$pg_port" ]] || { echo "$lab: PostgreSQL did not start"; cat "$pg_folder/log" 2>/dev/null; exit 1; }
+    psql_lab -c "CREATE DATABASE $db"
+    pg_url="postgres://postgres@127.0.0.1:$pg_port/$db"
+}
+
+stop_lab_postgres() {
+    [[ -n "${pg_port:-}" ]] && as_postgres "$pg_bin/pg_ctl" -D "$pg_folder/data" -m immediate -w stop >/dev/null 2>&1 || true
+}
+
+# From /, which the postgres user can always enter, whatever folder the lab was started in.
+as_postgres() { (cd / && runuser -u postgres -- "$@"); }
+psql_lab() { as_postgres "$pg_bin/psql" -h 127.0.0.1 -p "$pg_port" -U postgres -X -q -At "$@"; }

@@ -156,9 +156,18 @@ public final class PlannerModel: Scenario {
         let tasks = store.current.tasks
         do {
             let body = try JSONEncoder.demo.encode(SuggestionsRequest(tasks: tasks.filter { !$0.done }.map(\.title)))
-            let response = try await transport.send(TransportRequest(
+            let request = TransportRequest(
                 method: .post, url: environment.url("api/planner/suggestions"),
-                headerFields: [.contentType: "application/json"], body: body, timeout: .seconds(5), requirement: .networkRequired))
+                headerFields: [.contentType: "application/json"], body: body, timeout: .seconds(5), requirement: .networkRequired)
+            let response: TransportResponse
+            do {
+                response = try await transport.send(request)
+            } catch TransportError.connectionLost {
+                // Asking for suggestions changes nothing on the server, so a request written to
+                // a pooled connection the network dropped meanwhile (just back online) is sent
+                // once more; the transport repeats only GET and HEAD by itself.
+                response = try await transport.send(request)
+            }
             guard response.status == 200 else { throw TransportError.other("status \(response.status)") }
             let decoded = try JSONDecoder.demo.decode(SuggestionsResponse.self, from: response.body)
             send(.suggestions(.loaded(decoded.suggestions)))

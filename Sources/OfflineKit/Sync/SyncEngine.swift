@@ -13,9 +13,9 @@ import OfflineCore
 ///
 /// - **Resumable.** Each page and the cursor after it commit in one transaction: an app killed
 ///   mid-pull starts again after the last page it applied, and never applies a page twice.
-/// - **Flat memory.** A page is read, applied and dropped; a first sync of any size holds one
-///   page at a time. ``progress()`` reports rows and bytes, and how far through the server's
-///   changes the pull is.
+/// - **Flat memory.** A page is read, applied and dropped; a first sync of any size holds at
+///   most two pages: the one being applied and the next, asked for meanwhile. ``progress()``
+///   reports rows and bytes, and how far through the server's changes the pull is.
 /// - **Read your writes.** A pulled row that a queued write (pending or being sent) also
 ///   changes is held: the user keeps seeing their change, with its pending marker, until the
 ///   write settles; then the held server version lands in the same transaction as the next page,
@@ -179,19 +179,31 @@ public final class SyncEngine: Sendable {
         var restarts = 0
         var startPosition: Int?
         var fraction: Double?
+        // The next page is asked for while this one is applied, so the server and the network
+        // work beside the database instead of in turn. It is asked for with the cursor the page
+        // being applied saves: if applying fails, it is cancelled and never applied.
+        var next: Task<TransportResponse, any Error>?
         defer {
+            next?.cancel()
             // Also after a failure: the pull is over either way.
             progressUpdates.send(SyncProgress(collection: collection.name, rows: rows, bytes: bytes, fraction: fraction, isPulling: false))
         }
+        var state = try await database.writer.read { db in try SyncState.fetch(db, collection.name) }
         while true {
             try Task.checkCancellation()
-            let state = try await database.writer.read { db in try SyncState.fetch(db, collection.name) }
-            let response = try await transport.send(request(collection.path, cursor: state.cursor), maxBodyBytes: 256 << 20)
+            let response: TransportResponse
+            if let fetching = next {
+                next = nil
+                response = try await fetching.value
+            } else {
+                response = try await fetch(collection, after: state.cursor)
+            }
             if response.status == 410 {
                 // The server no longer keeps this position: start again, sweeping at the end.
                 restarts += 1
                 guard restarts <= 2 else { throw SyncError.unavailable(status: response.status.code) }
                 try await database.writer.write { db in try SyncState.restart(db, collection.name) }
+                state = SyncState(cursor: nil, resyncing: true)
                 startPosition = nil
                 continue
             }
@@ -202,17 +214,24 @@ public final class SyncEngine: Sendable {
             } catch {
                 throw SyncError.malformedPage(String(describing: error))
             }
-            try await database.writer.write { db in
+            if page.hasMore {
+                next = Task { [cursor = page.cursor] in try await self.fetch(collection, after: cursor) }
+            }
+            try await database.writer.write { [state] db in
                 try Self.apply(page, to: collection, resyncing: state.resyncing, in: db)
             }
+            if startPosition == nil { startPosition = SyncState.position(of: state.cursor) ?? 0 }
+            state.cursor = page.cursor
             rows += page.changes.count
             bytes += response.body.count
-            let position = SyncState.position(of: page.cursor)
-            if startPosition == nil { startPosition = SyncState.position(of: state.cursor) ?? 0 }
-            fraction = Self.fraction(from: startPosition, at: position, of: page.head, done: !page.hasMore)
+            fraction = Self.fraction(from: startPosition, at: SyncState.position(of: page.cursor), of: page.head, done: !page.hasMore)
             if !page.hasMore { return }
             progressUpdates.send(SyncProgress(collection: collection.name, rows: rows, bytes: bytes, fraction: fraction, isPulling: true))
         }
+    }
+
+    private func fetch(_ collection: SyncedCollection, after cursor: String?) async throws -> TransportResponse {
+        try await transport.send(request(collection.path, cursor: cursor), maxBodyBytes: 256 << 20)
     }
 
     private func request(_ path: String, cursor: String?) -> TransportRequest {
