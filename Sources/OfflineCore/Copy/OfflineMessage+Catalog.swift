@@ -153,5 +153,7 @@ extension OfflineMessage {
         .worksWithoutInternetOnceDownloaded, .notSavedYet, .chooseDownloadedPack,
         // Cached screens.
         .internetRequiredFirstTime, .updatedAt("%@"), .refresh, .retry, .unavailableOffline,
+        // Sync.
+        .changedElsewhere,
     ]
 }

@@ -27,5 +27,25 @@ extension DatabaseMigrator {
                 t.primaryKey(["collection", "id"])
             }
         }
+        registerMigration("offlinekit.sync.v2.conflicts") { db in
+            // For collections that report conflicts: the server's version of each row as last
+            // applied with no local write on its way, the base a conflict is judged against.
+            try db.create(table: "offlinekit_sync_base") { t in
+                t.column("collection", .text).notNull()
+                t.column("id", .text).notNull()
+                t.column("value", .blob).notNull()
+                t.primaryKey(["collection", "id"])
+            }
+            // The conflicts found and not yet dismissed, one per row.
+            try db.create(table: "offlinekit_sync_conflict") { t in
+                t.column("collection", .text).notNull()
+                t.column("id", .text).notNull()
+                // The conflicting fields, a JSON array of strings.
+                t.column("fields", .text).notNull()
+                t.column("server", .blob).notNull()
+                t.column("detectedAt", .double).notNull()
+                t.primaryKey(["collection", "id"])
+            }
+        }
     }
 }

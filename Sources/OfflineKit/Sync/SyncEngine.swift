@@ -41,6 +41,7 @@ public final class SyncEngine: Sendable {
     let eventsPath: String?
     let eventsSilence: Duration
     let progressUpdates = Broadcast(SyncProgress(collection: nil, rows: 0, bytes: 0, fraction: nil, isPulling: false))
+    let now: @Sendable () -> Date
 
     /// - Parameters:
     ///   - transport: how pages are fetched; wrapped in ``GatedTransport`` so offline nothing is
@@ -54,6 +55,7 @@ public final class SyncEngine: Sendable {
     ///   - eventsSilence: how long the stream may stay silent before it is taken for dropped
     ///     (the server sends a heartbeat more often than this).
     ///   - clock: for backing off after a failed pull or stream.
+    ///   - now: the wall-clock time a ``SyncConflict`` is found at.
     public init(
         database: OfflineDatabase,
         baseURL: URL,
@@ -64,7 +66,8 @@ public final class SyncEngine: Sendable {
         pageSize: Int = 500,
         eventsPath: String? = nil,
         eventsSilence: Duration = .seconds(40),
-        clock: any Clock<Duration> = ContinuousClock()
+        clock: any Clock<Duration> = ContinuousClock(),
+        now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.database = database
         self.baseURL = baseURL
@@ -76,6 +79,7 @@ public final class SyncEngine: Sendable {
         self.eventsPath = eventsPath
         self.eventsSilence = eventsSilence
         self.clock = clock
+        self.now = now
     }
 
     /// Where pulls stand, the latest first: rows and bytes received by the current pull.
@@ -218,7 +222,7 @@ public final class SyncEngine: Sendable {
                 next = Task { [cursor = page.cursor] in try await self.fetch(collection, after: cursor) }
             }
             try await database.writer.write { [state] db in
-                try Self.apply(page, to: collection, resyncing: state.resyncing, in: db)
+                try Self.apply(page, to: collection, resyncing: state.resyncing, at: self.now(), in: db)
             }
             if startPosition == nil { startPosition = SyncState.position(of: state.cursor) ?? 0 }
             state.cursor = page.cursor
@@ -247,10 +251,11 @@ public final class SyncEngine: Sendable {
     }
 
     /// Applies one page in the caller's transaction, with the cursor after it.
-    static func apply(_ page: SyncPage, to collection: SyncedCollection, resyncing: Bool, in db: Database) throws {
+    static func apply(_ page: SyncPage, to collection: SyncedCollection, resyncing: Bool, at now: Date, in db: Database) throws {
         try settleHeldRows(of: collection, except: Set(page.changes.map(\.id)), in: db)
         // The writes on their way are few: read them once per page, not once per row.
         let writes = try pendingPayloads(collection.name, in: db)
+        let conflicts = ConflictLedger(collection: collection)
         for change in page.changes {
             if resyncing {
                 try db.execute(sql: "INSERT OR IGNORE INTO offlinekit_sync_seen (collection, id) VALUES (?, ?)",
@@ -263,6 +268,7 @@ public final class SyncEngine: Sendable {
                 } else {
                     try collection.delete(db, change.id)
                 }
+                try conflicts.keepBase(change.id, change.value, in: db)
                 continue
             }
             // A queued write holds the row: keep the server's version for when it settles.
@@ -270,6 +276,7 @@ public final class SyncEngine: Sendable {
                            arguments: [collection.name, change.id, change.value])
             guard let value = change.value else { continue }
             let server = SyncedRow(id: change.id, value: value)
+            try conflicts.judge(server, against: pending, at: now, in: db)
             let shown: Data? = switch collection.conflictPolicy {
             case .serverWins: nil
             case .mergeFields(let inside): try mergeFields(server.value, pending, inside: inside)
@@ -282,6 +289,7 @@ public final class SyncEngine: Sendable {
             let seen = try Set(String.fetchAll(db, sql: "SELECT id FROM offlinekit_sync_seen WHERE collection = ?", arguments: [collection.name]))
             for id in try collection.ids(db) where !seen.contains(id) && writes[id] == nil {
                 try collection.delete(db, id)
+                try conflicts.keepBase(id, nil, in: db)
             }
             try SyncState.finishResync(db, collection.name)
         }
@@ -295,15 +303,18 @@ public final class SyncEngine: Sendable {
                 SELECT 1 FROM offlinekit_outbox WHERE recordCollection = held.collection AND recordID = held.id
                 AND state IN ('pending', 'in-flight'))
             """, arguments: [collection.name])
+        let conflicts = ConflictLedger(collection: collection)
         for row in settled {
             let id: String = row["id"]
+            let value: Data? = row["value"]
             if newer.contains(id) {
                 // Settled below, by the page's newer version.
-            } else if let value: Data = row["value"] {
+            } else if let value {
                 try collection.upsert(db, SyncedRow(id: id, value: value))
             } else {
                 try collection.delete(db, id)
             }
+            try conflicts.settled(id, server: value, in: db)
             try db.execute(sql: "DELETE FROM offlinekit_sync_held WHERE collection = ? AND id = ?", arguments: [collection.name, id])
         }
     }

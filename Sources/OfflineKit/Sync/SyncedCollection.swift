@@ -29,6 +29,9 @@ public struct SyncedCollection: Sendable {
     public var path: String
     /// What happens when a pulled row meets a local write still on its way.
     public var conflictPolicy: SyncConflictPolicy
+    /// Whether such a row is also reported as a ``SyncConflict`` when it changed a field the
+    /// local write sets.
+    public var conflictReporting: SyncConflictReporting
     /// Inserts or replaces a row with the server's version.
     public var upsert: Upsert
     /// Removes a row the server deleted.
@@ -43,6 +46,7 @@ public struct SyncedCollection: Sendable {
         _ name: String,
         path: String? = nil,
         conflictPolicy: SyncConflictPolicy = .serverWins,
+        conflictReporting: SyncConflictReporting = .off,
         upsert: @escaping Upsert,
         delete: @escaping Delete,
         ids: @escaping IDs
@@ -50,6 +54,7 @@ public struct SyncedCollection: Sendable {
         self.name = name
         self.path = path ?? "api/sync/records/\(name)"
         self.conflictPolicy = conflictPolicy
+        self.conflictReporting = conflictReporting
         self.upsert = upsert
         self.delete = delete
         self.ids = ids
@@ -93,4 +98,17 @@ public enum SyncConflictPolicy: Sendable {
     /// on their way (oldest first), returns the JSON to pass to `upsert`, or nil to keep the row
     /// as it is.
     case custom(@Sendable (_ server: SyncedRow, _ pending: [Data]) throws -> Data?)
+}
+
+/// Whether a server change that meets a local write on its way is reported to the user when it
+/// touched what the user changed.
+public enum SyncConflictReporting: Sendable, Hashable {
+    /// Nothing is reported; the ``SyncConflictPolicy`` alone decides what shows.
+    case off
+    /// A ``SyncConflict`` is recorded when the server changed a field the local write sets, to
+    /// another value than the user's: the fields are the top-level fields of the queued JSON
+    /// payloads, found in the server's object (or in its object at key `inside`). The engine
+    /// keeps the server's version of each row of the collection to judge against (a second copy
+    /// of the rows, in its own table).
+    case fields(inside: String? = nil)
 }

@@ -22,8 +22,8 @@ struct SyncEngineTests {
             try database.writer.write { db in try db.execute(sql: "CREATE TABLE note (id TEXT PRIMARY KEY, text TEXT NOT NULL)") }
         }
 
-        func collection(_ policy: SyncConflictPolicy = .serverWins) -> SyncedCollection {
-            SyncedCollection("notes", conflictPolicy: policy,
+        func collection(_ policy: SyncConflictPolicy = .serverWins, reporting: SyncConflictReporting = .off) -> SyncedCollection {
+            SyncedCollection("notes", conflictPolicy: policy, conflictReporting: reporting,
                 upsert: { [written] db, row in
                     let text = try JSONSerialization.jsonObject(with: row.value) as? [String: Any]
                     let shown = (text?["text"] as? String) ?? ""
@@ -238,6 +238,68 @@ struct SyncEngineTests {
                 try await eventually("the second change pulled on demand", within: .seconds(10)) { notes.history("b") == ["two"] }
                 #expect(wire.requests.count == 2)
             }
+        }
+    }
+
+    @Test("a change elsewhere to a field the user also changed is reported with its copy; to another field, or to the user's value, it is not")
+    func conflictsReported() async throws {
+        try await Self.withServer { url, feed, wire in
+            let notes = try Notes()
+            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
+                                    collections: [notes.collection(reporting: .fields())], now: { Date(timeIntervalSince1970: 1_000) })
+            for id in ["a", "b", "c"] {
+                try await feed.record(Self.notes, id: id, value: Data(#"{"text":"first","tag":"x"}"#.utf8))
+            }
+            try await engine.pull()
+            let operation = OutboxOperation(name: "setNote", method: .put, change: .update)
+            let outbox = Outbox(database: notes.database, operations: [operation])
+            for id in ["a", "b", "c"] {
+                try await outbox.write(operation, path: "/api/records/notes/\(id)", payload: Self.text("mine"), record: RecordKey("notes", id)) { db in
+                    try db.execute(sql: "UPDATE note SET text = 'mine' WHERE id = ?", arguments: [id])
+                }
+            }
+            // Elsewhere: a's text changed, b's text changed to what the user chose, c's tag only.
+            try await feed.record(Self.notes, id: "a", value: Data(#"{"text":"theirs","tag":"x"}"#.utf8))
+            try await feed.record(Self.notes, id: "b", value: Data(#"{"text":"mine","tag":"x"}"#.utf8))
+            try await feed.record(Self.notes, id: "c", value: Data(#"{"text":"first","tag":"y"}"#.utf8))
+            try await engine.pull()
+
+            let conflicts = try await engine.conflicts()
+            #expect(conflicts.map(\.rowID) == ["a"])
+            let conflict = try #require(conflicts.first)
+            #expect(conflict.fields == ["text"] && conflict.collection == "notes")
+            #expect(conflict.detectedAt == Date(timeIntervalSince1970: 1_000))
+            #expect(conflict.message.text == "This was also changed elsewhere while your change was on its way. Your version is the one kept.")
+            #expect(try await notes.rows()["a"] == "mine", "the user's change still shows while on its way")
+
+            try await engine.dismiss(conflict)
+            #expect(try await engine.conflicts().isEmpty)
+        }
+    }
+
+    @Test("a conflict is dropped when the server refuses the user's change: its own error is what the user sees")
+    func refusedChangeDropsItsConflict() async throws {
+        try await Self.withServer { url, feed, wire in
+            let notes = try Notes()
+            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
+                                    collections: [notes.collection(reporting: .fields())])
+            try await feed.record(Self.notes, id: "a", value: Self.text("first"))
+            try await engine.pull()
+            let operation = OutboxOperation(name: "setNote", method: .put, change: .update)
+            let outbox = Outbox(database: notes.database, operations: [operation])
+            try await outbox.write(operation, path: "/api/records/notes/a", payload: Self.text("mine"), record: RecordKey("notes", "a")) { db in
+                try db.execute(sql: "UPDATE note SET text = 'mine' WHERE id = 'a'")
+            }
+            try await feed.record(Self.notes, id: "a", value: Self.text("theirs"))
+            try await engine.pull()
+            #expect(try await engine.conflicts().map(\.rowID) == ["a"])
+
+            let refusing = RecordingTransport()
+            refusing.allow(.put, "/api/records/notes/a") { _ in TransportResponse(status: 422) }
+            try await OutboxDrainer(outbox: outbox, baseURL: url, transport: refusing, connectivity: FakeConnectivityMonitor(.online)).drain()
+            try await engine.pull()
+            #expect(try await engine.conflicts().isEmpty)
+            #expect(try await notes.rows()["a"] == "theirs")
         }
     }
 
