@@ -97,8 +97,14 @@ extension ResponseCache {
                                 return state.last == nil
                             }
                             guard nothingShown else { continue }
-                            publish(connectivity.status.isReachable && query.policy != .cacheOnly
-                                ? .loading : .unavailable(query.policy == .cacheOnly && connectivity.status.isReachable ? .notCached : .neverLoadedAndOffline))
+                            let status = connectivity.status
+                            if query.policy == .cacheOnly {
+                                publish(.unavailable(status.isReachable ? .notCached : .neverLoadedAndOffline))
+                            } else {
+                                // Unknown (just after launch): the monitor's verdict is coming, and
+                                // the fetch with it; saying "offline" meanwhile would be untrue.
+                                publish(status.isReachable || status.kind == .unknown ? .loading : .unavailable(.neverLoadedAndOffline))
+                            }
                         }
                     }
                 } catch {
@@ -106,6 +112,9 @@ extension ResponseCache {
                 }
             }
             group.addTask { [self] in
+                // Just after launch the monitor has no verdict yet: wait for it, at most
+                // firstVerdictTimeout, as a load does, before going by the status.
+                _ = try? await firstVerdict()
                 var wasReachable: Bool?
                 for await status in connectivity.statusUpdates() {
                     let reachable = status.isReachable

@@ -92,6 +92,42 @@ struct FirstVerdictTests {
         #expect(transport.requests.isEmpty)
     }
 
+    @Test("an observation at launch shows loading, not offline, until the verdict: online, it loads; still unknown at the deadline, never loaded")
+    func observationWaits() async throws {
+        let monitor = SubscriptionSignalingMonitor(.unknown)
+        let transport = cartTransport(expectOnline: monitor)
+        let clock = TestClock()
+        let cache = ResponseCache(database: try .inMemory(), transport: transport, connectivity: monitor, clock: clock)
+        var subscribed = monitor.subscriptions.makeAsyncIterator()
+
+        var snapshots = cache.observe(CacheQuery(TransportRequest(url: url), user: "alice")).makeAsyncIterator()
+        #expect(await snapshots.next() == .loading)
+        await subscribed.next()
+        await clock.advance(by: .seconds(2))
+        monitor.fake.set(.online)
+        let loaded = await snapshots.next()
+        guard case .loaded(let response) = loaded else {
+            Issue.record("expected the cart loaded once online, got \(String(describing: loaded))")
+            return
+        }
+        #expect(response.body == Data("[1]".utf8))
+
+        let silent = SubscriptionSignalingMonitor(.unknown)
+        let silentClock = TestClock()
+        let unanswered = ResponseCache(database: try .inMemory(), transport: RecordingTransport(), connectivity: silent, clock: silentClock)
+        var waiting = silent.subscriptions.makeAsyncIterator()
+        let finished = Locked(false)
+        let observed = Task { () throws -> [CacheSnapshot?] in
+            defer { finished.withLock { $0 = true } }
+            var unknownSnapshots = unanswered.observe(CacheQuery(TransportRequest(url: url), user: "alice")).makeAsyncIterator()
+            return [await unknownSnapshots.next(), await unknownSnapshots.next()]
+        }
+        await waiting.next()
+        let waited = await advance(silentClock, until: observed, finished: finished)
+        #expect(try await observed.value == [.loading, .unavailable(.neverLoadedAndOffline)])
+        #expect(waited >= .seconds(3), "not before the deadline")
+    }
+
     @Test("a verdict of offline ends the wait at once with the never-loaded error")
     func offlineVerdict() async throws {
         let monitor = SubscriptionSignalingMonitor(.unknown)
