@@ -61,8 +61,16 @@ public final class OfflineClient: Sendable {
     ) {
         self.serverURL = serverURL
         self.database = database
-        let owned = transport == nil ? OwnedTransport.platform() : nil
-        let unsigned = transport ?? owned!.transport
+        let owned: OwnedTransport?
+        let unsigned: any HTTPTransport
+        if let transport {
+            owned = nil
+            unsigned = transport
+        } else {
+            let platform = OwnedTransport.platform()
+            owned = platform
+            unsigned = platform.transport
+        }
         let base = tokens.map { BearerTokenTransport(unsigned, tokens: $0(unsigned)) } ?? unsigned
         ownedTransport = owned
         self.transport = base

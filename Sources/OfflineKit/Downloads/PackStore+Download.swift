@@ -140,6 +140,23 @@ extension PackStore {
         state.withLock { $0.running[packID] != nil }
     }
 
+    /// What updating `packID` to `manifest` downloads, once the download policy allows it on
+    /// this network, its staging folder is ready and there is room for it.
+    ///
+    /// - Throws: ``PackPolicyError`` when the policy holds it back; storage errors.
+    func prepareUpdate(_ packID: String, to manifest: PackManifest, over record: InstalledRecord?, layout: PackLayout) throws -> PackUpdatePlan {
+        let encrypted = configuration.encryptionKey != nil
+        // Installed files can only be reused when they are stored the same way.
+        let reusable = record.flatMap { $0.encrypted == encrypted ? $0.manifest : nil }
+        let plan = PackUpdatePlan(installed: reusable, latest: manifest)
+        guard configuration.policy.allows(bytes: plan.downloadBytes, on: networkCost.current) else {
+            throw PackPolicyError.waitsForUnmeteredNetwork(bytes: plan.downloadBytes)
+        }
+        try prepareStaging(layout, manifest: manifest, encrypted: encrypted)
+        try makeRoom(for: plan, packID: packID, layout: layout, manifest: manifest)
+        return plan
+    }
+
     private func performDownload(_ packID: String) async throws -> InstalledPack {
         defer { state.withLock { _ = $0.running.removeValue(forKey: packID) } }
         let layout = PackLayout(root: directory, id: packID)
@@ -160,15 +177,7 @@ extension PackStore {
                 setState(packID, .cached(installed))
                 return installed
             }
-            let encrypted = configuration.encryptionKey != nil
-            // Installed files can only be reused when they are stored the same way.
-            let reusable = record.flatMap { $0.encrypted == encrypted ? $0.manifest : nil }
-            let plan = PackUpdatePlan(installed: reusable, latest: manifest)
-            guard configuration.policy.allows(bytes: plan.downloadBytes, on: networkCost.current) else {
-                throw PackPolicyError.waitsForUnmeteredNetwork(bytes: plan.downloadBytes)
-            }
-            try prepareStaging(layout, manifest: manifest, encrypted: encrypted)
-            try makeRoom(for: plan, packID: packID, layout: layout, manifest: manifest)
+            let plan = try prepareUpdate(packID, to: manifest, over: record, layout: layout)
             started = true
             let installed = try await transfer(packID, plan: plan, manifest: manifest, layout: layout, record: record)
             return installed

@@ -34,13 +34,7 @@ extension PackStore {
         }
         let manifest = try await fetchLatest(packID)
         if let record, record.manifest.version == manifest.version { return [] }
-        let encrypted = configuration.encryptionKey != nil
-        let plan = PackUpdatePlan(installed: record.flatMap { $0.encrypted == encrypted ? $0.manifest : nil }, latest: manifest)
-        guard configuration.policy.allows(bytes: plan.downloadBytes, on: networkCost.current) else {
-            throw PackPolicyError.waitsForUnmeteredNetwork(bytes: plan.downloadBytes)
-        }
-        try prepareStaging(layout, manifest: manifest, encrypted: encrypted)
-        try makeRoom(for: plan, packID: packID, layout: layout, manifest: manifest)
+        let plan = try prepareUpdate(packID, to: manifest, over: record, layout: layout)
         var pending: [PackFileRequest] = []
         for file in plan.download {
             let download = try await fileDownload(file, manifest: manifest, layout: layout)
