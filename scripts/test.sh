@@ -8,6 +8,8 @@ bash scripts/setup.sh
 
 # Every target declares each module it imports (Xcode's explicit-module builds require it).
 python3 scripts/check-imports.py
+# Every public type of a documented library is in its DocC catalog's topics.
+python3 scripts/check-docc-topics.py
 
 # The package's own sources build without a warning: an app that adds OfflineKit by path sees
 # every warning of ours in its build. CI builds from clean, so every file is compiled and every
