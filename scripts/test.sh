@@ -29,17 +29,18 @@ swift build --product offline
 # Integration tests find their tools through these; plain `swift test` skips them.
 export OFFLINEKIT_INTEGRATION=1
 export OFFLINEKIT_BIN="$PWD/.build/debug/offline"
-# In parallel, four at a time. Every test shares one process, and so one cooperative pool of two
+# In parallel, two at a time. Every test shares one process, and so one cooperative pool of two
 # threads on a 2-core machine: whatever holds one of them without suspending delays every timer,
-# request and server of every other test. Four at a time used to fail by chance (a server's idle
-# timer, a request after a reconnection, a setup request, each starved past its deadline). The
-# stall watch (Tests/OfflineKitTests/Diagnostics, run with OFFLINEKIT_STALL_WATCH=SECONDS) showed
-# why: both threads held for over a second at a time, by the reference server making its sample
-# audio sample by sample at every start, and by a test polling with usleep. Seeding now runs on
-# NIO's thread pool for blocking work, and the worst wait for the pool fell from 1.4 s to 0.04 s.
+# request and server of every other test. The stall watch (Tests/OfflineKitTests/Diagnostics,
+# run with OFFLINEKIT_STALL_WATCH=SECONDS) found what held them for over a second at a time: the
+# reference server making its sample audio sample by sample at every start, a test polling with
+# usleep, and the shared PostgreSQL cluster started and given databases under a lock on the pool.
+# All three are fixed, and four at a time runs the suite in about 50 s against 90 s at two, but
+# it still failed 2 clean-clone runs of 3 by chance (a server's idle timer late, a demo that never
+# drew in its terminal), so CI stays at two until those are explained.
 # Whatever the machine, never all at once (Swift Testing's default): the end-to-end demo tests
 # drive real servers, nginx, child processes and a network switch each.
-export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-4}"
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-2}"
 swift test 2>&1 | tee /tmp/offlinekit-swift-test.log
 test "${PIPESTATUS[0]}" -eq 0
 

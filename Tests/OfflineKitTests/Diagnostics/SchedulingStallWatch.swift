@@ -6,7 +6,7 @@ import Testing
 
 /// A diagnostic, not a check: run with `OFFLINEKIT_STALL_WATCH=SECONDS` beside the rest of the
 /// suite, it measures, every 20 ms from a thread of its own, how long a task takes to start on
-/// Swift's cooperative pool and a job on NIO's shared event loops. When either waits longer than
+/// Swift's cooperative pool and a job on each of NIO's shared event loops. When either waits longer than
 /// `OFFLINEKIT_STALL_THRESHOLD_MS` (300 by default), it records every thread's stack with
 /// `eu-stack` into `OFFLINEKIT_STALL_DIR` (`/tmp/offlinekit-stalls`), so a test that ran out of
 /// its time limit can be matched with what held the threads meanwhile.
@@ -50,15 +50,15 @@ private final class StallWatcher: Sendable {
         var stalls: [String] = []
         var worstPool = 0.0
         var worstLoop = 0.0
-        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        let loops = Array(MultiThreadedEventLoopGroup.singleton.makeIterator())
         while DispatchTime.now() < end {
-            for target in ["pool", "loop"] {
+            for target in ["pool"] + loops.indices.map({ "loop\($0)" }) {
                 let started = DispatchTime.now()
                 let signal = DispatchSemaphore(value: 0)
                 if target == "pool" {
                     Task.detached { signal.signal() }
                 } else {
-                    loop.execute { signal.signal() }
+                    loops[Int(target.dropFirst(4))!].execute { signal.signal() }
                 }
                 if signal.wait(timeout: started + .milliseconds(thresholdMilliseconds)) == .timedOut {
                     let name = "stall-\(stalls.count + 1)-\(target).txt"
