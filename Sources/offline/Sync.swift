@@ -128,14 +128,8 @@ extension Offline.Sync {
                 let rows = try Row.fetchAll(db, sql: "SELECT id, value FROM synced_record").map { row -> (String, Data) in (row["id"], row["value"]) }
                 // The user's edits still on their way: those rows must show the latest edit.
                 var edits: [String: Data] = [:]
-                if try db.tableExists("offlinekit_outbox") {
-                    for row in try Row.fetchAll(db, sql: """
-                        SELECT recordID, payload FROM offlinekit_outbox WHERE recordCollection = ? AND recordID IS NOT NULL
-                        AND state IN ('pending', 'in-flight') ORDER BY sequence
-                        """, arguments: [options.collection]) {
-                        let id: String = row["recordID"]
-                        edits[id] = Options.localValue(id: id, payload: row["payload"] ?? Data())
-                    }
+                for (id, payloads) in try SyncEngine.pendingPayloads(options.collection, in: db) {
+                    if let latest = payloads.last { edits[id] = Options.localValue(id: id, payload: latest) }
                 }
                 return (rows, edits)
             }

@@ -321,7 +321,7 @@ public final class SyncEngine: Sendable {
 
     /// The payloads of the writes to the collection's rows that are still on their way, by row,
     /// oldest first.
-    static func pendingPayloads(_ collection: String, in db: Database) throws -> [String: [Data]] {
+    package static func pendingPayloads(_ collection: String, in db: Database) throws -> [String: [Data]] {
         var writes: [String: [Data]] = [:]
         for row in try Row.fetchAll(db, sql: """
             SELECT recordID, payload FROM offlinekit_outbox WHERE recordCollection = ? AND recordID IS NOT NULL
