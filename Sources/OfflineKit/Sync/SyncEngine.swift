@@ -36,6 +36,9 @@ public final class SyncEngine: Sendable {
     let clock: any Clock<Duration>
     let outbox: Outbox?
     let wakeups = WakeSignal()
+    /// Pulls run one at a time: two at once would each apply pages from the cursor they read,
+    /// and the later to finish could lay an older version of a row over a newer one.
+    let turns = Turns()
     /// What the next pull covers: every collection, or those the live stream named.
     let wanted = Locked(Wanted())
     let eventsPath: String?
@@ -116,6 +119,9 @@ public final class SyncEngine: Sendable {
 
     /// Pulls every collection until it has what the server has now.
     ///
+    /// Pulls take turns: one asked for while another runs (``run()``'s, on reconnect) waits for
+    /// it, then asks for what came after it, so what it brings is never older than what is shown.
+    ///
     /// - Throws: `NetworkRequiredError` offline; ``SyncError``; database errors. What was
     ///   applied before a failure stays applied; the next pull goes on from there.
     public func pull() async throws {
@@ -178,6 +184,10 @@ public final class SyncEngine: Sendable {
     }
 
     private func pull(_ collection: SyncedCollection) async throws {
+        try await turns.run { try await pullPages(collection) }
+    }
+
+    private func pullPages(_ collection: SyncedCollection) async throws {
         var rows = 0
         var bytes = 0
         var restarts = 0

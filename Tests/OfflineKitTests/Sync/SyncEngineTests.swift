@@ -241,6 +241,37 @@ struct SyncEngineTests {
         }
     }
 
+    @Test("pulls asked at once take turns: the second waits for the first, then asks only for what came after it")
+    func pullsTakeTurns() async throws {
+        try await Self.withServer { url, feed, wire in
+            for number in 0..<25 { try await feed.record(Self.notes, id: "n\(number)", value: Self.text("v\(number)")) }
+            let notes = try Notes()
+            // The first request waits until the test lets it through.
+            let (arrivals, arrived) = AsyncStream.makeStream(of: Void.self)
+            let (release, released) = AsyncStream.makeStream(of: Void.self)
+            let held = RecordingTransport(forwardingTo: wire)
+            held.allow(.get, "/api/sync/*") { [wire] request in
+                arrived.yield()
+                if held.requests.count == 1 { _ = await release.first { _ in true } }
+                return try await wire.send(request, maxBodyBytes: 1 << 20)
+            }
+            let engine = SyncEngine(database: notes.database, baseURL: url, transport: held, connectivity: FakeConnectivityMonitor(.online),
+                                    collections: [notes.collection()], pageSize: 10)
+            async let first: Void = engine.pull()
+            _ = try await arrivals.first("the first pull's first request", within: .seconds(10)) { _ in true }
+            async let second: Void = engine.pull()
+            try await eventually("the second pull waiting for its turn", within: .seconds(10),
+                                 observed: { "\(held.requests.count) requests" }) { engine.turns.waitingCount == 1 }
+            #expect(held.requests.count == 1, "nothing sent by the second pull while the first runs")
+            released.yield()
+            try await first
+            try await second
+            #expect(held.requests.count == 4, "three pages, then one asking after the last of them")
+            #expect(held.requests.last?.url.query?.contains("cursor=") == true)
+            #expect((0..<25).allSatisfy { notes.history("n\($0)").count == 1 }, "no row written twice")
+        }
+    }
+
     @Test("a change elsewhere to a field the user also changed is reported with its copy; to another field, or to the user's value, it is not")
     func conflictsReported() async throws {
         try await Self.withServer { url, feed, wire in
