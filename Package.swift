@@ -209,6 +209,7 @@ let package = Package(
                 "OfflineKit",
                 "OfflineKitTesting",
                 "OfflineServer",
+                "OfflineTestSupport",
                 .product(name: "Clocks", package: "swift-clocks"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),

@@ -20,7 +20,8 @@ public final class LoopbackNginx: Sendable {
     /// `http://127.0.0.1:PORT`.
     public let baseURL: URL
     public let port: Int
-    private let process: Process
+    private let process: pid_t
+    private let exit = ExitRecord()
     private let prefix: URL
 
     /// The nginx binary, when installed.
@@ -71,16 +72,14 @@ public final class LoopbackNginx: Sendable {
         """
         let configURL = prefix.appendingPathComponent("nginx.conf")
         try configuration.write(to: configURL, atomically: true, encoding: .utf8)
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-p", prefix.path, "-c", configURL.path, "-e", prefix.appendingPathComponent("logs/error.log").path]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        process = try ChildProcess.spawn(executable, ["-p", prefix.path, "-c", configURL.path, "-e", prefix.appendingPathComponent("logs/error.log").path])
         // nginx has no readiness signal: wait (bounded) until its port accepts connections.
         for _ in 0..<200 {
             if Self.accepts(port: port) { return }
-            guard process.isRunning else { break }
+            if ChildProcess.hasExited(process) {
+                _ = exit.markReaped()
+                break
+            }
             usleep(10_000)
         }
         stop()
@@ -90,9 +89,9 @@ public final class LoopbackNginx: Sendable {
 
     /// Stops nginx and removes its temporary folder.
     public func stop() {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
+        if exit.markReaped() {
+            kill(process, SIGTERM)
+            ChildProcess.wait(process)
         }
         try? FileManager.default.removeItem(at: prefix)
     }
@@ -147,3 +146,17 @@ private let streamSocketType = Int32(SOCK_STREAM.rawValue)
 #else
 private let streamSocketType = SOCK_STREAM
 #endif
+
+/// Whether nginx's process was reaped already, so that it is signalled and waited for once.
+private final class ExitRecord: @unchecked Sendable {
+    private let lock = NSLock()
+    private var reaped = false
+
+    /// Marks the process reaped; true when it was not before (the caller reaps it).
+    func markReaped() -> Bool {
+        lock.withLock {
+            defer { reaped = true }
+            return !reaped
+        }
+    }
+}

@@ -73,26 +73,14 @@ public struct LoopbackPostgres: Sendable {
         return url(database: name)
     }
 
-    /// Runs a tool to completion with posix_spawn and waitpid (Foundation's `Process` may miss
-    /// the exit of a tool whose children outlive it, as `pg_ctl start`'s server does).
+    /// Runs a tool to completion (see ``ChildProcess``: the server `pg_ctl start` leaves
+    /// running must not keep the tests' sockets).
     static func run(_ tool: String, _ arguments: [String]) throws {
-        var pid: pid_t = 0
-        let argv: [UnsafeMutablePointer<CChar>?] = ([tool] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        #if canImport(Glibc)
-        var actions = posix_spawn_file_actions_t()
-        #else
-        var actions: posix_spawn_file_actions_t?
-        #endif
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        guard posix_spawn(&pid, tool, &actions, nil, argv, environ) == 0 else { throw LoopbackPostgresError.failed(tool) }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0, errno == EINTR {}
-        guard status == 0 else { throw LoopbackPostgresError.failed(tool) }
+        do {
+            try ChildProcess.run(tool, arguments)
+        } catch {
+            throw LoopbackPostgresError.failed(tool)
+        }
     }
 }
 

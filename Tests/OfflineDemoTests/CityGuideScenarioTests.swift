@@ -411,7 +411,7 @@ struct CityGuideScenarioTests {
             await demo.set(.online)
 
             await guide.update()
-            #expect(guide.snapshot.pack.installed?.version == "2")
+            #expect(guide.snapshot.pack.installed?.version == "2", "update: \(guide.snapshot.update); requests: \(demo.requests.log)")
             #expect(demo.state(guide) == .normal)
             #expect(demo.environment.toasts.current.text == "Updated")
             text = demo.screenText(guide)

@@ -4,6 +4,7 @@ import OfflineCore
 import OfflineKit
 import OfflineKitTesting
 import OfflineServer
+import Testing
 
 /// The demo's client wired to a live backend through the network switch, with the fake
 /// monitor kept in step with the switch so tests decide connectivity deterministically.
@@ -26,6 +27,10 @@ struct DemoHarness: Sendable {
     /// Turns the switch and tells the monitor, as the real monitor would after its probes.
     func set(_ condition: NetworkCondition) async {
         await network.change(to: condition)
+        requests.mark("network: \(condition)")
+        if network.statistics.relistenFailures > 0 {
+            Issue.record("the switch could not listen on its port again: every request from now on is refused")
+        }
         switch condition {
         case .online: monitor.set(.online)
         case .slow: monitor.set(.poor)
@@ -37,13 +42,19 @@ struct DemoHarness: Sendable {
     /// Waits (on the demo's redraw signal, no polling) until `condition` holds.
     ///
     /// - Throws: ``WaitFailure`` when it does not hold within `timeout`, naming the caller's line
-    ///   and how many redraws were seen: a scenario never passes having waited for nothing.
+    ///   and how many redraws were seen (and recording every request and network change of the
+    ///   test): a scenario never passes having waited for nothing.
     func wait(
         within timeout: Duration = .seconds(30),
         fileID: String = #fileID, line: Int = #line,
         until condition: @escaping @Sendable () -> Bool
     ) async throws {
-        _ = try await environment.changes.updates().first("the condition at \(fileID):\(line)", within: timeout) { _ in condition() }
+        do {
+            _ = try await environment.changes.updates().first("the condition at \(fileID):\(line)", within: timeout) { _ in condition() }
+        } catch {
+            Issue.record("requests meanwhile: \(requests.log)")
+            throw error
+        }
     }
 
     /// The requests the features sent: the chat's background sync (``syncRequestCount``) and

@@ -1,4 +1,5 @@
 import Foundation
+import OfflineTestSupport
 import Testing
 
 extension Trait where Self == ConditionTrait {
@@ -20,22 +21,15 @@ struct DemoTerminalTests {
     struct Tmux {
         let socket = "offlinekit-demo-\(UUID().uuidString.prefix(8))"
 
-        /// Runs `tmux -L socket ARGUMENTS` through the shell and returns what it printed.
+        /// Runs `tmux -L socket ARGUMENTS` and returns what it printed on its standard output.
         ///
-        /// Spawned with `posix_spawn` and reaped with `waitpid`: the tmux server that
-        /// new-session starts outlives its client, and must not hold anything we wait on.
+        /// Spawned through ``ChildProcess``: the tmux server that new-session starts outlives
+        /// its client, and must hold none of the tests' sockets.
         @discardableResult
         func run(_ arguments: [String]) throws -> String {
             let output = FileManager.default.temporaryDirectory.appending(path: "tmux-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: output) }
-            let quoted = (["tmux", "-L", socket] + arguments).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
-            let command = quoted.joined(separator: " ") + " </dev/null >'\(output.path)' 2>/dev/null"
-            var pid: pid_t = 0
-            let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sh"), strdup("-c"), strdup(command), nil]
-            defer { argv.forEach { free($0) } }
-            guard posix_spawn(&pid, "/bin/sh", nil, nil, argv, environ) == 0 else { throw CocoaError(.executableLoad) }
-            var status: Int32 = 0
-            waitpid(pid, &status, 0)
+            ChildProcess.wait(try ChildProcess.spawn("/usr/bin/env", ["tmux", "-L", socket] + arguments, output: output.path))
             return (try? String(contentsOf: output, encoding: .utf8)) ?? ""
         }
 
@@ -68,11 +62,7 @@ struct DemoTerminalTests {
             }
             let stacks = FileManager.default.temporaryDirectory.appending(path: "demo-stacks-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: stacks) }
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", "eu-stack -p \(pid) 2>&1 | swift demangle --simplified | head -400 > '\(stacks.path)'"]
-            try process.run()
-            process.waitUntilExit()
+            ChildProcess.wait(try ChildProcess.spawn("/bin/sh", ["-c", "eu-stack -p \(pid) 2>&1 | swift demangle --simplified | head -400"], output: stacks.path))
             return "the pane's process: \(panes)\n" + ((try? String(contentsOf: stacks, encoding: .utf8)) ?? "")
         }
     }

@@ -57,6 +57,31 @@ struct NetworkSwitchTests {
         }
     }
 
+    @Test("back online after refusing, it listens again every time, whatever was open when it refused")
+    func listensAgain() async throws {
+        try await withSwitchedBackend { network, url in
+            try await HTTPClientTransport.withTransport { transport in
+                // A generous limit: a loaded machine may be slow; a switch that stopped relaying
+                // never answers.
+                let health = TransportRequest(url: url.appending(path: "health"), timeout: .seconds(10))
+                var failures: [String] = []
+                for cycle in 0..<50 {
+                    _ = try? await transport.send(health)
+                    await network.change(to: .offline)
+                    await network.change(to: .online)
+                    do {
+                        let answered = try await transport.send(health)
+                        if answered.status != 204 { failures.append("\(cycle): \(answered.status)") }
+                    } catch {
+                        failures.append("\(cycle): \(error) \(network.statistics)")
+                    }
+                }
+                #expect(failures.isEmpty)
+                #expect(network.statistics.relistenFailures == 0)
+            }
+        }
+    }
+
     @Test("a black hole accepts connections but answers nothing, so requests time out")
     func blackHoleTimesOut() async throws {
         try await withSwitchedBackend { network, url in

@@ -83,7 +83,7 @@ struct ShopScenarioTests {
             #expect(screen.refresh.isSuggested)
 
             await shop.refresh()
-            #expect(shop.snapshot.reconnected == false)
+            #expect(shop.snapshot.reconnected == false, "the refresh brought nothing; requests: \(demo.requests.log)")
             let result = await shop.tap("quantity")
             #expect(result == .perform)
             try await demo.wait { shop.snapshot.cart?.items.first?.quantity == 3 }

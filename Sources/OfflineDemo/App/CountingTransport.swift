@@ -9,6 +9,7 @@ public import OfflineKit
 public final class CountingTransport: HTTPTransport, Sendable {
     public let base: any HTTPTransport
     private let sent = Locked<[(url: URL, requirement: ConnectivityRequirement)]>([])
+    private let outcomes = Locked<[String]>([])
 
     public init(_ base: any HTTPTransport) { self.base = base }
 
@@ -27,17 +28,37 @@ public final class CountingTransport: HTTPTransport, Sendable {
     /// Every request's URL, oldest first.
     public var urls: [URL] { sent.withLock { $0.map(\.url) } }
 
+    /// Each finished request, oldest first, as "METHOD path → status" or "→ the error": what a
+    /// test that saw a feature fail prints to say which request failed and how.
+    public var log: [String] { outcomes.withLock { $0 } }
+
+    /// Adds `event` (a change of network, say) to ``log``, between the requests around it.
+    public func mark(_ event: String) {
+        outcomes.withLock { $0.append(event) }
+    }
+
     private func record(_ request: TransportRequest) {
         sent.withLock { $0.append((request.url, request.requirement)) }
     }
 
-    public func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
+    private func finish<Response>(_ request: TransportRequest, _ send: () async throws -> Response, status: (Response) -> Int) async throws -> Response {
         record(request)
-        return try await base.send(request, maxBodyBytes: maxBodyBytes)
+        let line = "\(request.method.rawValue) \(request.url.path)"
+        do {
+            let response = try await send()
+            outcomes.withLock { $0.append("\(line) → \(status(response))") }
+            return response
+        } catch {
+            outcomes.withLock { $0.append("\(line) → \(error)") }
+            throw error
+        }
+    }
+
+    public func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
+        try await finish(request, { try await base.send(request, maxBodyBytes: maxBodyBytes) }, status: \.status.code)
     }
 
     public func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
-        record(request)
-        return try await base.stream(request)
+        try await finish(request, { try await base.stream(request) }, status: \.status.code)
     }
 }

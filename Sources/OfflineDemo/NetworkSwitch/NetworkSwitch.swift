@@ -27,6 +27,9 @@ public final class NetworkSwitch: Sendable {
         public var connectionsDropped = 0
         public var bytesToServer: Int64 = 0
         public var bytesToClient: Int64 = 0
+        /// Times the switch, back from refusing, could not listen on its port again (its clients
+        /// then keep seeing refusals).
+        public var relistenFailures = 0
     }
 
     private struct State {
@@ -110,23 +113,25 @@ public final class NetworkSwitch: Sendable {
                     server = nil
                     try? await listening.close()
                 }
-                closeAllConnections()
+                await closeAllConnections()
             case .online, .slow, .offline(.blackHole):
                 if case .offline(.blackHole) = previous, condition != previous {
                     // Whatever was sent into the hole is lost; those connections cannot recover.
-                    closeAllConnections()
+                    await closeAllConnections()
                 }
                 if server == nil {
                     // Refused meanwhile, the port is free for anyone; taken, the switch stays
-                    // refused (its clients see refusals) rather than failing its callers.
-                    server = try? await bind(port: port)
+                    // refused (its clients see refusals) rather than failing its callers, and
+                    // counts it in its statistics.
+                    server = await relisten(port: port)
+                    if server == nil { count { $0.relistenFailures += 1 } }
                 }
             }
             applied.send(condition)
         }
         applied.send(nil)
         try? await server?.close()
-        closeAllConnections()
+        await closeAllConnections()
     }
 
     /// Ports the switch picks from when asked for any: below the kernel's ephemeral range, so
@@ -212,13 +217,28 @@ public final class NetworkSwitch: Sendable {
         }
     }
 
-    private func closeAllConnections() {
+    /// Closes every open connection, and returns once they are closed.
+    private func closeAllConnections() async {
         let open = state.withLock { state in
             let open = Array(state.connections.values)
             state.statistics.connectionsDropped += open.count / 2
             return open
         }
-        for channel in open { channel.close(promise: nil) }
+        for channel in open { try? await channel.close() }
+    }
+
+    /// Listens on `port` again after a refusal, or nil when it cannot within about a second.
+    ///
+    /// The kernel can refuse the port for a moment (EADDRINUSE, with SO_REUSEADDR and nothing
+    /// but TIME_WAIT connections left on it), seen in parallel test runs that refused and restored
+    /// the switch hundreds of times. That moment passes; a port another program took does not.
+    private func relisten(port: Int) async -> (any Channel)? {
+        for attempt in 0..<50 {
+            if let channel = try? await bind(port: port) { return channel }
+            guard attempt < 49 else { break }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return nil
     }
 
     fileprivate func count(_ update: (inout Statistics) -> Void) {

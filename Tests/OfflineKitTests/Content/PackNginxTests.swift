@@ -258,21 +258,20 @@ struct PackNginxTests {
         let binary = try #require(ProcessInfo.processInfo.environment["OFFLINEKIT_BIN"])
         var killedAt: Int64 = 0
         for _ in 0..<3 {
-            let child = Process()
-            child.executableURL = URL(fileURLWithPath: binary)
-            child.arguments = ["pack", "download", "p", "--server", base.absoluteString, "--store", storeFolder.path]
-            child.standardOutput = FileHandle.nullDevice
-            child.standardError = FileHandle.nullDevice
-            try child.run()
+            let child = try ChildProcess.spawn(binary, ["pack", "download", "p", "--server", base.absoluteString, "--store", storeFolder.path])
             let journalFolder = storeFolder.appendingPathComponent("p/staging/1/journal")
-            for _ in 0..<5_000 where child.isRunning {
-                if (journalOffset(journalFolder) ?? 0) > killedAt { break }
+            var exited = false
+            for _ in 0..<5_000 {
+                exited = ChildProcess.hasExited(child)
+                if exited || (journalOffset(journalFolder) ?? 0) > killedAt { break }
                 // Watching another process's file: a suspension, so the test holds no thread
                 // of the cooperative pool while it waits.
                 try await Task.sleep(for: .milliseconds(1))
             }
-            kill(child.processIdentifier, SIGKILL)
-            child.waitUntilExit()
+            if !exited {
+                kill(child, SIGKILL)
+                ChildProcess.wait(child)
+            }
             killedAt = max(killedAt, journalOffset(journalFolder) ?? 0)
         }
         #expect(killedAt > 0 && killedAt < Int64(size), "the child was killed mid-download")
@@ -295,11 +294,6 @@ struct PackNginxTests {
     }
 
     func run(_ tool: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw CocoaError(.fileWriteUnknown) }
+        try ChildProcess.run(tool, arguments)
     }
 }

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import NIOCore
 import NIOPosix
+import OfflineTestSupport
 import Testing
 
 /// A diagnostic, not a check: run with `OFFLINEKIT_STALL_WATCH=SECONDS` beside the rest of the
@@ -78,10 +79,6 @@ private final class StallWatcher: Sendable {
     }
 
     private func dumpStacks(to file: URL) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "eu-stack -p \(getpid()) 2>&1 | swift demangle --simplified > '\(file.path)'"]
-        try? process.run()
-        process.waitUntilExit()
+        try? ChildProcess.run("/bin/sh", ["-c", "eu-stack -p \(getpid()) 2>&1 | swift demangle --simplified > '\(file.path)'"])
     }
 }
