@@ -19,8 +19,13 @@ enum DemoMigrations {
         return migrator
     }
 
-    static func migrate(_ writer: any DatabaseWriter) throws {
-        try migrator.migrate(writer)
+    /// Applies the demo's migrations, suspending meanwhile: a migration is a barrier that waits
+    /// for every read in progress, and one waited for on a thread of the cooperative pool (two,
+    /// on a 2-core machine) deadlocked against a screen's read blocked behind it.
+    static func migrate(_ writer: any DatabaseWriter) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            migrator.asyncMigrate(writer) { result in continuation.resume(with: result.map { _ in () }) }
+        }
     }
 }
 

@@ -90,7 +90,7 @@ public enum DemoRuntime {
 
     /// The five scenarios, started from local data.
     package static func makeApp(environment: DemoEnvironment, network: NetworkSwitch) async throws -> DemoApp {
-        try DemoMigrations.migrate(environment.database.writer)
+        try await DemoMigrations.migrate(environment.database.writer)
         let cache = ResponseCache(database: environment.database, transport: environment.rawTransport, connectivity: environment.connectivity,
                                   now: environment.now, defaultTimeout: .seconds(5))
         let scenarios: [any Scenario] = [

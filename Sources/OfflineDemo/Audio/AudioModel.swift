@@ -160,7 +160,7 @@ public final class AudioModel: Scenario {
 
     /// Shows the sessions and downloads the device holds, without the network.
     public func start() async {
-        try? DemoMigrations.migrate(environment.database.writer)
+        try? await DemoMigrations.migrate(environment.database.writer)
         let (sessions, wanted) = (try? await environment.database.writer.read { db in
             (try AudioStore.sessions(db), try AudioStore.wanted(db))
         }) ?? ([], [])

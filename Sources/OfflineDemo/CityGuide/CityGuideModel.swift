@@ -174,7 +174,7 @@ public final class CityGuideModel: Scenario {
     /// Restores the selected city and reads the packs on the device. Never sends a request.
     public func start() async {
         // The selected city lives in the demo's preferences table.
-        try? DemoMigrations.migrate(environment.database.writer)
+        try? await DemoMigrations.migrate(environment.database.writer)
         if let saved = preferences.string(Self.selectedCityKey),
            let city = try? JSONDecoder().decode(CityChoice.self, from: Data(saved.utf8)) {
             send(.restored(city))

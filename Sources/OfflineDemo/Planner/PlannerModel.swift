@@ -95,7 +95,7 @@ public final class PlannerModel: Scenario {
     // MARK: Local, offline-capable work
 
     public func start() async {
-        try? DemoMigrations.migrate(environment.database.writer)
+        try? await DemoMigrations.migrate(environment.database.writer)
         await seedIfEmpty()
         reload()
     }

@@ -136,7 +136,7 @@ public final class ShopModel: Scenario {
     /// Shows the cached cart and the synced orders at once; observation and sync keep them
     /// current.
     public func start() async {
-        try? DemoMigrations.migrate(environment.database.writer)
+        try? await DemoMigrations.migrate(environment.database.writer)
         showCached()
         await showOrders()
         environment.spawn { [self] in await observeCart() }

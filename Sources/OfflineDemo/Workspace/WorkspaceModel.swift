@@ -201,7 +201,7 @@ public final class WorkspaceModel: Scenario {
     /// Loads chats, messages and the saved draft from the device, then starts delivering queued
     /// writes and following the queue in the background. Sends nothing itself.
     public func start() async {
-        try? DemoMigrations.migrate(environment.database.writer)
+        try? await DemoMigrations.migrate(environment.database.writer)
         let now = environment.now()
         try? await environment.database.writer.write { db in try WorkspaceStore.seedIfEmpty(now: now, db) }
         // Rows, markers and the queue together, so the first frame already shows what is pending.
