@@ -202,7 +202,9 @@ public final class SyncEngine: Sendable {
             // Also after a failure: the pull is over either way.
             progressUpdates.send(SyncProgress(collection: collection.name, rows: rows, bytes: bytes, fraction: fraction, isPulling: false))
         }
-        var state = try await database.writer.read { db in try SyncState.fetch(db, collection.name) }
+        var (state, mayHoldRows) = try await database.writer.read { db in
+            (try SyncState.fetch(db, collection.name), try SyncState.holdsRows(db, collection.name))
+        }
         while true {
             try Task.checkCancellation()
             let response: TransportResponse
@@ -231,8 +233,14 @@ public final class SyncEngine: Sendable {
             if page.hasMore {
                 next = Task { [cursor = page.cursor] in try await self.fetch(collection, after: cursor) }
             }
-            try await database.writer.write { [state] db in
-                try Self.apply(page, to: collection, resyncing: state.resyncing, at: self.now(), in: db)
+            if page.changes.isEmpty, page.cursor == state.cursor, !state.resyncing, !mayHoldRows {
+                // Nothing new since the last pull and no row held for a write: nothing to write
+                // (most pulls of most collections, each spared a transaction and its sync).
+            } else {
+                try await database.writer.write { [state] db in
+                    try Self.apply(page, to: collection, resyncing: state.resyncing, at: self.now(), in: db)
+                }
+                mayHoldRows = true
             }
             if startPosition == nil { startPosition = SyncState.position(of: state.cursor) ?? 0 }
             state.cursor = page.cursor
@@ -402,6 +410,11 @@ struct SyncState: Sendable {
         guard let row = try Row.fetchOne(db, sql: "SELECT cursor, resyncing FROM offlinekit_sync_state WHERE collection = ?",
                                          arguments: [collection]) else { return SyncState(cursor: nil, resyncing: false) }
         return SyncState(cursor: row["cursor"], resyncing: row["resyncing"] != 0)
+    }
+
+    /// Whether rows of `collection` are held for writes on their way (see ``SyncEngine/settleHeldRows(of:except:in:)``).
+    static func holdsRows(_ db: Database, _ collection: String) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM offlinekit_sync_held WHERE collection = ?)", arguments: [collection]) ?? false
     }
 
     static func save(_ db: Database, _ collection: String, cursor: String) throws {

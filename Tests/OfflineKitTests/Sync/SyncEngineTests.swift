@@ -241,6 +241,30 @@ struct SyncEngineTests {
         }
     }
 
+    @Test("a pull that brings nothing writes nothing: no transaction saves the same cursor again")
+    func idlePullWritesNothing() async throws {
+        try await Self.withServer { url, feed, wire in
+            try await feed.record(Self.notes, id: "a", value: Self.text("one"))
+            let notes = try Notes()
+            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
+                                    collections: [notes.collection()])
+            try await engine.pull()
+            // Rows changed by the app's writer connection since it opened: a transaction that
+            // saves the cursor again changes one.
+            let changes = { try await notes.database.writer.write { db in db.totalChangesCount } }
+            let before = try await changes()
+            try await engine.pull()
+            try await engine.pull()
+            #expect(try await changes() == before, "two pulls that brought nothing")
+            #expect(wire.requests.count == 3)
+
+            try await feed.record(Self.notes, id: "a", value: Self.text("two"))
+            try await engine.pull()
+            #expect(try await changes() > before)
+            #expect(try await notes.rows() == ["a": "two"])
+        }
+    }
+
     @Test("pulls asked at once take turns: the second waits for the first, then asks only for what came after it")
     func pullsTakeTurns() async throws {
         try await Self.withServer { url, feed, wire in
