@@ -44,6 +44,12 @@ struct SyncEngineTests {
         }
 
         func history(_ id: String) -> [String?] { written.withLock { $0[id] ?? [] } }
+
+        /// An engine pulling the notes (server wins) into this table, always online.
+        func engine(_ url: URL, _ transport: any HTTPTransport, pageSize: Int = 500) -> SyncEngine {
+            SyncEngine(database: database, baseURL: url, transport: transport, connectivity: FakeConnectivityMonitor(.online),
+                       collections: [collection()], pageSize: pageSize)
+        }
     }
 
     /// Runs `body` with a server on loopback, Ana's feed of notes on it, and a transport signed
@@ -72,8 +78,7 @@ struct SyncEngineTests {
         try await Self.withServer { url, feed, wire in
             for number in 0..<25 { try await feed.record(Self.notes, id: "n\(number)", value: Self.text("v\(number)")) }
             let notes = try Notes()
-            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
-                                    collections: [notes.collection()], pageSize: 10)
+            let engine = notes.engine(url, wire, pageSize: 10)
             let progress = engine.progress()
             try await engine.pull()
             #expect(try await notes.rows().count == 25)
@@ -108,13 +113,11 @@ struct SyncEngineTests {
                 guard pages.withLock({ $0 += 1; return $0 }) <= 2 else { throw CutOff() }
                 return try await wire.send(request, maxBodyBytes: 1 << 20)
             }
-            let interrupted = SyncEngine(database: notes.database, baseURL: url, transport: failing,
-                                         connectivity: FakeConnectivityMonitor(.online), collections: [notes.collection()], pageSize: 10)
+            let interrupted = notes.engine(url, failing, pageSize: 10)
             await #expect(throws: CutOff.self) { try await interrupted.pull() }
             #expect(try await notes.rows().count == 20)
 
-            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
-                                    collections: [notes.collection()], pageSize: 10)
+            let engine = notes.engine(url, wire, pageSize: 10)
             try await engine.pull()
             #expect(try await notes.rows().count == 25)
             #expect(wire.requests.count == 3, "two pages before the cut, one after it")
@@ -127,8 +130,7 @@ struct SyncEngineTests {
         try await Self.withServer { url, feed, wire in
             try await feed.record(Self.notes, id: "a", value: Self.text("first"))
             let notes = try Notes()
-            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
-                                    collections: [notes.collection()])
+            let engine = notes.engine(url, wire)
             try await engine.pull()
 
             let operation = OutboxOperation(name: "setNote", method: .put, change: .update)
@@ -158,8 +160,7 @@ struct SyncEngineTests {
     func rejectedWriteTakesTheServersVersion() async throws {
         try await Self.withServer { url, feed, wire in
             let notes = try Notes()
-            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
-                                    collections: [notes.collection()])
+            let engine = notes.engine(url, wire)
             let operation = OutboxOperation(name: "setNote", method: .put, change: .update, onRejected: { db, _ in
                 try db.execute(sql: "DELETE FROM note WHERE id = 'a'")
             })
@@ -198,8 +199,7 @@ struct SyncEngineTests {
             try await feed.record(Self.notes, id: "kept", value: Self.text("kept"))
             try await feed.record(Self.notes, id: "gone", value: Self.text("gone"))
             let notes = try Notes()
-            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
-                                    collections: [notes.collection()])
+            let engine = notes.engine(url, wire)
             try await engine.pull()
             let operation = OutboxOperation(name: "addNote", method: .put, change: .add)
             let outbox = Outbox(database: notes.database, operations: [operation])
@@ -246,8 +246,7 @@ struct SyncEngineTests {
         try await Self.withServer { url, feed, wire in
             try await feed.record(Self.notes, id: "a", value: Self.text("one"))
             let notes = try Notes()
-            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
-                                    collections: [notes.collection()])
+            let engine = notes.engine(url, wire)
             try await engine.pull()
             // Rows changed by the app's writer connection since it opened: a transaction that
             // saves the cursor again changes one.
@@ -279,8 +278,7 @@ struct SyncEngineTests {
                 if held.requests.count == 1 { _ = await release.first { _ in true } }
                 return try await wire.send(request, maxBodyBytes: 1 << 20)
             }
-            let engine = SyncEngine(database: notes.database, baseURL: url, transport: held, connectivity: FakeConnectivityMonitor(.online),
-                                    collections: [notes.collection()], pageSize: 10)
+            let engine = notes.engine(url, held, pageSize: 10)
             async let first: Void = engine.pull()
             _ = try await arrivals.first("the first pull's first request", within: .seconds(10)) { _ in true }
             async let second: Void = engine.pull()
