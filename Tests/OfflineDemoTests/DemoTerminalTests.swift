@@ -36,21 +36,21 @@ struct DemoTerminalTests {
         func send(_ keys: String...) throws { try run(["send-keys", "-t", "demo"] + keys) }
         func pane() throws -> String { try run(["capture-pane", "-p", "-t", "demo"]) }
 
-        /// Reads the pane until it shows every one of `texts` (the demo redraws on its own
-        /// schedule, so there is no event to await from outside the process).
+        /// Reads the pane until it shows every one of `texts` and none of `absent` (the demo
+        /// redraws on its own schedule, so there is no event to await from outside the process).
         ///
         /// - Throws: ``TerminalWaitFailure`` after `timeout`, having recorded what the pane showed
         ///   and what the demo's process was doing (alive or not, and its threads' stacks), so
         ///   the test ends at the first screen that never came.
-        func waitFor(_ texts: String..., timeout: Duration = .seconds(30)) async throws -> String {
+        func waitFor(_ texts: String..., absent: [String] = [], timeout: Duration = .seconds(30)) async throws -> String {
             let deadline = ContinuousClock.now.advanced(by: timeout)
             var screen = ""
             while ContinuousClock.now < deadline {
                 screen = try pane()
-                if texts.allSatisfy(screen.contains) { return screen }
+                if texts.allSatisfy(screen.contains), !absent.contains(where: screen.contains) { return screen }
                 try await Task.sleep(for: .milliseconds(200))
             }
-            Issue.record("the screen never showed \(texts):\n\(screen)\n\(try processReport())")
+            Issue.record("the screen never showed \(texts)\(absent.isEmpty ? "" : " without \(absent)"):\n\(screen)\n\(try processReport())")
             throw TerminalWaitFailure()
         }
 
