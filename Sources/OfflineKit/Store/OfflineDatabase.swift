@@ -13,15 +13,27 @@ public import GRDB
 /// ```
 public struct OfflineDatabase: Sendable {
     public let writer: any DatabaseWriter
+    /// Moves the log into the file in the background; nil in memory.
+    let checkpointer: WALCheckpointer?
 
     /// Wraps `writer` and brings OfflineKit's tables up to date.
     ///
     /// - Throws: ``OfflineStoreError``.
     public init(_ writer: any DatabaseWriter) throws {
+        try self.init(writer, checkpointer: nil)
+    }
+
+    private init(_ writer: any DatabaseWriter, checkpointer: WALCheckpointer?) throws {
         self.writer = writer
+        self.checkpointer = checkpointer
         try OfflineStoreError.mapping(path: writer.path) {
             try Self.migrator.migrate(writer)
         }
+    }
+
+    /// After a bulk write: checkpoints the log now, off the writer, and returns when done.
+    func checkpointAfterBulkWrite() async {
+        await checkpointer?.checkpoint()
     }
 
     /// Opens (or creates) the database file at `url`.
@@ -56,8 +68,9 @@ public struct OfflineDatabase: Sendable {
             do {
                 // Reading the schema reads every page header SQLite needs: a damaged file fails here.
                 try pool.read { db in _ = try Row.fetchAll(db, sql: "SELECT name FROM sqlite_master") }
-                let database = try OfflineDatabase(pool)
-                try WALCheckpointer(path: path).attach(to: pool)
+                let checkpointer = WALCheckpointer(path: path)
+                let database = try OfflineDatabase(pool, checkpointer: checkpointer)
+                try checkpointer.attach(to: pool)
                 return database
             } catch {
                 try? pool.close()

@@ -58,16 +58,39 @@ final class WALCheckpointer: TransactionObserver, @unchecked Sendable {
             return true
         }
         guard due else { return }
-        queue.async { [self] in
-            // A failed checkpoint (another one running, a full disk, the file being closed) leaves
-            // the pages in the log, where they are just as durable; the next one tries again.
-            var configuration = Configuration()
-            configuration.label = "offlinekit.checkpoint"
-            if let connection = try? DatabaseQueue(path: path, configuration: configuration) {
-                _ = try? connection.writeWithoutTransaction { try $0.checkpoint(.passive) }
-                try? connection.close()
-            }
-            lock.withLock { running = false }
+        queue.async { [self] in run() }
+    }
+
+    /// Checkpoints now and returns when it is done, for the end of a bulk write (a first sync):
+    /// its thousands of pages are moved into the file before the app's next small commits, which
+    /// would otherwise share the machine with that checkpoint when it came due. Returns at once
+    /// when a checkpoint is already running.
+    func checkpoint() async {
+        let due = lock.withLock {
+            guard !running else { return false }
+            commits = 0
+            running = true
+            return true
         }
+        guard due else { return }
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            queue.async { [self] in
+                run()
+                done.resume()
+            }
+        }
+    }
+
+    /// A passive checkpoint on a connection of its own. A failed one (another one running, a full
+    /// disk, the file being closed) leaves the pages in the log, where they are just as durable;
+    /// the next one tries again.
+    private func run() {
+        var configuration = Configuration()
+        configuration.label = "offlinekit.checkpoint"
+        if let connection = try? DatabaseQueue(path: path, configuration: configuration) {
+            _ = try? connection.writeWithoutTransaction { try $0.checkpoint(.passive) }
+            try? connection.close()
+        }
+        lock.withLock { running = false }
     }
 }

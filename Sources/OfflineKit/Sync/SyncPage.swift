@@ -70,16 +70,22 @@ struct SyncPage: Sendable, Equatable {
     }
 }
 
-/// Walks JSON text and hands out the exact bytes of values. Strings are decoded by Foundation
-/// (escapes included); everything else is only delimited.
+/// Walks JSON text and hands out the exact bytes of values, in one pass and without decoding
+/// what it only delimits: a row's value is skipped bracket by bracket, its keys never made into
+/// strings (a first sync reads a hundred thousand of them). Strings it returns are decoded by
+/// Foundation when they hold an escape; plain ones are the bytes between their quotes.
 struct JSONSpanReader {
     let bytes: [UInt8]
     var index = 0
-    /// Deeper than any page the server writes; bounds the recursion on hostile input.
+    /// The brackets open around the value being skipped, innermost last (kept between values so
+    /// that skipping allocates nothing).
+    private var open: [UInt8] = []
+    /// Deeper than any page the server writes; bounds the reader's work on hostile input.
     static let maximumDepth = 512
 
     init(bytes: [UInt8]) {
         self.bytes = bytes
+        open.reserveCapacity(16)
     }
 
     mutating func object(_ member: (String, inout JSONSpanReader) throws -> Void) throws {
@@ -114,22 +120,39 @@ struct JSONSpanReader {
 
     mutating func string() throws -> String {
         skipSpace()
-        let span = try stringSpan()
-        // Most strings (ids, cursors) have no escape: their bytes between the quotes are the text.
-        if !span.contains(UInt8(ascii: "\\")), let text = String(validating: span.dropFirst().dropLast(), as: UTF8.self),
-           !text.unicodeScalars.contains(where: { $0.value < 0x20 }) {
-            return text
+        let start = index
+        let plain = try skipString()
+        let inner = bytes[(start + 1)..<(index - 1)]
+        switch plain {
+        case .ascii:
+            return String(decoding: inner, as: UTF8.self)
+        case .unicode:
+            if let text = String(validating: inner, as: UTF8.self) { return text }
+        case .escaped:
+            break
         }
         do {
-            return try JSONDecoder().decode(String.self, from: Data(span))
+            return try JSONDecoder().decode(String.self, from: Data(bytes[start..<index]))
         } catch {
             throw SyncPage.Malformed(reason: "a string that is not valid JSON")
         }
     }
 
     mutating func integer() throws -> Int {
-        guard let value = Int(String(decoding: try span(), as: UTF8.self)) else { throw SyncPage.Malformed(reason: "a position that is not an integer") }
-        return value
+        skipSpace()
+        var value = 0
+        let negative = peek() == UInt8(ascii: "-")
+        if negative { index += 1 }
+        let start = index
+        while index < bytes.count, case let digit = bytes[index] &- UInt8(ascii: "0"), digit < 10 {
+            let (shifted, overflow) = value.multipliedReportingOverflow(by: 10)
+            let (sum, carry) = shifted.addingReportingOverflow(Int(digit))
+            guard !overflow, !carry else { throw SyncPage.Malformed(reason: "a position that is not an integer") }
+            value = sum
+            index += 1
+        }
+        guard index > start, !isValueByte(peek()) else { throw SyncPage.Malformed(reason: "a position that is not an integer") }
+        return negative ? -value : value
     }
 
     mutating func bool() throws -> Bool {
@@ -144,46 +167,81 @@ struct JSONSpanReader {
     mutating func span() throws -> ArraySlice<UInt8> {
         skipSpace()
         let start = index
-        try skipValue(depth: 0)
+        try skipValue()
         return bytes[start..<index]
     }
 
-    private mutating func skipValue(depth: Int) throws {
-        guard depth < Self.maximumDepth else { throw SyncPage.Malformed(reason: "nesting too deep") }
-        skipSpace()
-        switch peek() {
-        case UInt8(ascii: "\""):
-            _ = try stringSpan()
-        case UInt8(ascii: "{"):
-            try object { _, reader in try reader.skipValue(depth: depth + 1) }
-        case UInt8(ascii: "["):
-            try array { reader in try reader.skipValue(depth: depth + 1) }
-        case nil:
-            throw SyncPage.Malformed(reason: "the text ends early")
-        default:
-            // A number, true, false or null: up to the next delimiter.
-            let start = index
-            while index < bytes.count, !Self.delimiters.contains(bytes[index]) { index += 1 }
-            guard index > start else { throw SyncPage.Malformed(reason: "a value is missing") }
-        }
+    /// Moves past one value: its brackets must match and its strings end; what is between them is
+    /// left for whoever decodes the value.
+    private mutating func skipValue() throws {
+        open.removeAll(keepingCapacity: true)
+        repeat {
+            guard let byte = peek() else { throw SyncPage.Malformed(reason: "the text ends early") }
+            switch byte {
+            case UInt8(ascii: "\""):
+                _ = try skipString()
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                guard open.count < Self.maximumDepth else { throw SyncPage.Malformed(reason: "nesting too deep") }
+                open.append(byte == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]"))
+                index += 1
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                guard open.last == byte else { throw SyncPage.Malformed(reason: "a bracket that closes nothing at byte \(index)") }
+                open.removeLast()
+                index += 1
+            case UInt8(ascii: ","), UInt8(ascii: ":"), UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t"):
+                // Between the members of a container being skipped.
+                guard !open.isEmpty else { throw SyncPage.Malformed(reason: "a value is missing") }
+                index += 1
+            default:
+                // A number, true, false or null: up to the next delimiter.
+                let start = index
+                while isValueByte(peek()) { index += 1 }
+                guard index > start else { throw SyncPage.Malformed(reason: "a value is missing") }
+            }
+        } while !open.isEmpty
     }
 
-    private static let delimiters: Set<UInt8> = [UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"), UInt8(ascii: " "),
-                                                 UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t")]
+    /// What a string holds, for how it must be decoded.
+    private enum StringKind {
+        case ascii, unicode, escaped
+    }
 
-    private mutating func stringSpan() throws -> ArraySlice<UInt8> {
-        let start = index
+    /// Moves past a string, quotes included.
+    private mutating func skipString() throws -> StringKind {
         try expect(UInt8(ascii: "\""))
+        var kind = StringKind.ascii
         while index < bytes.count {
-            switch bytes[index] {
-            case UInt8(ascii: "\\"): index += 2
+            let byte = bytes[index]
+            switch byte {
             case UInt8(ascii: "\""):
                 index += 1
-                return bytes[start..<index]
-            default: index += 1
+                return kind
+            case UInt8(ascii: "\\"):
+                kind = .escaped
+                index += 2
+            case ..<0x20:
+                // A raw control character: invalid JSON, refused by the decoder.
+                kind = .escaped
+                index += 1
+            case 0x80...:
+                if kind == .ascii { kind = .unicode }
+                index += 1
+            default:
+                index += 1
             }
         }
         throw SyncPage.Malformed(reason: "a string that does not end")
+    }
+
+    /// Whether `byte` continues a number or a literal.
+    private func isValueByte(_ byte: UInt8?) -> Bool {
+        switch byte {
+        case nil, UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"), UInt8(ascii: ":"), UInt8(ascii: "\""),
+             UInt8(ascii: "{"), UInt8(ascii: "["), UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t"):
+            false
+        default:
+            true
+        }
     }
 
     private mutating func expect(_ byte: UInt8) throws {
@@ -195,8 +253,11 @@ struct JSONSpanReader {
     private func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
 
     private mutating func skipSpace() {
-        while index < bytes.count, [UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t")].contains(bytes[index]) {
-            index += 1
+        while index < bytes.count {
+            switch bytes[index] {
+            case UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t"): index += 1
+            default: return
+            }
         }
     }
 }

@@ -116,16 +116,38 @@ struct SQL: Sendable, ExpressibleByStringInterpolation {
 }
 
 /// One result row, by column name (case-insensitive: PostgreSQL folds unquoted names to lower case).
+///
+/// The rows of one result share one array of column names: a row costs its values, and finding a
+/// column is a scan of a few names, not a dictionary per row (a sync page reads a thousand rows).
 struct SQLRow: Sendable {
-    private var values: [String: SQLValue] = [:]
+    /// Lower-cased.
+    private let names: [String]
+    private let values: [SQLValue]
 
     init(_ columns: some Sequence<(String, SQLValue)>) {
+        var names: [String] = []
+        var values: [SQLValue] = []
         for (name, value) in columns {
-            values[name.lowercased()] = value
+            names.append(name.lowercased())
+            values.append(value)
         }
+        self.init(lowercasedNames: names, values: values)
     }
 
-    subscript(column: String) -> SQLValue? { values[column.lowercased()] }
+    /// A row of a result whose column names, lower-cased, are `names`.
+    init(lowercasedNames names: [String], values: [SQLValue]) {
+        precondition(names.count == values.count, "a row has one value per column")
+        self.names = names
+        self.values = values
+    }
+
+    subscript(column: String) -> SQLValue? {
+        // The stores name columns in lower case already; any other spelling is looked up folded.
+        if let index = names.firstIndex(of: column) ?? names.firstIndex(of: column.lowercased()) {
+            return values[index]
+        }
+        return nil
+    }
 
     func int(_ column: String) throws -> Int {
         guard let value = try optionalInt(column) else { throw StorageError.unexpectedValue(column: column) }

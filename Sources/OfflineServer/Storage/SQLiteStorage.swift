@@ -83,9 +83,14 @@ struct SQLiteStorage: ServerStorage {
         func rows(_ statement: SQL) async throws -> [SQLRow] {
             let (sql, arguments) = statement.rendered(in: .sqlite)
             return try queue.inDatabase { db in
-                try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments.map(\.databaseValue))).map { row in
-                    SQLRow(row.map { column, value in (column, SQLValue(value)) })
+                let statement = try db.cachedStatement(sql: sql)
+                let names = statement.columnNames.map { $0.lowercased() }
+                let cursor = try Row.fetchCursor(statement, arguments: StatementArguments(arguments.map(\.databaseValue)))
+                var rows: [SQLRow] = []
+                while let row = try cursor.next() {
+                    rows.append(SQLRow(lowercasedNames: names, values: row.databaseValues.map(SQLValue.init)))
                 }
+                return rows
             }
         }
     }

@@ -63,12 +63,15 @@ extension ChangeFeed.Page {
     /// The page as JSON, each stored value copied in as it is (it was written as JSON by the
     /// store that recorded the change), never decoded to answer.
     var jsonBytes: [UInt8] {
-        var bytes = Array(#"{"changes":["#.utf8)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(changes.reduce(64 + cursor.description.utf8.count) { $0 + 48 + $1.id.utf8.count + ($1.value?.count ?? 0) })
+        bytes += #"{"changes":["#.utf8
         for (index, change) in changes.enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
             bytes += #"{"id":"#.utf8
-            bytes += JSONValue.string(change.id).jsonBytes
-            bytes += #","position":\#(change.position)"#.utf8
+            JSONValue.write(change.id, to: &bytes)
+            bytes += #","position":"#.utf8
+            bytes += String(change.position).utf8
             if let value = change.value {
                 bytes += #","value":"#.utf8
                 bytes += value
@@ -78,7 +81,7 @@ extension ChangeFeed.Page {
             bytes.append(UInt8(ascii: "}"))
         }
         bytes += #"],"cursor":"#.utf8
-        bytes += JSONValue.string(cursor.description).jsonBytes
+        JSONValue.write(cursor.description, to: &bytes)
         bytes += #","hasMore":\#(hasMore),"head":\#(head)}"#.utf8
         return bytes
     }

@@ -17,8 +17,9 @@ struct SyncEngineTests {
         let database: OfflineDatabase
         private let written = Locked<[String: [String?]]>([:])
 
-        init() throws {
-            database = try OfflineDatabase.inMemory()
+        /// In memory, or in the SQLite file at `file`.
+        init(file: URL? = nil) throws {
+            database = try file.map(OfflineDatabase.open(at:)) ?? OfflineDatabase.inMemory()
             try database.writer.write { db in try db.execute(sql: "CREATE TABLE note (id TEXT PRIMARY KEY, text TEXT NOT NULL)") }
         }
 
@@ -356,6 +357,24 @@ struct SyncEngineTests {
         }
     }
 
+    @Test("a pull of many pages leaves its rows in the database file, not only in its log")
+    func bulkPullCheckpoints() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sync-checkpoint-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("app.sqlite")
+        try await Self.withServer { url, feed, wire in
+            let text = String(repeating: "x", count: 1_000)
+            for number in 0..<300 { try await feed.record(Self.notes, id: "n\(number)", value: Self.text(text)) }
+            let notes = try Notes(file: file)
+            // Three pages: three commits, far fewer than the background checkpoint waits for.
+            try await notes.engine(url, wire, pageSize: 100).pull()
+            #expect(try await notes.rows().count == 300)
+            let size = try FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int ?? 0
+            #expect(size > 300_000, "the database file holds \(size) bytes: the rows are still in the log")
+        }
+    }
+
     @Test("offline, a pull is refused before any request is sent")
     func offline() async throws {
         let notes = try Notes()
@@ -373,8 +392,21 @@ struct SyncEngineTests {
         #expect(page.changes.map(\.id) == ["a\"b", "c"])
         #expect(page.changes[0].value == Data(#"{"n":9007199254740993,"s":"x,}]"}"#.utf8))
         #expect(page.changes[1].value == nil && page.cursor == "e.2" && !page.hasMore && page.head == 2)
+        let spaced = try SyncPage(json: Data("""
+            { "changes" : [ { "id" : "é\\u00e9" , "position" : -0 , "value" : [ 1 , { "k" : null } ] } ] ,
+              "cursor" : "e.0" , "hasMore" : true }
+            """.utf8))
+        #expect(spaced.changes == [SyncPage.Change(id: "éé", position: 0, value: Data(#"[ 1 , { "k" : null } ]"#.utf8))])
+        #expect(spaced.hasMore && spaced.head == nil)
+        // Values are delimited, not decoded, yet their brackets must match; positions are whole numbers.
+        let change = { (body: String) in #"{"changes":[{"id":"a",\#(body)}],"cursor":"e.1","hasMore":false}"# }
         for broken in [#"{"changes":[{"id":"a","position":1}],"cursor":"e.1","hasMore":false}"#, #"{"changes":[],"cursor":"e"#,
-                       "[]", #"{"x":"# + String(repeating: "[", count: 2_000)] {
+                       "[]", #"{"x":"# + String(repeating: "[", count: 2_000),
+                       change(#""position":1,"value":{"n":[1}}"#), change(#""position":1,"value":{"n":1]"#),
+                       change(#""position":1,"value":}"#), change(#""position":1,"value":"open"#),
+                       change(#""position":1.5,"value":{}"#), change(#""position":"1","value":{}"#),
+                       change(#""position":99999999999999999999,"value":{}"#), change(#""position":-,"value":{}"#),
+                       #"{"changes":[{"id":"a\#u{01}b","position":1,"value":{}}],"cursor":"e.1","hasMore":false}"#] {
             #expect(throws: SyncPage.Malformed.self, "\(broken.prefix(40))") { try SyncPage(json: Data(broken.utf8)) }
         }
     }
