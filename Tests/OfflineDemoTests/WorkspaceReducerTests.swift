@@ -140,4 +140,47 @@ struct WorkspaceReducerTests {
         #expect(Reducer.reduce(&state, .key(.character("t"))) == [.postFromTablet(chat: "general", number: 1)])
         #expect(Reducer.reduce(&state, .postFromOtherDevice) == [.postFromTablet(chat: "general", number: 2)])
     }
+
+    @Test("editing a message: only the user's own, the field starts with its text, Enter hands a changed text to the shell")
+    func editMessage() {
+        var state = Self.loaded()
+        _ = Reducer.reduce(&state, .key(.character("k")))
+        #expect(Reducer.reduce(&state, .key(.character("e"))) == [.toast("You can edit only your own messages.")])
+        _ = Reducer.reduce(&state, .key(.character("j")))
+        #expect(Reducer.reduce(&state, .key(.character("e"))).isEmpty)
+        guard case .editMessage("m2", let field)? = state.editing else {
+            Issue.record("not editing m2: \(String(describing: state.editing))")
+            return
+        }
+        #expect(field.text == "Hello")
+        #expect(Reducer.reduce(&state, .key(.enter)).isEmpty, "an unchanged text is not sent")
+        _ = Reducer.reduce(&state, .key(.character("e")))
+        _ = Self.type(" there", &state)
+        #expect(Reducer.reduce(&state, .key(.enter)) == [.editMessage(id: "m2", text: "Hello there")])
+        #expect(state.editing == nil)
+        state.statuses["m2"] = RecordSyncStatus(pendingAction: .delete)
+        #expect(Reducer.reduce(&state, .key(.character("e"))).isEmpty && state.editing == nil, "a message being deleted is not edited")
+    }
+
+    @Test("a conflict shows on its message until x dismisses it; the tablet edits only the user's own messages")
+    func conflicts() {
+        var state = Self.loaded()
+        state.hasOtherDevice = true
+        let conflict = SyncConflict(collection: "messages", rowID: "m2", fields: ["text"],
+                                    server: SyncedRow(id: "m2", value: Data(#"{"body":{"text":"Hi!"}}"#.utf8)),
+                                    detectedAt: Date(timeIntervalSince1970: 5))
+        _ = Reducer.reduce(&state, .rowsRead(chats: Self.chats, messages: Self.messages, conflicts: [conflict]))
+        #expect(state.conflicts["m2"] == conflict && state.canDismiss)
+        let screen = WorkspaceScreen.render(state, RenderContext(connectivity: .online), now: Date(timeIntervalSince1970: 10))
+        let text = screen.body.map(\.text).joined(separator: "\n")
+        #expect(text.contains("This was also changed elsewhere"), "\(text)")
+        #expect(Reducer.reduce(&state, .key(.character("x"))) == [.dismissConflict(conflict)])
+        _ = Reducer.reduce(&state, .rowsRead(chats: Self.chats, messages: Self.messages))
+        #expect(state.conflicts.isEmpty && !state.canDismiss)
+        #expect(Reducer.reduce(&state, .key(.character("x"))).isEmpty)
+
+        #expect(Reducer.reduce(&state, .key(.character("r"))) == [.editFromTablet(id: "m2", number: 1)])
+        _ = Reducer.reduce(&state, .key(.character("k")))
+        #expect(Reducer.reduce(&state, .key(.character("r"))) == [.toast("Your tablet can change only your own messages.")])
+    }
 }

@@ -298,6 +298,41 @@ struct WorkspaceScenarioTests {
     }
 }
 
+extension WorkspaceScenarioTests {
+    @Test("Conflict: a message edited offline here and on the tablet says it changed elsewhere, keeps the text written here, and the note goes when dismissed")
+    func editConflict() async throws {
+        try await withDemo { demo in
+            let workspace = try await demo.startWorkspace()
+            let message = try #require(try await workspace.send("Meet at the station"))
+            try await demo.wait { workspace.snapshot.queue?.isEmpty == true }
+
+            await demo.set(.offline)
+            try await workspace.edit(message: message.id, to: "Meet at the station, platform 4")
+            #expect(workspace.snapshot.selectedMessage == message.id)
+            await workspace.editFromOtherDevice()
+            let offline = demo.screen(workspace, connectivity: .offlineSoft)
+            #expect(offline.contains("~ you: Meet at the station, platform 4"), "\(offline)")
+
+            // Back online, the tablet's edit comes down before this device's goes up.
+            await demo.set(.online)
+            try await demo.wait {
+                workspace.snapshot.conflicts[message.id] != nil && workspace.snapshot.queue?.isEmpty == true
+                    && workspace.snapshot.status(of: message) == .synced
+            }
+            let screen = demo.screen(workspace, connectivity: .online)
+            #expect(screen.contains("you: Meet at the station, platform 4"), "\(screen)")
+            #expect(screen.contains("This was also changed elsewhere"), "\(screen)")
+            #expect(try await demo.serverRecord("messages", message.id)?["text"] as? String == "Meet at the station, platform 4")
+            #expect(workspace.snapshot.conflicts[message.id]?.fields == ["text"])
+
+            #expect(workspace.handle(.character("x")))
+            try await demo.wait { workspace.snapshot.conflicts.isEmpty }
+            #expect(!demo.screen(workspace, connectivity: .online).contains("changed elsewhere"))
+            #expect(workspace.snapshot.thread.first { $0.id == message.id }?.text == "Meet at the station, platform 4")
+        }
+    }
+}
+
 extension DemoHarness {
     /// A workspace model started on this harness's device and backend.
     func startWorkspace() async throws -> WorkspaceModel {

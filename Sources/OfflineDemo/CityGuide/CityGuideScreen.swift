@@ -18,7 +18,7 @@ public enum CityGuideScreen {
         }
         if body.count < context.bodyHeight {
             body.append(.blank)
-            body += wrap("a11y: " + screen.accessibilityLabel, width: width - 2, indent: " ").map { Line($0.text, .dim) }
+            body += Line.wrapping("a11y: " + screen.accessibilityLabel, width: width - 2, indent: " ").map { Line($0.text, .dim) }
         }
         return ScreenContent(banner: banner(screen), body: Array(body.prefix(context.bodyHeight)), keys: keys(state, screen, context))
     }
@@ -84,7 +84,7 @@ public enum CityGuideScreen {
                 lines.append(Line(" " + OfflineMessage.chooseDownloadedCity.text, .color(.cyan)))
             }
             if state.downloaded.isEmpty {
-                lines += wrap(OfflineMessage.noCitiesDownloaded.text, width: width - 3, indent: "   ")
+                lines += Line.wrapping(OfflineMessage.noCitiesDownloaded.text, width: width - 3, indent: "   ")
             } else if entries.isEmpty {
                 lines.append(Line("   " + OfflineMessage.noMatchingDownloadedCity.text, .dim))
             }
@@ -112,13 +112,13 @@ public enum CityGuideScreen {
             lines.append(Line(" c: choose a city", .dim))
         case .downloadPack(let heading, let body, let button, let note):
             lines.append(Line(" " + heading.text, .bold))
-            lines += wrap(body.text, width: width - 2, indent: " ")
+            lines += Line.wrapping(body.text, width: width - 2, indent: " ")
             lines.append(.blank)
             lines.append(Line([Span(" [" + button.text + "]", .color(.cyan, bold: true)), Span("  d", .dim)]))
             lines.append(Line(" " + note.text, .dim))
         case .downloadWhenOnline(let heading, let body, let chooseCity, let unavailable):
             lines.append(Line(" " + heading.text, .bold))
-            lines += wrap(body.text, width: width - 2, indent: " ")
+            lines += Line.wrapping(body.text, width: width - 2, indent: " ")
             lines.append(.blank)
             lines.append(Line([Span(" o: ", .dim), Span(chooseCity.text, .color(.cyan, bold: true))]))
             if !state.downloaded.isEmpty {
@@ -132,7 +132,7 @@ public enum CityGuideScreen {
             lines.append(progressLine(progress, transfer: state.pack, width: width))
             if let progress, progress >= 0.9 { lines.append(Line(" " + OfflineMessage.almostThere.text, .dim)) }
         case .downloadFailed(let message, let retry, let chooseCity):
-            lines += wrap(message.text, width: width - 2, indent: " ").map { Line($0.text, .color(.red)) }
+            lines += Line.wrapping(message.text, width: width - 2, indent: " ").map { Line($0.text, .color(.red)) }
             lines.append(.blank)
             var spans = [Span(" d: ", .dim), Span(retry.text, .color(.cyan, bold: true))]
             if let chooseCity { spans += [Span("    o: ", .dim), Span(chooseCity.text, .color(.cyan))] }
@@ -215,7 +215,7 @@ public enum CityGuideScreen {
             let situation = problem.situations[s]
             lines[0] = Line([Span(" " + problem.title + " › " + situation.title, .bold), Span("   ← back  h home", .dim)])
             for action in situation.actions {
-                lines += wrap("• " + action, width: width - 4, indent: "   ")
+                lines += Line.wrapping("• " + action, width: width - 4, indent: "   ")
             }
         case .results:
             let hits = guide.search(state.query)
@@ -281,26 +281,5 @@ public enum CityGuideScreen {
         }
         if screen.banner?.isDismissible == true { keys.append(KeyHint("x", "dismiss")) }
         return keys
-    }
-
-    // MARK: Text
-
-    /// Wraps `text` at word boundaries to `width` columns, each line after `indent`.
-    static func wrap(_ text: String, width: Int, indent: String) -> [Line] {
-        let limit = max(10, width - indent.count)
-        var lines: [Line] = []
-        var current = ""
-        for word in text.split(separator: " ", omittingEmptySubsequences: true) {
-            if current.isEmpty {
-                current = String(word)
-            } else if current.count + 1 + word.count <= limit {
-                current += " " + word
-            } else {
-                lines.append(Line(indent + current))
-                current = String(word)
-            }
-        }
-        if !current.isEmpty { lines.append(Line(indent + current)) }
-        return lines
     }
 }

@@ -92,3 +92,24 @@ public struct Line: Sendable, Hashable, ExpressibleByStringLiteral {
         return missing > 0 ? self + Line(String(repeating: " ", count: missing), style) : self
     }
 }
+
+extension Line {
+    /// `text` wrapped at word boundaries to `width` columns, each line after `indent`.
+    static func wrapping(_ text: String, width: Int, indent: String) -> [Line] {
+        let limit = max(10, width - indent.count)
+        var lines: [Line] = []
+        var current = ""
+        for word in text.split(separator: " ", omittingEmptySubsequences: true) {
+            if current.isEmpty {
+                current = String(word)
+            } else if current.count + 1 + word.count <= limit {
+                current += " " + word
+            } else {
+                lines.append(Line(indent + current))
+                current = String(word)
+            }
+        }
+        if !current.isEmpty { lines.append(Line(indent + current)) }
+        return lines
+    }
+}

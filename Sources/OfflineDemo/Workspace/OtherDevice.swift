@@ -28,4 +28,16 @@ public struct OtherDevice: Sendable {
         guard response.status == .ok else { throw SyncError.unavailable(status: response.status.code) }
         return id
     }
+
+    /// Changes the text of message `id` as the tablet would. False when the server does not have
+    /// the message (it has not left this device yet).
+    func edit(_ id: String, text: String) async throws -> Bool {
+        let response = try await transport.send(TransportRequest(
+            method: .patch, url: serverURL.appending(path: String(WorkspaceOperations.messagePath(id).dropFirst())),
+            headerFields: [.contentType: "application/json", .idempotencyKey: IdempotencyKey().fieldValue],
+            body: try JSONEncoder.demo.encode(["text": text])))
+        if response.status == .notFound { return false }
+        guard response.status == .ok else { throw SyncError.unavailable(status: response.status.code) }
+        return true
+    }
 }

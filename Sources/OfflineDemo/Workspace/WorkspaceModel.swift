@@ -7,8 +7,9 @@ public import OfflineKit
 ///
 /// - About (None): no server at all.
 /// - Pin a chat (A): the local change and the queued write commit together; nothing else shows.
-/// - Send and delete messages (B): shown at once; pending ones dimmed, pending deletes struck
-///   through, refusals shown with their error until dismissed.
+/// - Send, edit and delete messages (B): shown at once; pending ones dimmed, pending deletes
+///   struck through, refusals shown with their error until dismissed. A message edited here and
+///   on the user's tablet before the edit arrived says so, and keeps the text written here.
 /// - Invite members (C): a ``BlockingForm`` whose draft is saved as the user types; submit is
 ///   disabled offline and the server's validation problems are shown in words.
 /// - Bank accounts (D): a ``BlockingRead``: blocked with the standard message offline.
@@ -44,6 +45,8 @@ public final class WorkspaceModel: Scenario {
     public enum Editing: Sendable, Hashable {
         /// Writing a message in the selected chat.
         case message(TextField)
+        /// Changing the text of one of the user's messages.
+        case editMessage(id: String, TextField)
         /// Typing into a field of the invite form (the draft is saved on every key).
         case invite(InviteDraft.Field)
     }
@@ -74,11 +77,13 @@ public final class WorkspaceModel: Scenario {
         public var messages: [WorkspaceMessage] = []
         /// Messages that are not in sync, by id (pattern B's markers and errors).
         public var statuses: [String: RecordSyncStatus] = [:]
+        /// Messages the user edited that were also changed elsewhere, by id, until dismissed.
+        public var conflicts: [String: SyncConflict] = [:]
         /// The queue of writes, for the status line.
         public var queue: OutboxSnapshot?
         public var selectedChat: String?
         public var selectedMessage: String?
-        /// How many messages the tablet has posted, to number them.
+        /// How many messages the tablet has posted or edited, to number them.
         public var tabletMessages = 0
         public var editing: Editing?
         public var invite = InviteDraft()
@@ -112,6 +117,11 @@ public final class WorkspaceModel: Scenario {
         public var chatsNeedingAttention: Set<String> {
             Set(messages.filter { statuses[$0.id]?.failure != nil }.map(\.chat))
         }
+
+        /// Whether `x` has something to dismiss in the selected chat: a refusal or a conflict.
+        public var canDismiss: Bool {
+            thread.contains { status(of: $0).failure != nil || conflicts[$0.id] != nil }
+        }
     }
 
     public let title = "Chat & workspace"
@@ -127,11 +137,13 @@ public final class WorkspaceModel: Scenario {
     public init(environment: DemoEnvironment) {
         self.environment = environment
         self.outbox = Outbox(database: environment.database, operations: WorkspaceOperations.all, now: environment.now)
-        self.drainer = OutboxDrainer(outbox: outbox, baseURL: environment.serverURL, transport: environment.rawTransport,
-                                     connectivity: environment.connectivity, requestTimeout: .seconds(5))
         self.sync = SyncEngine(database: environment.database, baseURL: environment.serverURL, transport: environment.rawTransport,
                                connectivity: environment.connectivity, collections: [WorkspaceSync.messages], outbox: outbox,
                                eventsPath: "api/sync/events")
+        // The tablet's edits made while this device was offline come down before this device's
+        // own go up: an edit both made is then seen, and said.
+        self.drainer = OutboxDrainer(outbox: outbox, baseURL: environment.serverURL, transport: environment.rawTransport,
+                                     connectivity: environment.connectivity, requestTimeout: .seconds(5), pullFirst: sync)
         self.form = BlockingForm(id: "workspace.invite-members", database: environment.database, baseURL: environment.serverURL,
                                  transport: environment.transport, connectivity: environment.connectivity, now: environment.now)
         self.bankAccounts = BlockingRead(
@@ -175,6 +187,9 @@ public final class WorkspaceModel: Scenario {
         switch effect {
         case .togglePin(let chat): try await togglePin(chat: chat)
         case .sendMessage(let text): try await send(text)
+        case .editMessage(let id, let text): try await edit(message: id, to: text)
+        case .dismissConflict(let conflict): try await sync.dismiss(conflict); await refresh()
+        case .editFromTablet(let id, let number): await edit(id, fromTablet: number)
         case .deleteMessage(let id): try await enqueueDelete(id)
         case .dismissError(let id): try await dismissError(message: id)
         case .postFromTablet(let chat, let number): await post(number, to: chat)
@@ -244,12 +259,31 @@ public final class WorkspaceModel: Scenario {
         }
     }
 
-    /// Reads chats and messages from the device. Never waits for the network.
+    /// The tablet changes the selected message's text, through the server: a message this
+    /// device edited meanwhile then shows the conflict.
+    public func editFromOtherDevice() async {
+        await sendAndWait(.editFromOtherDevice)
+    }
+
+    private func edit(_ id: String, fromTablet number: Int) async {
+        guard let device = environment.otherDevice else { return }
+        do {
+            if try await device.edit(id, text: "Changed on my tablet (\(number))") {
+                environment.toast("Your tablet changed a message.")
+            } else {
+                environment.toast("Your tablet does not have this message yet.")
+            }
+        } catch {
+            environment.toast("Your tablet could not reach the server.")
+        }
+    }
+
+    /// Reads chats, messages and the conflicts to show, in one read. Never waits for the network.
     public func reload() {
-        let (chats, messages) = (try? environment.database.writer.read { db in
-            (try WorkspaceStore.chats(db), try WorkspaceStore.messages(db))
-        }) ?? ([], [])
-        send(.rowsRead(chats: chats, messages: messages))
+        let (chats, messages, conflicts) = (try? environment.database.writer.read { db in
+            (try WorkspaceStore.chats(db), try WorkspaceStore.messages(db), try SyncEngine.conflicts(in: WorkspaceSync.messages.name, db))
+        }) ?? ([], [], [])
+        send(.rowsRead(chats: chats, messages: messages, conflicts: conflicts))
     }
 
     private func deliver() async {
@@ -308,6 +342,17 @@ public final class WorkspaceModel: Scenario {
         send(.messageWritten(id: message.id))
         await refresh()
         return message
+    }
+
+    /// Changes the text of one of the user's messages: shown at once, marked pending until the
+    /// server has it.
+    public func edit(message id: String, to text: String) async throws {
+        guard !text.isEmpty else { return }
+        try await outbox.write(WorkspaceOperations.editMessage, path: WorkspaceOperations.messagePath(id), json: ["text": text],
+                               record: RecordKey(WorkspaceOperations.messages, id)) { db in
+            try WorkspaceStore.setText(text, message: id, db)
+        }
+        await refresh()
     }
 
     /// Deletes one of the user's messages: struck through until the server confirms. A message that

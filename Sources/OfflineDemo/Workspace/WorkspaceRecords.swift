@@ -60,6 +60,12 @@ enum WorkspaceOperations {
             try WorkspaceStore.deleteMessage(id: id, db)
         })
 
+    /// Pattern B, update: the new text shows at once, marked pending until the server has it.
+    /// Editing again before the write left merges into the queued one. Changed on the tablet
+    /// too meanwhile, the message says so (``SyncConflict``) and keeps the user's text.
+    static let editMessage = OutboxOperation(
+        name: "workspace.editMessage", method: .patch, change: .update, coalescing: .mergeUpdates)
+
     /// Pattern A. Toggling again before the write left merges into the queued one.
     static let pinChat = OutboxOperation(
         name: "workspace.pinChat", method: .put, change: .update, coalescing: .mergeUpdates)
@@ -68,7 +74,7 @@ enum WorkspaceOperations {
     static let inviteMember = OutboxOperation(
         name: "workspace.inviteMember", method: .post, change: .action, isOptimistic: false)
 
-    static var all: [OutboxOperation] { [sendMessage, deleteMessage, pinChat] }
+    static var all: [OutboxOperation] { [sendMessage, deleteMessage, editMessage, pinChat] }
 
     static func messagePath(_ id: String) -> String { "/api/records/\(messages)/\(id)" }
     static func pinPath(_ chat: String) -> String { "/api/records/\(pins)/\(chat)" }
@@ -84,6 +90,9 @@ enum WorkspaceSync {
     }
 
     static let messages = SyncedCollection(WorkspaceOperations.messages,
+        // A message's fields are in the record's body; one the user edited that the tablet also
+        // edited before the user's edit arrived is a conflict the chat shows.
+        conflictReporting: .fields(inside: "body"),
         upsert: { db, row in
             let message = try JSONDecoder.demo.decode(Record.self, from: row.value).body
             // A message for a chat this device does not have stays on the server.
@@ -131,6 +140,10 @@ enum WorkspaceStore {
 
     static func setPinned(_ pinned: Bool, chat: String, _ db: Database) throws {
         try db.execute(sql: "UPDATE demo_workspace_chat SET pinned = ? WHERE id = ?", arguments: [pinned, chat])
+    }
+
+    static func setText(_ text: String, message id: String, _ db: Database) throws {
+        try db.execute(sql: "UPDATE demo_workspace_message SET text = ? WHERE id = ?", arguments: [text, id])
     }
 
     static func deleteMessage(id: String, _ db: Database) throws {

@@ -8,8 +8,8 @@ extension WorkspaceModel {
         case key(Key)
         /// The connectivity monitor's new status.
         case connectivity(ConnectivityStatus)
-        /// Chats (pinned first) and messages as the device has them now.
-        case rowsRead(chats: [WorkspaceChat], messages: [WorkspaceMessage])
+        /// Chats (pinned first), messages and the conflicts to show, as the device has them now.
+        case rowsRead(chats: [WorkspaceChat], messages: [WorkspaceMessage], conflicts: [SyncConflict] = [])
         /// Every message's sync status, as the outbox has it now.
         case statusesRead([String: RecordSyncStatus])
         /// The queue of writes, as the outbox has it now.
@@ -25,6 +25,8 @@ extension WorkspaceModel {
         case delete(message: String)
         /// The demo's control: the user's tablet posts to the selected chat.
         case postFromOtherDevice
+        /// The demo's control: the user's tablet changes the selected message's text.
+        case editFromOtherDevice
         /// The invite form's content replaced as a whole (as typing does).
         case inviteReplaced(InviteDraft)
         /// A save of the invite draft ended; `saved` is false when the device refused it.
@@ -48,6 +50,12 @@ extension WorkspaceModel {
         case togglePin(chat: String)
         /// Write `text` to the selected chat and queue it.
         case sendMessage(String)
+        /// Change message `id`'s text on the device and queue the change.
+        case editMessage(id: String, text: String)
+        /// Forget a conflict the user has seen.
+        case dismissConflict(SyncConflict)
+        /// The tablet changes message `id`'s text, numbered `number`.
+        case editFromTablet(id: String, number: Int)
         /// Queue the delete of a message (or drop one the server never saw).
         case deleteMessage(String)
         /// Dismiss the server's refusal of a message.
@@ -78,7 +86,7 @@ public enum WorkspaceReducer: ScreenReducer {
 
     static let paneKeys: [Key] = [.character("c"), .character("i"), .character("b"), .character("a"), .left, .right]
     static let chatKeys: [Key] = [.up, .down, .character("k"), .character("j"), .character("p"), .character("m"), .enter,
-                                  .character("d"), .character("x")]
+                                  .character("e"), .character("d"), .character("x")]
     static let inviteKeys: [Key] = [.up, .down, .enter, .character("e"), .character("s")]
 
     /// While a field has focus, every key is the workspace's; otherwise the panes' keys and the
@@ -86,7 +94,7 @@ public enum WorkspaceReducer: ScreenReducer {
     static func handles(_ key: Key, _ state: State) -> Bool {
         if state.editing != nil || paneKeys.contains(key) { return true }
         switch state.pane {
-        case .chat: return chatKeys.contains(key) || (key == .character("t") && state.hasOtherDevice)
+        case .chat: return chatKeys.contains(key) || ([.character("t"), .character("r")].contains(key) && state.hasOtherDevice)
         case .invite: return inviteKeys.contains(key)
         case .bank: return key == .character("f")
         case .about: return false
@@ -105,9 +113,10 @@ public enum WorkspaceReducer: ScreenReducer {
             case .loaded: return status.isReachable ? [] : loadBankAccounts(&state)
             case .notLoaded, .loading: return []
             }
-        case .rowsRead(let chats, let messages):
+        case .rowsRead(let chats, let messages, let conflicts):
             state.chats = chats
             state.messages = messages
+            state.conflicts = Dictionary(conflicts.map { ($0.rowID, $0) }) { _, latest in latest }
             if state.selectedChat == nil || !chats.contains(where: { $0.id == state.selectedChat }) {
                 state.selectedChat = chats.first?.id
             }
@@ -134,6 +143,13 @@ public enum WorkspaceReducer: ScreenReducer {
             guard state.hasOtherDevice, let chat = state.selectedChat else { return [] }
             state.tabletMessages += 1
             return [.postFromTablet(chat: chat, number: state.tabletMessages)]
+        case .editFromOtherDevice:
+            guard state.hasOtherDevice, let id = state.selectedMessage else { return [] }
+            guard state.messages.first(where: { $0.id == id })?.isMine == true else {
+                return [.toast("Your tablet can change only your own messages.")]
+            }
+            state.tabletMessages += 1
+            return [.editFromTablet(id: id, number: state.tabletMessages)]
         case .inviteReplaced(let draft):
             state.invite = draft
             return saveDraft(&state)
@@ -224,15 +240,25 @@ public enum WorkspaceReducer: ScreenReducer {
             state.editing = .message(TextField(maxLength: 200))
         case .character("t"):
             return reduce(&state, .postFromOtherDevice)
+        case .character("r"):
+            return reduce(&state, .editFromOtherDevice)
+        case .character("e"):
+            guard let id = state.selectedMessage, let message = state.messages.first(where: { $0.id == id }) else { return [] }
+            guard message.isMine else { return [.toast("You can edit only your own messages.")] }
+            // A message being deleted, or whose refusal waits to be dismissed, is not edited.
+            let status = state.status(of: message)
+            guard status.pendingAction != .delete, status.failure == nil else { return [] }
+            state.editing = .editMessage(id: id, TextField(message.text, maxLength: 200))
         case .character("d"):
             guard let id = state.selectedMessage else { return [] }
             return delete(state, id)
         case .character("x"):
-            let failed = state.thread.last { state.status(of: $0).failure != nil }
-            let selected = state.selectedMessage.flatMap { id in state.messages.first { $0.id == id } }
-            let target = selected.flatMap { state.status(of: $0).failure != nil ? $0 : nil } ?? failed
-            guard let target else { return [] }
-            return [.dismissError(message: target.id)]
+            // The selected message's refusal or conflict first, then the chat's latest.
+            let selected = state.thread.filter { $0.id == state.selectedMessage }
+            for message in selected + state.thread.reversed() {
+                if state.status(of: message).failure != nil { return [.dismissError(message: message.id)] }
+                if let conflict = state.conflicts[message.id] { return [.dismissConflict(conflict)] }
+            }
         default:
             break
         }
@@ -265,6 +291,17 @@ public enum WorkspaceReducer: ScreenReducer {
             case .submitted(let text):
                 state.editing = nil
                 return [.sendMessage(text)]
+            case .cancelled:
+                state.editing = nil
+            }
+        case .editMessage(let id, var field):
+            switch field.apply(key) {
+            case .editing:
+                state.editing = .editMessage(id: id, field)
+            case .submitted(let text):
+                state.editing = nil
+                let unchanged = state.messages.first { $0.id == id }?.text == text
+                return text.isEmpty || unchanged ? [] : [.editMessage(id: id, text: text)]
             case .cancelled:
                 state.editing = nil
             }

@@ -6,7 +6,7 @@ import OfflineKit
 ///
 /// Without colour every state still reads: pending items start with `~`, pending deletes also
 /// say "deleting", refused ones start with `!` and carry their error on the next line, with `(x)`,
-/// the key that dismisses it.
+/// the key that dismisses it; one also changed elsewhere says so below it, with `(x)` too.
 public enum WorkspaceScreen {
     public static func render(_ state: WorkspaceModel.State, _ context: RenderContext, now: Date) -> ScreenContent {
         let reachable = context.connectivity.isReachable
@@ -97,11 +97,12 @@ public enum WorkspaceScreen {
         var right: [Line] = []
         for message in state.thread {
             right += messageLines(message, state.status(of: message), selected: message.id == state.selectedMessage, width: threadWidth)
+            if let conflict = state.conflicts[message.id] { right += conflictLines(conflict, width: threadWidth) }
         }
-        let composer: Line = if case .message(let field) = state.editing {
-            field.line(label: "Message:", focused: true, width: threadWidth - 10)
-        } else {
-            Line("m: write a message", .dim)
+        let composer: Line = switch state.editing {
+        case .message(let field)?: field.line(label: "Message:", focused: true, width: threadWidth - 10)
+        case .editMessage(_, let field)?: field.line(label: "Edit:", focused: true, width: threadWidth - 10)
+        default: Line("m: write a message", .dim)
         }
         let threadRows = max(1, rows - 2)
         right = Array(right.suffix(threadRows))
@@ -137,15 +138,26 @@ public enum WorkspaceScreen {
         }
     }
 
+    /// A message also changed elsewhere: the conflict's copy, wrapped, and how to dismiss it.
+    static func conflictLines(_ conflict: SyncConflict, width: Int) -> [Line] {
+        let lines = Line.wrapping(conflict.message.text + " (x)", width: width, indent: "  ")
+        return lines.map { Line($0.text, .color(.yellow)) }
+    }
+
     static func chatKeys(_ state: WorkspaceModel.State) -> [KeyHint] {
-        if case .message = state.editing { return [KeyHint("enter", "send"), KeyHint("esc", "cancel")] }
+        switch state.editing {
+        case .message?: return [KeyHint("enter", "send"), KeyHint("esc", "cancel")]
+        case .editMessage?: return [KeyHint("enter", "save"), KeyHint("esc", "cancel")]
+        default: break
+        }
         let selected = state.selectedMessage.flatMap { id in state.messages.first { $0.id == id } }
         let chat = state.chats.first { $0.id == state.selectedChat }
         return [
             KeyHint("c i b a", "panes"), KeyHint("↑↓", "chat"), KeyHint("p", chat?.pinned == true ? "unpin" : "pin"),
             KeyHint("m", "message"), KeyHint("t", "from tablet"), KeyHint("jk", "select"),
+            KeyHint("e", "edit", enabled: selected?.isMine ?? false), KeyHint("r", "tablet edits", enabled: selected?.isMine ?? false),
             KeyHint("d", "delete", enabled: selected?.isMine ?? false),
-            KeyHint("x", "dismiss", enabled: !state.chatsNeedingAttention.isEmpty),
+            KeyHint("x", "dismiss", enabled: state.canDismiss),
         ]
     }
 

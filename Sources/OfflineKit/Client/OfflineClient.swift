@@ -77,9 +77,12 @@ public final class OfflineClient: Sendable {
         monitor = ConnectivityMonitor(probe: ConnectivityProbe(url: serverURL.appending(path: healthPath)), linkMonitor: linkMonitor)
         cache = ResponseCache(database: database, transport: base, connectivity: monitor)
         outbox = Outbox(database: database, operations: operations)
-        drainer = OutboxDrainer(outbox: outbox, baseURL: serverURL, transport: base, connectivity: monitor)
-        sync = collections.isEmpty ? nil : SyncEngine(database: database, baseURL: serverURL, transport: base, connectivity: monitor,
-                                                       collections: collections, outbox: outbox, eventsPath: eventsPath)
+        let sync = collections.isEmpty ? nil : SyncEngine(database: database, baseURL: serverURL, transport: base, connectivity: monitor,
+                                                           collections: collections, outbox: outbox, eventsPath: eventsPath)
+        self.sync = sync
+        // Changes made elsewhere while offline come down before the user's go up, so an edit
+        // both made is reported as a conflict rather than overwritten unseen.
+        drainer = OutboxDrainer(outbox: outbox, baseURL: serverURL, transport: base, connectivity: monitor, pullFirst: sync)
     }
 
     /// `path` resolved against the server, for the requests the app builds.

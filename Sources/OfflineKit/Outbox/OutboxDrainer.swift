@@ -20,6 +20,10 @@ import OfflineCore
 /// - Failures follow ``OutboxDelivery``: retries back off (full jitter, capped), a refused
 ///   credential pauses the queue, a refusal rolls back.
 /// - Only one process drains a queue at a time: ``run()`` holds a file lock beside the database.
+/// - Given the app's ``SyncEngine`` (`pullFirst`), it pulls before it sends, when it starts and
+///   each time the connection comes back with writes waiting: a change made elsewhere to a row
+///   the user changed offline comes down while the user's change is still on its way, so it is
+///   reported as a ``SyncConflict`` instead of being overwritten unseen.
 public final class OutboxDrainer: Sendable {
     public let outbox: Outbox
     public let baseURL: URL
@@ -30,6 +34,7 @@ public final class OutboxDrainer: Sendable {
     let maxConcurrentRequests: Int
     let prepare: @Sendable (TransportRequest) async throws -> TransportRequest
     let requestTimeout: Duration
+    let pullFirst: SyncEngine?
     /// The delivery loop ``run()`` and ``drain()`` share.
     let pass = DeliveryPass()
 
@@ -41,6 +46,9 @@ public final class OutboxDrainer: Sendable {
     ///   - random: a number in `0 ..< 1` for the backoff's jitter.
     ///   - maxConcurrentRequests: how many requests (each of its own lane) may be in flight at once.
     ///   - prepare: adds credentials (or anything else) to each request before it is sent.
+    ///   - pullFirst: the sync engine that pulls the rows these writes change: pulled before
+    ///     anything is sent, at the start and after each reconnect with writes waiting. A pull
+    ///     that fails holds nothing back.
     public init(
         outbox: Outbox,
         baseURL: URL,
@@ -50,6 +58,7 @@ public final class OutboxDrainer: Sendable {
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         maxConcurrentRequests: Int = 16,
         requestTimeout: Duration = .seconds(30),
+        pullFirst: SyncEngine? = nil,
         prepare: @escaping @Sendable (TransportRequest) async throws -> TransportRequest = { $0 }
     ) {
         self.outbox = outbox
@@ -60,6 +69,7 @@ public final class OutboxDrainer: Sendable {
         self.random = random
         self.maxConcurrentRequests = max(1, maxConcurrentRequests)
         self.requestTimeout = requestTimeout
+        self.pullFirst = pullFirst
         self.prepare = prepare
     }
 
@@ -154,16 +164,24 @@ public final class OutboxDrainer: Sendable {
         }
         try await withThrowingDiscardingTaskGroup { group in
             var wasReachable = connectivity.status.isReachable
+            // Whether changes made elsewhere were pulled since the connection (last) came back.
+            var pulled = pullFirst == nil
             while !Task.isCancelled {
                 let reachable = connectivity.status.isReachable
                 defer { wasReachable = reachable }
                 if !reachable {
+                    pulled = pullFirst == nil
                     if untilEmpty, inFlight.current == 0, try await outbox.snapshot().isEmpty { return }
                     await outbox.wakeups.wait()
                     continue
                 }
                 if !wasReachable {
                     try await outbox.expediteAfterReconnect()
+                }
+                if !pulled, let pullFirst {
+                    pulled = true
+                    // Only when writes wait: one written online later goes at once, as usual.
+                    if try await !outbox.snapshot().isEmpty { try? await pullFirst.pull() }
                 }
                 if try await outbox.isPaused() {
                     await outbox.wakeups.wait()

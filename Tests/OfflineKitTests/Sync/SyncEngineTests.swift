@@ -331,6 +331,35 @@ struct SyncEngineTests {
         }
     }
 
+    @Test("a drainer given the sync engine pulls before it sends: a change made elsewhere while offline is reported, not overwritten unseen")
+    func drainerPullsFirst() async throws {
+        try await Self.withServer { url, feed, wire in
+            let notes = try Notes()
+            let monitor = FakeConnectivityMonitor(.online)
+            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: monitor,
+                                    collections: [notes.collection(reporting: .fields())])
+            try await feed.record(Self.notes, id: "a", value: Self.text("first"))
+            try await engine.pull()
+            monitor.set(.offlineHard)
+            let operation = OutboxOperation(name: "setNote", method: .patch, change: .update)
+            let outbox = Outbox(database: notes.database, operations: [operation])
+            try await outbox.write(operation, path: "/api/records/notes/a", payload: Self.text("mine"), record: RecordKey("notes", "a")) { db in
+                try db.execute(sql: "UPDATE note SET text = 'mine' WHERE id = 'a'")
+            }
+            // Elsewhere, while this device is offline.
+            try await feed.record(Self.notes, id: "a", value: Self.text("theirs"))
+            wire.allow(.patch, "/api/records/notes/a") { _ in TransportResponse(status: 200) }
+            let pullsBefore = wire.requests.count
+
+            monitor.set(.online)
+            try await OutboxDrainer(outbox: outbox, baseURL: url, transport: wire, connectivity: monitor, pullFirst: engine).drain()
+            let sent = wire.requests.dropFirst(pullsBefore).map { "\($0.method) \($0.url.path)" }
+            #expect(sent == ["GET /api/sync/records/notes", "PATCH /api/records/notes/a"])
+            #expect(try await engine.conflicts().map(\.rowID) == ["a"])
+            #expect(try await notes.rows()["a"] == "mine")
+        }
+    }
+
     @Test("a conflict is dropped when the server refuses the user's change: its own error is what the user sees")
     func refusedChangeDropsItsConflict() async throws {
         try await Self.withServer { url, feed, wire in
