@@ -53,12 +53,23 @@ public enum ChildProcess {
         } else {
             posix_spawn_file_actions_addopen(&actions, 2, errors ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         }
+        // The child starts with no signal blocked and every signal's default action: a thread of
+        // the tests blocks many (SIGCHLD among them), and a tmux server that inherited that mask
+        // never reaped its pane's process, so kill-server left it running after every test.
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        var flags = Int32(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)
         #if canImport(Darwin)
         // Every descriptor not named by the file actions is closed in the child.
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_CLOEXEC_DEFAULT))
+        flags |= Int32(POSIX_SPAWN_CLOEXEC_DEFAULT)
         #else
         closeInheritedDescriptors(&actions)
         #endif
+        posix_spawnattr_setflags(&attributes, Int16(flags))
         let result = posix_spawn(&pid, tool, &actions, &attributes, argv, environ)
         guard result == 0 else { throw Failure.spawn(tool, errno: result) }
         return pid

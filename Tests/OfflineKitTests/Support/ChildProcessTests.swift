@@ -36,6 +36,24 @@ struct ChildProcessTests {
         #expect(seen == 0)
     }
 
+    @Test("a child starts with no signal blocked, whatever the spawning thread blocks (a tmux server must see SIGCHLD)")
+    func unblocksSignals() throws {
+        let output = FileManager.default.temporaryDirectory.appending(path: "child-sigblk-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: output) }
+        var blocked = sigset_t()
+        sigemptyset(&blocked)
+        sigaddset(&blocked, SIGCHLD)
+        sigaddset(&blocked, SIGTERM)
+        var previous = sigset_t()
+        pthread_sigmask(SIG_BLOCK, &blocked, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        // grep reads its own status: a shell would reset its mask before running anything.
+        try ChildProcess.run("/bin/grep", ["SigBlk", "/proc/self/status"], output: output)
+        let line = try String(contentsOfFile: output, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(line.hasPrefix("SigBlk:"), "\(line)")
+        #expect(line.dropFirst("SigBlk:".count).trimmingCharacters(in: .whitespaces).allSatisfy { $0 == "0" }, "\(line)")
+    }
+
     @Test("exit statuses: 0 runs, another status throws, and a killed child reads as 128 + the signal")
     func exitStatuses() throws {
         try ChildProcess.run("/bin/sh", ["-c", "exit 0"])
