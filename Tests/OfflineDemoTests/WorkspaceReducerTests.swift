@@ -61,7 +61,10 @@ struct WorkspaceReducerTests {
         var state = Self.loaded()
         #expect(Reducer.reduce(&state, .delete(message: "m1")) == [.toast("You can delete only your own messages.")])
         #expect(Reducer.reduce(&state, .key(.character("d"))) == [.deleteMessage("m2")])
-        _ = Reducer.reduce(&state, .statusesRead(["m2": RecordSyncStatus(pendingAction: .add, failure: OutboxFailure(kind: .rejected, detail: "card"))]))
+        let failure = OutboxFailure(kind: .rejected, detail: "card")
+        let queue = OutboxSnapshot(pendingCount: 0, inFlightCount: 0, nextRetryAt: nil, failures: [], pausedFor: nil)
+        _ = Reducer.reduce(&state, .outboxRead(CollectionSyncState(statuses: ["m2": RecordSyncStatus(pendingAction: .add, failure: failure)],
+                                                                   queue: queue)))
         #expect(Reducer.reduce(&state, .key(.character("d"))) == [.dismissError(message: "m2")])
         _ = Reducer.reduce(&state, .key(.character("k")))
         #expect(Reducer.reduce(&state, .key(.character("x"))) == [.dismissError(message: "m2")], "x finds the refused message in the thread")

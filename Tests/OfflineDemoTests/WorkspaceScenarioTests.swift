@@ -47,6 +47,9 @@ struct WorkspaceScenarioTests {
             #expect(!screen.contains("~"))
 
             await demo.set(.online)
+            // The model's queue follows an observation that may not have delivered the pin yet:
+            // the outbox itself says when it is delivered, then the model catches up.
+            try await workspace.drainer.drain()
             try await demo.wait { workspace.snapshot.queue?.isEmpty == true }
             let pin = try await demo.serverRecord("pins", "trip")
             #expect(pin?["pinned"] as? Bool == true)
@@ -117,6 +120,7 @@ struct WorkspaceScenarioTests {
         try await withDemo { demo in
             let workspace = try await demo.startWorkspace()
             let message = try #require(try await workspace.send("Lunch at noon?"))
+            try await workspace.drainer.drain()
             try await demo.wait { workspace.snapshot.statuses.isEmpty && workspace.snapshot.queue?.isEmpty == true }
             #expect(try await demo.serverRecord("messages", message.id) != nil)
 
@@ -304,12 +308,13 @@ extension WorkspaceScenarioTests {
         try await withDemo { demo in
             let workspace = try await demo.startWorkspace()
             let message = try #require(try await workspace.send("Meet at the station"))
-            try await demo.wait { workspace.snapshot.queue?.isEmpty == true }
+            try await workspace.drainer.drain()
 
             await demo.set(.offline)
             try await workspace.edit(message: message.id, to: "Meet at the station, platform 4")
             #expect(workspace.snapshot.selectedMessage == message.id)
             await workspace.editFromOtherDevice()
+            try await demo.wait { workspace.snapshot.status(of: message).pendingAction == .update }
             let offline = demo.screen(workspace, connectivity: .offlineSoft)
             #expect(offline.contains("~ you: Meet at the station, platform 4"), "\(offline)")
 

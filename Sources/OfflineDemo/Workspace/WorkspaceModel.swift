@@ -133,6 +133,7 @@ public final class WorkspaceModel: Scenario {
     private let bankAccounts: BlockingRead<[WorkspaceBankAccount]>
     private let environment: DemoEnvironment
     private let store: ScreenStore<WorkspaceReducer>
+    private let reloading = NSLock()
 
     public init(environment: DemoEnvironment) {
         self.environment = environment
@@ -220,15 +221,14 @@ public final class WorkspaceModel: Scenario {
         let now = environment.now()
         try? await environment.database.writer.write { db in try WorkspaceStore.seedIfEmpty(now: now, db) }
         // Rows, markers and the queue together, so the first frame already shows what is pending.
-        // The markers are read here once, before their observation starts: its values all come later.
-        if let statuses = try? await outbox.syncStatuses(in: WorkspaceOperations.messages) { send(.statusesRead(statuses)) }
-        await refresh()
+        // Read here once, before their observation starts: its values all come later.
+        if let state = try? await outbox.syncState(in: WorkspaceOperations.messages) { send(.outboxRead(state)) }
+        reload()
         if let draft = try? await form.loadDraft(InviteDraft.self) {
             send(.draftRestored(draft))
         }
         environment.spawn { [self] in await deliver() }
-        environment.spawn { [self] in await followQueue() }
-        environment.spawn { [self] in await followMessageStatuses() }
+        environment.spawn { [self] in await followOutbox() }
         environment.spawn { [self] in await followSync() }
         environment.spawn { [sync] in try? await sync.run() }
         environment.changed()
@@ -279,11 +279,17 @@ public final class WorkspaceModel: Scenario {
     }
 
     /// Reads chats, messages and the conflicts to show, in one read. Never waits for the network.
+    ///
+    /// Reloads asked for at once (after a local change, beside the outbox's and the sync's
+    /// observations) read and send in turn: one that read earlier can never send after one that
+    /// read later, and bring back rows from before a change (a pinned chat shown unpinned).
     public func reload() {
-        let (chats, messages, conflicts) = (try? environment.database.writer.read { db in
-            (try WorkspaceStore.chats(db), try WorkspaceStore.messages(db), try SyncEngine.conflicts(in: WorkspaceSync.messages.name, db))
-        }) ?? ([], [], [])
-        send(.rowsRead(chats: chats, messages: messages, conflicts: conflicts))
+        reloading.withLock {
+            let (chats, messages, conflicts) = (try? environment.database.writer.read { db in
+                (try WorkspaceStore.chats(db), try WorkspaceStore.messages(db), try SyncEngine.conflicts(in: WorkspaceSync.messages.name, db))
+            }) ?? ([], [], [])
+            send(.rowsRead(chats: chats, messages: messages, conflicts: conflicts))
+        }
     }
 
     private func deliver() async {
@@ -295,18 +301,13 @@ public final class WorkspaceModel: Scenario {
         }
     }
 
-    private func followQueue() async {
-        do {
-            for try await queue in outbox.snapshots() { send(.queueRead(queue)) }
-        } catch {}
-    }
-
-    /// Pending markers and errors; acknowledgement and dismissal hooks change the local rows in
+    /// Pending markers, errors and the queue, from one observation so that the queue's line and
+    /// the markers never disagree; acknowledgement and dismissal hooks change the local rows in
     /// the same transaction, so the rows are read again with them.
-    private func followMessageStatuses() async {
+    private func followOutbox() async {
         do {
-            for try await statuses in outbox.syncStatusUpdates(in: WorkspaceOperations.messages) {
-                send(.statusesRead(statuses))
+            for try await state in outbox.syncStateUpdates(in: WorkspaceOperations.messages) {
+                send(.outboxRead(state))
                 reload()
             }
         } catch {}
@@ -379,13 +380,11 @@ public final class WorkspaceModel: Scenario {
         await refresh()
     }
 
-    /// Reads the rows and the queue right after a local change. The markers come only from their
-    /// observation, which delivers its values in order: read here too, a marker read after the
+    /// Reads the rows right after a local change. The markers and the queue come only from their
+    /// observation, which delivers its values in order: read here too, a state read after the
     /// change could be overwritten by the observation's value from just before it, and a pending
     /// message showed without its marker (seen in a clean-clone run).
     private func refresh() async {
-        let queue = try? await outbox.snapshot()
-        if let queue { send(.queueRead(queue)) }
         reload()
     }
 

@@ -10,10 +10,8 @@ extension WorkspaceModel {
         case connectivity(ConnectivityStatus)
         /// Chats (pinned first), messages and the conflicts to show, as the device has them now.
         case rowsRead(chats: [WorkspaceChat], messages: [WorkspaceMessage], conflicts: [SyncConflict] = [])
-        /// Every message's sync status, as the outbox has it now.
-        case statusesRead([String: RecordSyncStatus])
-        /// The queue of writes, as the outbox has it now.
-        case queueRead(OutboxSnapshot)
+        /// Every message's sync status and the queue of writes, as the outbox has them now.
+        case outboxRead(CollectionSyncState)
         /// The background delivery of queued writes stopped, and why.
         case deliveryStopped(String)
         /// The invite draft kept on the device, read at launch.
@@ -124,10 +122,9 @@ public enum WorkspaceReducer: ScreenReducer {
             if state.selectedMessage == nil || !thread.contains(where: { $0.id == state.selectedMessage }) {
                 state.selectedMessage = thread.last?.id
             }
-        case .statusesRead(let statuses):
-            state.statuses = statuses.filter { $0.value != .synced }
-        case .queueRead(let queue):
-            state.queue = queue
+        case .outboxRead(let outbox):
+            state.statuses = outbox.statuses.filter { $0.value != .synced }
+            state.queue = outbox.queue
         case .deliveryStopped(let problem):
             state.deliveryProblem = problem
         case .draftRestored(let draft):

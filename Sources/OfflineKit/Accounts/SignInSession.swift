@@ -12,6 +12,8 @@ public final class SignInSession: AccessTokenSource, Sendable {
     let password: String
     let transport: any HTTPTransport
     private let state = Locked(State())
+    /// How many callers joined a sign-in or refresh already on its way (for tests).
+    let joinedCount = Locked(0)
 
     private struct State {
         var access: String?
@@ -42,19 +44,31 @@ public final class SignInSession: AccessTokenSource, Sendable {
     ///
     /// Decided under one lock: a refresh token is used at most once (the server ends the whole
     /// sign-in when one comes back a second time).
-    private func token(_ current: (State) -> String?) async throws -> String {
-        enum Next { case token(String), wait(Task<String, any Error>) }
+    ///
+    /// A caller that joined a sign-in already on its way, which then could not reach the server,
+    /// tries once more itself: that sign-in may have left before the connection came back (an
+    /// app's stream retrying offline), and the caller's own request, made online, would fail for
+    /// it.
+    private func token(_ current: @escaping (State) -> String?, mayRetry: Bool = true) async throws -> String {
+        enum Next { case token(String), wait(Task<String, any Error>, joined: Bool) }
         let next = state.withLock { state -> Next in
             if let token = current(state) { return .token(token) }
-            if let pending = state.pending { return .wait(pending) }
+            if let pending = state.pending { return .wait(pending, joined: true) }
             let refresh = state.refresh
             let pending = Task { try await self.renew(refresh: refresh) }
             state.pending = pending
-            return .wait(pending)
+            return .wait(pending, joined: false)
         }
         switch next {
-        case .token(let token): return token
-        case .wait(let task): return try await task.value
+        case .token(let token):
+            return token
+        case .wait(let task, let joined):
+            if joined { joinedCount.withLock { $0 += 1 } }
+            do {
+                return try await task.value
+            } catch is TransportError where joined && mayRetry {
+                return try await token(current, mayRetry: false)
+            }
         }
     }
 

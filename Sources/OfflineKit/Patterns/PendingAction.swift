@@ -61,6 +61,20 @@ extension PendingAction {
     }
 }
 
+/// A collection's records that are not in sync, and the whole queue's state, read in one
+/// transaction (``Outbox/syncStateUpdates(in:)``).
+public struct CollectionSyncState: Sendable, Hashable {
+    /// The records of the collection that are not in sync, by id.
+    public var statuses: [String: RecordSyncStatus]
+    /// The queue's state at the same moment.
+    public var queue: OutboxSnapshot
+
+    public init(statuses: [String: RecordSyncStatus], queue: OutboxSnapshot) {
+        self.statuses = statuses
+        self.queue = queue
+    }
+}
+
 extension Outbox {
     /// The sync status of one record now.
     public func syncStatus(of record: RecordKey) async throws -> RecordSyncStatus {
@@ -82,6 +96,19 @@ extension Outbox {
         observe { db in try Self.fetchStatuses(collection, db) }
     }
 
+    /// The sync statuses of a collection's records and the queue's state, read together now.
+    public func syncState(in collection: String) async throws -> CollectionSyncState {
+        try await writer.read { db in try Self.fetchSyncState(collection, db) }
+    }
+
+    /// ``syncState(in:)`` now and whenever it changes: for a screen that shows both the records'
+    /// markers and the queue's state, which then never disagree (two observations, one of the
+    /// statuses and one of the queue, can each deliver in its own time, and for a frame the queue
+    /// read "everything sent" while a row still showed its pending marker).
+    public func syncStateUpdates(in collection: String) -> AsyncThrowingStream<CollectionSyncState, any Error> {
+        observe { db in try Self.fetchSyncState(collection, db) }
+    }
+
     /// Dismisses the error shown on `record` (see ``dismiss(_:)``): a failed add's record goes,
     /// any other failed change's error and marker are cleared.
     public func dismissError(on record: RecordKey) async throws {
@@ -95,6 +122,10 @@ extension Outbox {
             .order(Column("sequence"))
             .fetchAll(db)
         return RecordSyncStatus.derive(from: entries)
+    }
+
+    private static func fetchSyncState(_ collection: String, _ db: Database) throws -> CollectionSyncState {
+        CollectionSyncState(statuses: try fetchStatuses(collection, db), queue: try OutboxSnapshot.fetch(db))
     }
 
     private static func fetchStatuses(_ collection: String, _ db: Database) throws -> [String: RecordSyncStatus] {
