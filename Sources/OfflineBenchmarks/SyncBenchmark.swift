@@ -12,7 +12,8 @@ import OfflineServer
 ///   rows into the same kind of file, checkpointed the same way, and the growth of resident
 ///   memory while it runs (target: ≥ 50,000 rows/s, ≥ 0.5× the raw insert, ≤ 32 MiB);
 /// - pulling one change from a feed of 1,000,000 rows (target: ≤ 5 ms), the change made by a real
-///   write route (rating an order) between pulls;
+///   write route (rating an order) between pulls; 200 pulls, so that the p99 is not simply the
+///   slowest one (which is printed beside it);
 /// - change propagation between two clients through two server instances
 ///   (``runSyncPropagationBenchmark()``).
 ///
@@ -81,7 +82,7 @@ func runSyncBenchmark() async throws {
         try await engine.pull()
         print("  first sync of \(storedRows) rows: \(format(ContinuousClock.now - start))")
         var samples: [Double] = []
-        for round in 0..<50 {
+        for round in 0..<200 {
             let stars = round % 5 + 1
             try await shop.rate(stars: stars)
             let start = ContinuousClock.now
@@ -95,8 +96,9 @@ func runSyncBenchmark() async throws {
         }
         return samples
     }
-    print(String(format: "  one change with %d rows stored: p50 %.2f ms  p99 %.2f ms over %d pulls (target: <= 5 ms)",
-                 storedRows, Sampling.percentile(samples, 0.5), Sampling.percentile(samples, 0.99), samples.count))
+    print(String(format: "  one change with %d rows stored: p50 %.2f ms  p99 %.2f ms  slowest %.2f ms over %d pulls (target: p99 <= 5 ms)",
+                 storedRows, Sampling.percentile(samples, 0.5), Sampling.percentile(samples, 0.99),
+                 samples.max() ?? .nan, samples.count))
 
     try await runSyncPropagationBenchmark()
 }
