@@ -32,6 +32,23 @@ struct WorkspaceReducerTests {
         text.flatMap { Reducer.reduce(&state, .key(.character($0))) }
     }
 
+    @Test("a message just written stays selected when rows read before the write arrive after it")
+    func writtenMessageStaysSelected() {
+        var state = Self.loaded()
+        let sent = WorkspaceMessage(id: "m4", chat: "general", author: WorkspaceStore.me, text: "Meet at the station",
+                                    sentAt: Date(timeIntervalSince1970: 4))
+        _ = Reducer.reduce(&state, .messageWritten(id: sent.id))
+        #expect(state.selectedMessage == "m4")
+        // A read that started before the write lands after it, without the new message.
+        _ = Reducer.reduce(&state, .rowsRead(chats: Self.chats, messages: Self.messages))
+        #expect(state.selectedMessage == "m4", "the stale read must not move the selection")
+        _ = Reducer.reduce(&state, .rowsRead(chats: Self.chats, messages: Self.messages + [sent]))
+        #expect(state.selectedMessage == "m4")
+        // Once the rows hold it, the selection follows the rows again.
+        _ = Reducer.reduce(&state, .rowsRead(chats: Self.chats, messages: Self.messages))
+        #expect(state.selectedMessage == "m2")
+    }
+
     @Test("the rows read select the first chat and its newest message; moving chats follows the thread")
     func selection() {
         var state = Self.loaded()

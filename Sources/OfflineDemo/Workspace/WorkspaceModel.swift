@@ -83,6 +83,9 @@ public final class WorkspaceModel: Scenario {
         public var queue: OutboxSnapshot?
         public var selectedChat: String?
         public var selectedMessage: String?
+        /// A message just written here and selected, until a read of the rows includes it: a read
+        /// that started before the write must not move the selection off it.
+        var writtenMessage: String?
         /// How many messages the tablet has posted or edited, to number them.
         public var tabletMessages = 0
         public var editing: Editing?

@@ -119,7 +119,10 @@ public enum WorkspaceReducer: ScreenReducer {
                 state.selectedChat = chats.first?.id
             }
             let thread = state.thread
-            if state.selectedMessage == nil || !thread.contains(where: { $0.id == state.selectedMessage }) {
+            if let written = state.writtenMessage {
+                // Rows read before the message was written do not hold it yet: keep it selected.
+                if messages.contains(where: { $0.id == written }) { state.writtenMessage = nil }
+            } else if state.selectedMessage == nil || !thread.contains(where: { $0.id == state.selectedMessage }) {
                 state.selectedMessage = thread.last?.id
             }
         case .outboxRead(let outbox):
@@ -134,6 +137,7 @@ public enum WorkspaceReducer: ScreenReducer {
             return open(&state, pane)
         case .messageWritten(let id):
             state.selectedMessage = id
+            state.writtenMessage = state.messages.contains(where: { $0.id == id }) ? nil : id
         case .delete(let id):
             return delete(state, id)
         case .postFromOtherDevice:
