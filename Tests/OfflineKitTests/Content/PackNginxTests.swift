@@ -3,6 +3,7 @@ import OfflineCore
 import OfflineKit
 import OfflineKitTesting
 import OfflineServer
+import Subprocess
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -17,11 +18,11 @@ struct PackNginxTests {
     static let created = Date(timeIntervalSince1970: 1_700_000_000)
     static let checkpoint: Int64 = 64 << 10
 
-    func withNginx<T>(_ packs: URL, rangeRequests: Bool = true, bytesPerSecond: Int? = nil,
-                      _ body: (LoopbackNginx, HTTPClientTransport) async throws -> T) async throws -> T {
-        let nginx = try LoopbackNginx(serving: packs, rangeRequests: rangeRequests, bytesPerSecond: bytesPerSecond)
-        defer { nginx.stop() }
-        return try await HTTPClientTransport.withTransport { try await body(nginx, $0) }
+    func withNginx<T: Sendable>(_ packs: URL, rangeRequests: Bool = true, bytesPerSecond: Int? = nil,
+                                _ body: (LoopbackNginx, HTTPClientTransport) async throws -> T) async throws -> T {
+        try await LoopbackNginx.serving(packs, rangeRequests: rangeRequests, bytesPerSecond: bytesPerSecond) { nginx in
+            try await HTTPClientTransport.withTransport { try await body(nginx, $0) }
+        }
     }
 
     /// Files of 300 KB and more are written past the page cache, as large media would be.
@@ -257,20 +258,18 @@ struct PackNginxTests {
                        unthrottle: () async throws -> Void = {}) async throws {
         let binary = try #require(ProcessInfo.processInfo.environment["OFFLINEKIT_BIN"])
         var killedAt: Int64 = 0
+        let journalFolder = storeFolder.appendingPathComponent("p/staging/1/journal")
         for _ in 0..<3 {
-            let child = try ChildProcess.spawn(binary, ["pack", "download", "p", "--server", base.absoluteString, "--store", storeFolder.path])
-            let journalFolder = storeFolder.appendingPathComponent("p/staging/1/journal")
-            var exited = false
-            for _ in 0..<5_000 {
-                exited = ChildProcess.hasExited(child)
-                if exited || (journalOffset(journalFolder) ?? 0) > killedAt { break }
+            let arguments = Arguments(["pack", "download", "p", "--server", base.absoluteString, "--store", storeFolder.path])
+            _ = try await Subprocess.run(.path(.init(binary)), arguments: arguments, input: .none, output: .discarded,
+                                         error: .discarded) { [killedAt] child in
                 // Watching another process's file: a suspension, so the test holds no thread
-                // of the cooperative pool while it waits.
-                try await Task.sleep(for: .milliseconds(1))
-            }
-            if !exited {
-                kill(child, SIGKILL)
-                ChildProcess.wait(child)
+                // of the cooperative pool while it waits. A child that finished on its own
+                // cannot be killed (its process descriptor is spent): the send fails, harmlessly.
+                for _ in 0..<5_000 where (journalOffset(journalFolder) ?? 0) <= killedAt {
+                    try await Task.sleep(for: .milliseconds(1))
+                }
+                try? child.send(signal: .kill)
             }
             killedAt = max(killedAt, journalOffset(journalFolder) ?? 0)
         }
