@@ -266,7 +266,8 @@ struct PackNginxTests {
                 // Watching another process's file: a suspension, so the test holds no thread
                 // of the cooperative pool while it waits. A child that finished on its own
                 // cannot be killed (its process descriptor is spent): the send fails, harmlessly.
-                for _ in 0..<5_000 where (journalOffset(journalFolder) ?? 0) <= killedAt {
+                for _ in 0..<5_000 {
+                    if (journalOffset(journalFolder) ?? 0) > killedAt { break }
                     try await Task.sleep(for: .milliseconds(1))
                 }
                 try? child.send(signal: .kill)

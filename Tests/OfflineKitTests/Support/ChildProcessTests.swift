@@ -66,6 +66,17 @@ struct ChildProcessTests {
         #expect(mask & (1 << (UInt64(SIGUSR2) - 1)) == 0, "SIGUSR2 is not ignored in the child: \(line)")
     }
 
+    @Test("a child run by swift-subprocess can be killed while it runs", .timeLimit(.minutes(1)))
+    func killed() async throws {
+        let started = ContinuousClock.now
+        let result = try await Subprocess.run(.path("/bin/sleep"), arguments: ["30"], input: .none, output: .discarded,
+                                              error: .discarded) { child in
+            try child.send(signal: .kill)
+        }
+        #expect(result.terminationStatus == .signaled(SIGKILL))
+        #expect(ContinuousClock.now - started < .seconds(10))
+    }
+
     @Test("ChildProcess starts its child with no signal blocked, whatever the spawning thread blocks")
     func unblocksSignals() throws {
         let output = FileManager.default.temporaryDirectory.appending(path: "child-sigblk-\(UUID().uuidString)").path
