@@ -58,7 +58,7 @@ struct PackNginxTests {
         try await withNginx(temp.sub("packs")) { nginx, http in
             let counting = CountingTransport(http)
             let store = try store(temp.sub("store"), nginx, counting)
-            counting.failAfter.set(Int64.random(in: 1..<699_999, using: &generator))
+            counting.failAfter.withLock { $0 = Int64.random(in: 1..<699_999, using: &generator) }
             await #expect(throws: PackDownloadError.self) { try await store.download("p") }
             try await store.download("p")
             #expect(counting.statuses == [200, 206])
@@ -76,7 +76,7 @@ struct PackNginxTests {
             try await withNginx(temp.sub("packs")) { nginx, http in
                 let counting = CountingTransport(http)
                 let store = try store(temp.sub("store"), nginx, counting)
-                counting.failAfter.set(300_000)
+                counting.failAfter.withLock { $0 = 300_000 }
                 await #expect(throws: PackDownloadError.self) { try await store.download("p") }
                 // Replace the file: nginx's ETag (mtime-size) changes.
                 let served = temp.sub("packs/p/1/media/audio-0.m4a")
@@ -106,7 +106,7 @@ struct PackNginxTests {
         try await withNginx(temp.sub("packs"), rangeRequests: false) { nginx, http in
             let counting = CountingTransport(http)
             let store = try store(temp.sub("store"), nginx, counting)
-            counting.failAfter.set(250_000)
+            counting.failAfter.withLock { $0 = 250_000 }
             await #expect(throws: PackDownloadError.self) { try await store.download("p") }
             try await store.download("p")
             #expect(counting.statuses == [200, 200])
@@ -122,9 +122,9 @@ struct PackNginxTests {
         try await withNginx(temp.sub("packs")) { nginx, http in
             let counting = CountingTransport(http)
             let store = try store(temp.sub("store"), nginx, counting)
-            counting.truncateAfter.set(200_000)
+            counting.truncateAfter.withLock { $0 = 200_000 }
             await #expect(throws: PackDownloadError.self) { try await store.download("p") }
-            counting.rewriteContentRange.set("bytes 100-399999/400000")
+            counting.rewriteContentRange.withLock { $0 = "bytes 100-399999/400000" }
             try await store.download("p")
             #expect(counting.statuses == [200, 206, 200])
             try expectInstalled(store, "p", files)
@@ -211,7 +211,7 @@ struct PackNginxTests {
             // Mid-download: the disk fills up while bytes arrive.
             try FileManager.default.removeItem(at: mount.appendingPathComponent("filler"))
             let filler = mount.appendingPathComponent("filler2")
-            counting.beforeBody.set { try? Data(count: 2_500_000).write(to: filler) }
+            counting.beforeBody.withLock { $0 = { try? Data(count: 2_500_000).write(to: filler) } }
             let late = await #expect(throws: PackDownloadError.self) { try await store.download("p") }
             #expect(late?.failure == .insufficientStorage)
             #expect(store.state(of: "p") == .failed(.insufficientStorage))
