@@ -26,6 +26,9 @@ import OfflineCore
 ///   each time the connection comes back with writes waiting: a change made elsewhere to a row
 ///   the user changed offline comes down while the user's change is still on its way, so it is
 ///   reported as a ``SyncConflict`` instead of being overwritten unseen.
+///
+/// Every decision above is OfflineCore's `OutboxDrainerStateMachine`, tested without a clock or a
+/// network; this type reads one stream of events in one loop and performs what the machine says.
 public final class OutboxDrainer: Sendable {
     public let outbox: Outbox
     public let baseURL: URL
