@@ -74,4 +74,34 @@ struct OutboxHiccupTests {
         }
         #expect(seconds < 2, "the queue emptied \(seconds) s after another request was answered")
     }
+
+    @Test("while the connection is down, writes waiting for the server ask the monitor for a probe every half second; back online they go at once")
+    func offlineAsksForProbes() async throws {
+        let transport = RecordingTransport()
+        let answering = Locked(false)
+        transport.allow(.put, "/api/records/*") { _ in TransportResponse(status: answering.current ? 200 : 502) }
+        let outbox = Outbox(database: try .inMemory(), operations: [Self.saveNote], policy: Self.policy)
+        for index in 0..<3 {
+            try await outbox.write(Self.saveNote, path: "/api/records/probe/\(index)", json: ItemBody(value: "\(index)"))
+        }
+        let monitor = FakeConnectivityMonitor(.online)
+        let drainer = OutboxDrainer(outbox: outbox, baseURL: URL(string: "http://127.0.0.1:9")!, transport: transport,
+                                    connectivity: monitor, random: { 1 })
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await drainer.run() }
+            for try await _ in outbox.snapshots() {
+                if try await outbox.entries().allSatisfy({ $0.state == .pending && $0.lastFailure?.status == 502 }) { break }
+            }
+            monitor.set(.offlineSoft)
+            let asked = ContinuousClock.now
+            while monitor.checkRequests < 2 { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(ContinuousClock.now - asked < .seconds(3), "two probes asked for within about a second")
+            answering.withLock { $0 = true }
+            let back = ContinuousClock.now
+            monitor.set(.online)
+            try await waitForQueue(outbox) { $0.isEmpty }
+            #expect(ContinuousClock.now - back < .seconds(2), "delivered at once, not after the 30 s backoff")
+            group.cancelAll()
+        }
+    }
 }
