@@ -6,6 +6,9 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+/// Child processes of the tests and benchmarks (swift-subprocess builds for Linux and macOS only).
+let subprocess: Target.Dependency = .product(name: "Subprocess", package: "swift-subprocess", condition: .when(platforms: [.linux, .macOS]))
+
 let package = Package(
     name: "OfflineKit",
     defaultLocalization: "en",
@@ -37,6 +40,7 @@ let package = Package(
         .package(url: "https://github.com/pointfreeco/xctest-dynamic-overlay", from: "1.13.1"),
         .package(url: "https://github.com/OpenCombine/OpenCombine", from: "0.14.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
     ],
     targets: [
         // Pure vocabulary and decisions: no I/O, no package dependencies.
@@ -95,7 +99,7 @@ let package = Package(
 
         // This package's own test and benchmark helpers that drive real processes (nginx): Linux
         // and macOS only, so no product an app links contains them.
-        .target(name: "OfflineTestSupport", swiftSettings: strict),
+        .target(name: "OfflineTestSupport", dependencies: [subprocess], swiftSettings: strict),
 
         // The reference backend. Shares only OfflineCore's wire types with the client.
         .target(
@@ -198,6 +202,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "OpenCombine", package: "OpenCombine", condition: .when(platforms: [.linux])),
                 .product(name: "PropertyBased", package: "swift-property-based"),
+                subprocess,
             ],
             swiftSettings: strict
         ),
@@ -213,6 +218,7 @@ let package = Package(
                 .product(name: "Clocks", package: "swift-clocks"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
+                subprocess,
             ],
             swiftSettings: strict
         ),

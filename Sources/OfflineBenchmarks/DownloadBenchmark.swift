@@ -32,14 +32,18 @@ func runDownloadBenchmark() async throws {
     }
     try PackFolder.publish(id: "many", version: "1", from: manyFiles, into: packs)
 
-    let nginx: LoopbackNginx
     do {
-        nginx = try LoopbackNginx(serving: packs)
-    } catch {
+        try await LoopbackNginx.serving(packs) { nginx in
+            try await measureDownloads(from: nginx, root: root, packs: packs, size: size, mebibytes: mebibytes)
+        }
+    } catch let error as LoopbackNginxError {
         print("download benchmark skipped: \(error)")
-        return
     }
-    defer { nginx.stop() }
+}
+
+/// The measurements of ``runDownloadBenchmark()``, from `nginx` serving the packs published in
+/// `packs` (under `root`).
+private func measureDownloads(from nginx: LoopbackNginx, root: URL, packs: URL, size: Int, mebibytes: Int) async throws {
     let fileURL = nginx.baseURL.appendingPathComponent("packs/big/1/big.bin")
     print("download benchmark: \(mebibytes) MiB file from nginx on loopback")
 

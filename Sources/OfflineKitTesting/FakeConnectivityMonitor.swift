@@ -14,6 +14,8 @@ public import OfflineKit
 public final class FakeConnectivityMonitor: ConnectivitySource, Sendable {
     private let broadcast: Broadcast<ConnectivityStatus>
     private let outcomes = Locked<[RequestOutcome]>([])
+    private let answers = Broadcast(())
+    private let checks = Locked(0)
 
     public init(_ kind: ConnectivityKind = .online) {
         broadcast = Broadcast(Self.status(kind))
@@ -32,9 +34,21 @@ public final class FakeConnectivityMonitor: ConnectivitySource, Sendable {
 
     public func statusUpdates() -> AsyncStream<ConnectivityStatus> { broadcast.subscribe() }
 
+    /// Records `outcome`; a success is the server answering (``serverAnswers()``).
     public func report(_ outcome: RequestOutcome) {
         outcomes.withLock { $0.append(outcome) }
+        if case .success = outcome { answers.send(()) }
     }
+
+    public func serverAnswers() -> AsyncStream<Void> { answers.subscribe(replayingLatest: false) }
+
+    /// Counts the probes asked for (``checkRequests``); the status does not change.
+    public func checkNow() {
+        checks.withLock { $0 += 1 }
+    }
+
+    /// How many times a probe was asked for with ``checkNow()``.
+    public var checkRequests: Int { checks.current }
 
     /// Every outcome reported so far, oldest first.
     public var reportedOutcomes: [RequestOutcome] { outcomes.current }

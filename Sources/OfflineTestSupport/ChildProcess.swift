@@ -1,18 +1,21 @@
 #if canImport(Glibc)
-public import Glibc
+import Glibc
 #elseif canImport(Darwin)
-public import Darwin
+import Darwin
 #endif
 
-/// Child processes (nginx, PostgreSQL, tmux, the `offline` tool) that inherit nothing from the
-/// test process but the three standard streams.
+/// Runs a tool to completion without Swift concurrency, for the few callers that cannot wait on
+/// it: the shared PostgreSQL cluster is started under a lock on a thread of its own, and the
+/// stall watch dumps the process's stacks from its own thread precisely when the cooperative
+/// pool is stuck. Every other child process of the tests runs through swift-subprocess, whose
+/// API is only `async`; that is all it cannot do here.
 ///
-/// SwiftNIO opens its sockets without close-on-exec, and neither `Foundation.Process` nor a
-/// bare `posix_spawn` closes them in the child. A child that outlives its spawner (the tmux
-/// server, PostgreSQL's postmaster) then keeps every listener and connection the tests had open
-/// at that moment: a listener a test closed still accepts connections nobody answers, a port
-/// cannot be listened on again, and a connection a server closed stays open. Every process the
-/// tests start goes through here.
+/// Like swift-subprocess, it starts the child with nothing inherited but the three standard
+/// streams: SwiftNIO opens its sockets without close-on-exec, and neither `Foundation.Process`
+/// nor a bare `posix_spawn` closes them in the child. A child that outlives its spawner (the
+/// tmux server, PostgreSQL's postmaster) then keeps every listener and connection the tests had
+/// open at that moment: a listener a test closed still accepts connections nobody answers, a
+/// port cannot be listened on again, and a connection a server closed stays open.
 public enum ChildProcess {
     public enum Failure: Error, Sendable, Hashable, CustomStringConvertible {
         /// `posix_spawn` failed with this `errno`.
@@ -30,8 +33,8 @@ public enum ChildProcess {
 
     /// Starts `tool` with `arguments`, standard input from `/dev/null`, standard output to the
     /// file `output` and standard error to the file `errors` (`/dev/null` when nil; the same
-    /// path for both merges them), and returns its process id; reap it with ``wait(_:)``.
-    public static func spawn(_ tool: String, _ arguments: [String], output: String? = nil, errors: String? = nil) throws -> pid_t {
+    /// path for both merges them), and returns its process id.
+    private static func spawn(_ tool: String, _ arguments: [String], output: String? = nil, errors: String? = nil) throws -> pid_t {
         var pid: pid_t = 0
         let argv: [UnsafeMutablePointer<CChar>?] = ([tool] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
@@ -76,22 +79,18 @@ public enum ChildProcess {
     }
 
     /// Waits for `pid` to exit and returns its exit status (128 + the signal when killed).
-    @discardableResult
-    public static func wait(_ pid: pid_t) -> Int32 {
+    private static func wait(_ pid: pid_t) -> Int32 {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0, errno == EINTR {}
         return exitStatus(status)
     }
 
-    /// Whether `pid` has exited (it is reaped then), without waiting.
-    public static func hasExited(_ pid: pid_t) -> Bool {
-        var status: Int32 = 0
-        return waitpid(pid, &status, WNOHANG) != 0
-    }
-
-    /// Runs `tool` to completion.
+    /// Runs `tool` to completion, standard input from `/dev/null`, standard output to the file
+    /// `output` and standard error to the file `errors` (`/dev/null` when nil; the same path for
+    /// both merges them).
     ///
-    /// - Throws: ``Failure`` when it cannot start or exits with a status other than 0.
+    /// - Throws: ``Failure`` when it cannot start or exits with a status other than 0 (128 + the
+    ///   signal when killed).
     public static func run(_ tool: String, _ arguments: [String], output: String? = nil, errors: String? = nil) throws {
         let status = wait(try spawn(tool, arguments, output: output, errors: errors))
         guard status == 0 else { throw Failure.exit(tool, status: status) }

@@ -1,4 +1,5 @@
 public import Foundation
+import Subprocess
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -9,20 +10,19 @@ import Darwin
 /// prove the client works against a plain web server (as a CDN would be).
 ///
 /// ```swift
-/// let nginx = try LoopbackNginx(serving: packsDirectory, at: "/packs/")
-/// defer { nginx.stop() }
-/// let source = PackSource.server(nginx.baseURL)
+/// try await LoopbackNginx.serving(packsDirectory, at: "/packs/") { nginx in
+///     let source = PackSource.server(nginx.baseURL)
+///     …
+/// }
 /// ```
 ///
 /// nginx runs in the foreground with its own prefix, configuration and logs in a temporary
-/// folder, and is stopped (and its folder removed) by ``stop()``.
-public final class LoopbackNginx: Sendable {
+/// folder, as a child process of swift-subprocess (which starts it with none of the tests'
+/// descriptors, no signal blocked and every signal's default action), while the body runs.
+public struct LoopbackNginx: Sendable {
     /// `http://127.0.0.1:PORT`.
     public let baseURL: URL
     public let port: Int
-    private let process: pid_t
-    private let exit = ExitRecord()
-    private let prefix: URL
 
     /// The nginx binary, when installed.
     public static var executable: String? {
@@ -30,17 +30,24 @@ public final class LoopbackNginx: Sendable {
             .first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
-    /// Starts nginx serving `folder` under the URL path `location` (which must start and end with `/`).
+    /// Runs nginx serving `folder` under the URL path `location` (which must start and end with
+    /// `/`) while `body` runs, then stops it and removes its folder.
     ///
     /// - Parameters:
     ///   - rangeRequests: false makes nginx ignore `Range` (`max_ranges 0`), answering 200.
     ///   - bytesPerSecond: throttles every response (`limit_rate`), to catch a transfer mid-way.
-    public init(serving folder: URL, at location: String = "/packs/", rangeRequests: Bool = true, bytesPerSecond: Int? = nil) throws {
+    /// - Throws: ``LoopbackNginxError`` when nginx is not installed or does not start; what
+    ///   `body` throws.
+    public static func serving<T: Sendable>(
+        _ folder: URL, at location: String = "/packs/", rangeRequests: Bool = true, bytesPerSecond: Int? = nil,
+        _ body: (LoopbackNginx) async throws -> T
+    ) async throws -> T {
         guard let executable = Self.executable else { throw LoopbackNginxError.notInstalled }
-        prefix = FileManager.default.temporaryDirectory.appendingPathComponent("offlinekit-nginx-\(UUID().uuidString)")
+        let prefix = FileManager.default.temporaryDirectory.appendingPathComponent("offlinekit-nginx-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: prefix.appendingPathComponent("logs"), withIntermediateDirectories: true)
-        port = try Self.freePort()
-        baseURL = URL(string: "http://127.0.0.1:\(port)")!
+        defer { try? FileManager.default.removeItem(at: prefix) }
+        let port = try Self.freePort()
+        let nginx = LoopbackNginx(baseURL: URL(string: "http://127.0.0.1:\(port)")!, port: port)
         let user = getuid() == 0 ? "user root;" : ""
         let configuration = """
         \(user)
@@ -72,28 +79,22 @@ public final class LoopbackNginx: Sendable {
         """
         let configURL = prefix.appendingPathComponent("nginx.conf")
         try configuration.write(to: configURL, atomically: true, encoding: .utf8)
-        process = try ChildProcess.spawn(executable, ["-p", prefix.path, "-c", configURL.path, "-e", prefix.appendingPathComponent("logs/error.log").path])
-        // nginx has no readiness signal: wait (bounded) until its port accepts connections.
-        for _ in 0..<200 {
-            if Self.accepts(port: port) { return }
-            if ChildProcess.hasExited(process) {
-                _ = exit.markReaped()
-                break
+        let errorLog = prefix.appendingPathComponent("logs/error.log")
+        let arguments = Arguments(["-p", prefix.path, "-c", configURL.path, "-e", errorLog.path])
+        return try await Subprocess.run(.path(.init(executable)), arguments: arguments, input: .none, output: .discarded,
+                                        error: .discarded) { execution in
+            // Stopped however the body ends: the run returns only once nginx has exited.
+            defer { try? execution.send(signal: .terminate) }
+            var listening = false
+            for _ in 0..<200 where !listening {
+                listening = Self.accepts(port: port)
+                if !listening { try await Task.sleep(for: .milliseconds(10)) }
             }
-            usleep(10_000)
-        }
-        stop()
-        let log = (try? String(contentsOf: prefix.appendingPathComponent("logs/error.log"), encoding: .utf8)) ?? ""
-        throw LoopbackNginxError.didNotStart(log)
-    }
-
-    /// Stops nginx and removes its temporary folder.
-    public func stop() {
-        if exit.markReaped() {
-            kill(process, SIGTERM)
-            ChildProcess.wait(process)
-        }
-        try? FileManager.default.removeItem(at: prefix)
+            guard listening else {
+                throw LoopbackNginxError.didNotStart((try? String(contentsOf: errorLog, encoding: .utf8)) ?? "")
+            }
+            return try await body(nginx)
+        }.closureResult
     }
 
     static func freePort() throws -> Int {
@@ -148,15 +149,3 @@ private let streamSocketType = SOCK_STREAM
 #endif
 
 /// Whether nginx's process was reaped already, so that it is signalled and waited for once.
-private final class ExitRecord: @unchecked Sendable {
-    private let lock = NSLock()
-    private var reaped = false
-
-    /// Marks the process reaped; true when it was not before (the caller reaps it).
-    func markReaped() -> Bool {
-        lock.withLock {
-            defer { reaped = true }
-            return !reaped
-        }
-    }
-}

@@ -8,7 +8,7 @@ extension Offline {
     struct Outbox: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Inspect and drive a durable outbox.",
-            subcommands: [Drive.self, Status.self, Verify.self]
+            subcommands: [Drive.self, Follow.self, Status.self, Verify.self]
         )
     }
 }
@@ -70,6 +70,88 @@ extension Offline.Outbox {
             let snapshot = try await outbox.snapshot()
             print("drained: pending \(snapshot.pendingCount), failed \(snapshot.failures.count)")
             if !snapshot.failures.isEmpty { throw ExitCode(2) }
+        }
+    }
+
+    /// Runs as an app does: a connectivity monitor probing the server's `/health`, and a drainer
+    /// delivering while it is reachable. Numbered writes are queued on request, so a lab can queue
+    /// them during a server outage and time how soon they are delivered once the server is back.
+    struct Follow: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Deliver the queue as an app does, queuing writes on request.",
+            discussion: """
+                Reads lines from standard input: `queue N` queues the next N numbered writes (one \
+                transaction each); the end of input stops it. Prints `queued N AT`, `empty AT` each time \
+                the queue becomes empty and `status KIND AT` each time the connectivity status changes, \
+                AT being seconds since 1970 (to the microsecond).
+                """)
+
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var account: AccountOptions
+        @Option(help: "Base URL of the server.") var server: String
+        @Option(help: "The server collection to write to.") var collection = "hiccup"
+        @Option(help: "The number of the first write queued.") var first = 0
+
+        func validate() throws {
+            guard URL(string: server)?.host != nil else { throw ValidationError("--server must be a URL such as http://127.0.0.1:8080.") }
+        }
+
+        func run() async throws {
+            let baseURL = URL(string: server)!
+            let database = try OfflineDatabase.open(at: URL(fileURLWithPath: self.database.db))
+            let operation = OutboxOperation(name: "followWrite", method: .put, change: .update)
+            let outbox = OfflineKit.Outbox(database: database, operations: [operation])
+            let monitor = ConnectivityMonitor(probe: ConnectivityProbe(url: baseURL.appending(path: "health")), linkMonitor: nil)
+            try await HTTPClientTransport.withTransport(defaultTimeout: .seconds(10)) { transport in
+                let drainer = OutboxDrainer(outbox: outbox, baseURL: baseURL, transport: account.signedIn(transport, at: baseURL),
+                                            connectivity: monitor)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await monitor.run() }
+                    group.addTask { try await drainer.run() }
+                    group.addTask {
+                        for await status in monitor.statusUpdates() { Self.say("status \(status.kind.rawValue)") }
+                    }
+                    group.addTask {
+                        var wasEmpty: Bool?
+                        for try await snapshot in outbox.snapshots() where snapshot.isEmpty != wasEmpty {
+                            wasEmpty = snapshot.isEmpty
+                            if snapshot.isEmpty { Self.say("empty") }
+                        }
+                    }
+                    var next = first
+                    // Standard input is read on a thread of its own: a blocking read must not hold
+                    // one of the cooperative pool's.
+                    for try await line in Self.standardInputLines() {
+                        let words = line.split(separator: " ")
+                        guard words.count == 2, words[0] == "queue", let count = Int(words[1]), count > 0 else {
+                            FileHandle.standardError.write(Data("follow: expected `queue N`, got `\(line)`\n".utf8))
+                            continue
+                        }
+                        for number in next..<(next + count) {
+                            try await outbox.write(operation, path: "/api/records/\(collection)/\(number)",
+                                                   payload: Data(#"{"number":\#(number)}"#.utf8), lane: "\(collection)/\(number)")
+                        }
+                        next += count
+                        Self.say("queued \(count)")
+                    }
+                    group.cancelAll()
+                }
+            }
+        }
+
+        static func say(_ what: String) {
+            let line = "\(what) \(String(format: "%.6f", Date().timeIntervalSince1970))\n"
+            FileHandle.standardOutput.write(Data(line.utf8))
+        }
+
+        static func standardInputLines() -> AsyncThrowingStream<String, any Error> {
+            let (lines, continuation) = AsyncThrowingStream.makeStream(of: String.self)
+            let thread = Thread {
+                while let line = readLine() { continuation.yield(line) }
+                continuation.finish()
+            }
+            thread.start()
+            return lines
         }
     }
 

@@ -13,34 +13,34 @@ struct AudioTerminalTests {
     func downloadThenOfflineReview() async throws {
         try await withTerminalDemo { tmux in
             _ = try await tmux.waitFor("Monitor: online")
-            try tmux.send("3")  // the screen's number: tabbing raced the redraw and could wrap around
+            try await tmux.send("3")  // the screen's number: tabbing raced the redraw and could wrap around
             _ = try await tmux.waitFor("Calm breathing", "Ease on flights", "Storage permission: asked on the first download")
 
-            try tmux.send("d")
+            try await tmux.send("d")
             _ = try await tmux.waitFor("Allow storage for downloads?")
-            try tmux.send("y")
+            try await tmux.send("y")
             let listed = try await tmux.waitFor("[Downloaded]", "Storage permission: allowed")
             #expect(listed.contains("encrypted on this device"))
 
-            try tmux.send("Enter")
+            try await tmux.send("Enter")
             _ = try await tmux.waitFor("A short breathing exercise")
-            try tmux.send("n")                       // slow
-            try tmux.send("n")                       // offline
+            try await tmux.send("n")                       // slow
+            try await tmux.send("n")                       // offline
             let offline = try await tmux.waitFor("Offline playback available", "Offline mode", "Network switch: offline")
             #expect(offline.contains("[Generate] (disabled)"))
-            try tmux.send(".")
-            try tmux.send(".")
+            try await tmux.send(".")
+            try await tmux.send(".")
             _ = try await tmux.waitFor("0:01 / 1:00", "(device)")
-            try tmux.send("g")
+            try await tmux.send("g")
             _ = try await tmux.waitFor("This feature requires an internet connection.")
 
-            try tmux.send("Left")                    // back to the list
-            try tmux.send("Down")
-            try tmux.send("Enter")
+            try await tmux.send("Left")                    // back to the list
+            try await tmux.send("Down")
+            try await tmux.send("Enter")
             let missing = try await tmux.waitFor("Deep focus", "No offline access")
             #expect(missing.contains("[Play] (disabled)"))
 
-            try tmux.send("q")
+            try await tmux.send("q")
         }
     }
 }

@@ -13,39 +13,39 @@ struct CityGuideTerminalTests {
     func downloadThenOffline() async throws {
         try await withTerminalDemo { tmux in
             _ = try await tmux.waitFor("Monitor: online", "City guide ]")
-            try tmux.send("c")
-            try tmux.send("-l", "Par")
+            try await tmux.send("c")
+            try await tmux.send("-l", "Par")
             // The field and the list are drawn from one state: once the field shows the typed text,
             // the list holds only cities it names (the empty field's list also shows Paris, France).
             _ = try await tmux.waitFor("Par█", "Paris, France")
-            try tmux.send("Enter")
+            try await tmux.send("Enter")
             _ = try await tmux.waitFor("Download Paris for offline", "[Download pack]")
 
-            try tmux.send("d")
+            try await tmux.send("d")
             let saved = try await tmux.waitFor("Tier 1 Available", "Already saved for offline", "Find a toilet")
             #expect(!saved.contains("Download Paris for offline"))
 
             // The live monitor decides slow vs offline itself; the weak-network state is covered by
             // the scenario tests, with the monitor kept in step with the switch.
-            try tmux.send("n")                       // slow
+            try await tmux.send("n")                       // slow
             _ = try await tmux.waitFor("Network switch: slow")
-            try tmux.send("n")                       // offline
+            try await tmux.send("n")                       // offline
             let offline = try await tmux.waitFor("Offline: choose a downloaded city", "[Paris]", "Using your saved copy", "Network switch: offline")
             #expect(!offline.contains("Connection is slow"))
             #expect(offline.contains("Find a toilet"))
 
             // Offline search: the results come from the pack on the device.
-            try tmux.send("/")
-            try tmux.send("-l", "atm")
+            try await tmux.send("/")
+            try await tmux.send("-l", "atm")
             _ = try await tmux.waitFor("Cash and ATMs")
-            try tmux.send("Enter")
+            try await tmux.send("Enter")
             _ = try await tmux.waitFor("Card declined", "Lost card")
-            try tmux.send("h")
+            try await tmux.send("h")
 
-            try tmux.send("n")                       // online again
+            try await tmux.send("n")                       // online again
             let online = try await tmux.waitFor("Monitor: online", "Network switch: online")
             #expect(!online.contains("Offline: choose a downloaded city"))
-            try tmux.send("q")
+            try await tmux.send("q")
         }
     }
 }

@@ -1,5 +1,5 @@
 import Foundation
-import OfflineTestSupport
+import Subprocess
 import Testing
 
 extension Trait where Self == ConditionTrait {
@@ -23,18 +23,17 @@ struct DemoTerminalTests {
 
         /// Runs `tmux -L socket ARGUMENTS` and returns what it printed on its standard output.
         ///
-        /// Spawned through ``ChildProcess``: the tmux server that new-session starts outlives
-        /// its client, and must hold none of the tests' sockets.
+        /// Run by swift-subprocess: the tmux server that new-session starts outlives its client,
+        /// and must hold none of the tests' sockets, block no signal and ignore none (it reaps
+        /// the demo and obeys kill-server).
         @discardableResult
-        func run(_ arguments: [String]) throws -> String {
-            let output = FileManager.default.temporaryDirectory.appending(path: "tmux-\(UUID().uuidString)")
-            defer { try? FileManager.default.removeItem(at: output) }
-            ChildProcess.wait(try ChildProcess.spawn("/usr/bin/env", ["tmux", "-L", socket] + arguments, output: output.path))
-            return (try? String(contentsOf: output, encoding: .utf8)) ?? ""
+        func run(_ arguments: [String]) async throws -> String {
+            try await Subprocess.run(.name("tmux"), arguments: Arguments(["-L", socket] + arguments),
+                                     output: .string(limit: 1 << 20)).standardOutput
         }
 
-        func send(_ keys: String...) throws { try run(["send-keys", "-t", "demo"] + keys) }
-        func pane() throws -> String { try run(["capture-pane", "-p", "-t", "demo"]) }
+        func send(_ keys: String...) async throws { try await run(["send-keys", "-t", "demo"] + keys) }
+        func pane() async throws -> String { try await run(["capture-pane", "-p", "-t", "demo"]) }
 
         /// Reads the pane until it shows every one of `texts` and none of `absent` (the demo
         /// redraws on its own schedule, so there is no event to await from outside the process).
@@ -46,24 +45,24 @@ struct DemoTerminalTests {
             let deadline = ContinuousClock.now.advanced(by: timeout)
             var screen = ""
             while ContinuousClock.now < deadline {
-                screen = try pane()
+                screen = try await pane()
                 if texts.allSatisfy(screen.contains), !absent.contains(where: screen.contains) { return screen }
                 try await Task.sleep(for: .milliseconds(200))
             }
-            Issue.record("the screen never showed \(texts)\(absent.isEmpty ? "" : " without \(absent)"):\n\(screen)\n\(try processReport())")
+            Issue.record("the screen never showed \(texts)\(absent.isEmpty ? "" : " without \(absent)"):\n\(screen)\n\(try await processReport())")
             throw TerminalWaitFailure()
         }
 
         /// The demo's process as tmux sees it, and its threads' stacks while it runs.
-        func processReport() throws -> String {
-            let panes = try run(["list-panes", "-t", "demo", "-F", "pid #{pane_pid}, dead #{pane_dead}, status #{pane_dead_status}"])
+        func processReport() async throws -> String {
+            let panes = try await run(["list-panes", "-t", "demo", "-F", "pid #{pane_pid}, dead #{pane_dead}, status #{pane_dead_status}"])
             guard let pid = panes.split(separator: " ").dropFirst().first.map({ String($0.dropLast()) }), Int32(pid) != nil else {
                 return "the pane's process: \(panes.isEmpty ? "no pane" : panes)"
             }
-            let stacks = FileManager.default.temporaryDirectory.appending(path: "demo-stacks-\(UUID().uuidString)")
-            defer { try? FileManager.default.removeItem(at: stacks) }
-            ChildProcess.wait(try ChildProcess.spawn("/bin/sh", ["-c", "eu-stack -p \(pid) 2>&1 | swift demangle --simplified | head -400"], output: stacks.path))
-            return "the pane's process: \(panes)\n" + ((try? String(contentsOf: stacks, encoding: .utf8)) ?? "")
+            let stacks = try await Subprocess.run(
+                .path("/bin/sh"), arguments: ["-c", "eu-stack -p \(pid) 2>&1 | swift demangle --simplified | head -400"],
+                output: .string(limit: 1 << 20))
+            return "the pane's process: \(panes)\n" + stacks.standardOutput
         }
     }
 
@@ -73,24 +72,24 @@ struct DemoTerminalTests {
     func offlineAndBack() async throws {
         try await withTerminalDemo { tmux in
             _ = try await tmux.waitFor("Monitor: online", "Planner")
-            try tmux.send("5")  // the screen's number: tabbing raced the redraw and could wrap around
+            try await tmux.send("5")  // the screen's number: tabbing raced the redraw and could wrap around
             _ = try await tmux.waitFor("Enamel mug", "Proceed to Checkout")
 
-            try tmux.send("n")                       // slow
-            try tmux.send("n")                       // offline
+            try await tmux.send("n")                       // slow
+            try await tmux.send("n")                       // offline
             let offline = try await tmux.waitFor("Offline mode", "Using your saved copy", "Network switch: offline")
             #expect(offline.contains("Enamel mug"))
             #expect(offline.contains("[Proceed to Checkout] (disabled)"))
 
-            try tmux.send("c")
+            try await tmux.send("c")
             _ = try await tmux.waitFor("No internet connection. Please check your connection and try again.")
 
-            try tmux.send("n")                       // online again
+            try await tmux.send("n")                       // online again
             let online = try await tmux.waitFor("Monitor: online", "Back online.")
             #expect(!online.contains("Offline mode"))
             #expect(online.contains("[Proceed to Checkout]  "))
 
-            try tmux.send("q")
+            try await tmux.send("q")
         }
     }
 }
@@ -102,10 +101,15 @@ func withTerminalDemo(_ body: (DemoTerminalTests.Tmux) async throws -> Void) asy
     let data = FileManager.default.temporaryDirectory.appending(path: "offline-demo-tmux-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: data) }
     let tmux = DemoTerminalTests.Tmux()
-    try tmux.run(["new-session", "-d", "-s", "demo", "-x", "80", "-y", "24", "TERM=xterm-256color \(binary) demo --data \(data.path)"])
+    try await tmux.run(["new-session", "-d", "-s", "demo", "-x", "80", "-y", "24", "TERM=xterm-256color \(binary) demo --data \(data.path)"])
     // A demo that ends leaves its pane, with what it printed, for the report of a failed wait.
-    try tmux.run(["set-option", "-t", "demo", "remain-on-exit", "on"])
-    defer { _ = try? tmux.run(["kill-server"]) }
-    _ = try await tmux.waitFor("Monitor: online")
-    try await body(tmux)
+    do {
+        try await tmux.run(["set-option", "-t", "demo", "remain-on-exit", "on"])
+        _ = try await tmux.waitFor("Monitor: online")
+        try await body(tmux)
+    } catch {
+        _ = try? await tmux.run(["kill-server"])
+        throw error
+    }
+    try await tmux.run(["kill-server"])
 }

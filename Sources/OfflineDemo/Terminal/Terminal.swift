@@ -1,4 +1,5 @@
 import Foundation
+import OfflineKit
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -119,11 +120,9 @@ public final class Terminal: Sendable {
         return stream
     }
 
-    private final class StopFlag: @unchecked Sendable {
-        // @unchecked: a single flag guarded by its lock.
-        private let lock = NSLock()
-        private var value = false
-        var isSet: Bool { lock.withLock { value } }
-        func set() { lock.withLock { value = true } }
+    private final class StopFlag: Sendable {
+        private let value = Locked(false)
+        var isSet: Bool { value.current }
+        func set() { value.withLock { $0 = true } }
     }
 }

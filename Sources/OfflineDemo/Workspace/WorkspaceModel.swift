@@ -136,7 +136,7 @@ public final class WorkspaceModel: Scenario {
     private let bankAccounts: BlockingRead<[WorkspaceBankAccount]>
     private let environment: DemoEnvironment
     private let store: ScreenStore<WorkspaceReducer>
-    private let reloading = NSLock()
+    private let reloading = Locked(())
 
     public init(environment: DemoEnvironment) {
         self.environment = environment
@@ -287,7 +287,7 @@ public final class WorkspaceModel: Scenario {
     /// observations) read and send in turn: one that read earlier can never send after one that
     /// read later, and bring back rows from before a change (a pinned chat shown unpinned).
     public func reload() {
-        reloading.withLock {
+        reloading.withLock { _ in
             let (chats, messages, conflicts) = (try? environment.database.writer.read { db in
                 (try WorkspaceStore.chats(db), try WorkspaceStore.messages(db), try SyncEngine.conflicts(in: WorkspaceSync.messages.name, db))
             }) ?? ([], [], [])

@@ -34,6 +34,8 @@ public final class ConnectivityMonitor: ConnectivitySource, Sendable {
     private let clock: ElapsedClock
     private let wallClock: @Sendable () -> Date
     private let broadcast: Broadcast<ConnectivityStatus>
+    /// Each time the server is seen answering (subscribed to without the latest).
+    private let answers = Broadcast(())
     /// The newest evidence; it changes with every event, the published status only with its kind.
     private let evidence = Locked(ConnectivityEvidence())
     private let inputs: Locked<AsyncStream<Input>.Continuation?> = Locked(nil)
@@ -75,11 +77,12 @@ public final class ConnectivityMonitor: ConnectivitySource, Sendable {
     /// The current status, then every change of kind, until the caller stops iterating.
     public func statusUpdates() -> AsyncStream<ConnectivityStatus> { broadcast.subscribe() }
 
-    // MARK: Evidence
+    public func serverAnswers() -> AsyncStream<Void> { answers.subscribe(replayingLatest: false) }
 
     /// Reports the outcome of one of the app's own requests. ``GatedTransport`` calls this for
     /// every request it sends.
     public func report(_ outcome: RequestOutcome) {
+        if case .success = outcome { answers.send(()) }
         send(.request(outcome))
     }
 
@@ -158,6 +161,7 @@ public final class ConnectivityMonitor: ConnectivitySource, Sendable {
             perform(machine.start(now: clock.now))
             for await input in stream {
                 let now = clock.now
+                if case .probe(.success) = input { answers.send(()) }
                 let output = switch input {
                 case .link(let event): machine.linkChanged(event, now: now)
                 case .probe(let outcome): machine.probeCompleted(outcome, now: now)

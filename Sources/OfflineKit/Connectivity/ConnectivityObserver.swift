@@ -48,7 +48,8 @@ extension ConnectivitySource {
     }
 }
 
-/// Bridges `statusUpdates()` to Combine, with demand honoured one value at a time.
+/// Bridges `statusUpdates()` to Combine: a subject holding the current status, fed by a task
+/// that the subscription's cancellation ends.
 struct StatusPublisher: Publisher {
     typealias Output = ConnectivityStatus
     typealias Failure = Never
@@ -57,39 +58,13 @@ struct StatusPublisher: Publisher {
 
     func receive<S: Subscriber>(subscriber: S) where S.Input == ConnectivityStatus, S.Failure == Never {
         let subject = CurrentValueSubject<ConnectivityStatus, Never>(source.status)
-        let forwarding = ForwardingTask(source: source, subject: subject)
-        subject.handleEvents(receiveSubscription: { _ in forwarding.start() }, receiveCancel: { forwarding.cancel() })
+        // Subscribed to at once, so no change after the subscription is missed.
+        let updates = source.statusUpdates()
+        let forwarding = Task { [subject] in
+            for await status in updates { subject.send(status) }
+        }
+        subject.handleEvents(receiveCancel: { forwarding.cancel() })
             .removeDuplicates()
             .subscribe(subscriber)
-    }
-}
-
-/// The task that feeds a subject from a source; owned by the subscription, cancelled with it.
-final class ForwardingTask: @unchecked Sendable {
-    // @unchecked: `task` is only touched under `lock`; Combine subjects are thread-safe.
-    private let lock = Locked<Task<Void, Never>?>(nil)
-    private let updates: AsyncStream<ConnectivityStatus>
-    private let subject: CurrentValueSubject<ConnectivityStatus, Never>
-
-    /// Subscribes to the source at once, so no change after the subscription is missed.
-    init(source: any ConnectivitySource, subject: CurrentValueSubject<ConnectivityStatus, Never>) {
-        updates = source.statusUpdates()
-        self.subject = subject
-    }
-
-    func start() {
-        lock.withLock { task in
-            guard task == nil else { return }
-            task = Task { [updates, subject] in
-                for await status in updates { subject.send(status) }
-            }
-        }
-    }
-
-    func cancel() {
-        lock.withLock { task in
-            task?.cancel()
-            task = nil
-        }
     }
 }

@@ -15,6 +15,25 @@ public protocol ConnectivitySource: Sendable {
 
     /// Reports the outcome of a real request, as evidence.
     func report(_ outcome: RequestOutcome)
+
+    /// Yields each time from now on that the server is seen answering: a probe succeeded, or one
+    /// of the app's requests got a response (a 4xx too; not a 5xx). Ends when the caller stops
+    /// iterating. Several answers while the caller is busy collapse into one.
+    ///
+    /// The outbox's drainer follows it to send at once the writes that were waiting out a backoff
+    /// after the server stopped answering.
+    func serverAnswers() -> AsyncStream<Void>
+
+    /// Asks for a probe now, however recently the last one ran. By default nothing happens.
+    func checkNow()
+}
+
+extension ConnectivitySource {
+    /// None: a source that cannot tell. The drainer then learns it from the status becoming
+    /// reachable and from its own responses.
+    public func serverAnswers() -> AsyncStream<Void> { AsyncStream { _ in } }
+
+    public func checkNow() {}
 }
 
 extension ConnectivitySource {

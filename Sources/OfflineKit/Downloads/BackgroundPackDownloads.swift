@@ -27,6 +27,8 @@ public import Foundation
 /// installing) is ``PackStore``'s shared code: ``PackStore/pendingFiles(_:)`` and
 /// ``PackStore/adopt(_:downloadedAt:)``.
 public final class BackgroundPackDownloads: NSObject, URLSessionDownloadDelegate, @unchecked Sendable {
+    // @unchecked: `session` is written once, in init, before `self` is shared; the rest is
+    // immutable or locked.
     public let store: PackStore
     public let identifier: String
     // Set once, at the end of init: the session needs `self` as its delegate.

@@ -25,6 +25,7 @@ struct FileSystemError: Error, CustomStringConvertible {
 /// writes go straight to the kernel without extra copies. Safe to share between threads: the
 /// descriptor never changes and every call is one system call at an explicit offset.
 final class RawFile: @unchecked Sendable {
+    // @unchecked: both properties are immutable, and each call is one system call on the descriptor.
     let path: String
     private let descriptor: Int32
 

@@ -16,23 +16,26 @@ extension Outbox {
         }
     }
 
-    /// The connection came back: entries that failed only for lack of network are due now.
-    func expediteAfterReconnect() async throws {
+    /// Makes waiting entries due now, in one transaction: those of `ids` that still wait, and with
+    /// `afterReconnect` every entry that failed only for lack of network.
+    func expedite(_ ids: [String], afterReconnect: Bool) async throws {
         let now = now()
         try await writer.write { db in
-            let waiting = try OutboxEntry
+            var waiting = try OutboxEntry
+                .filter(ids.contains(Column("id")))
                 .filter(Column("state") == OutboxEntryState.pending.rawValue && Column("nextAttemptAt") > now.timeIntervalSince1970)
                 .fetchAll(db)
-            for var entry in waiting where entry.lastFailure?.isConnectivity == true {
-                entry.progress.expediteAfterReconnect(now: now)
+            if afterReconnect {
+                waiting += try OutboxEntry
+                    .filter(Column("state") == OutboxEntryState.pending.rawValue && Column("nextAttemptAt") > now.timeIntervalSince1970)
+                    .fetchAll(db)
+                    .filter { $0.lastFailure?.isConnectivity == true }
+            }
+            for var entry in waiting where entry.nextAttemptAt > now {
+                entry.progress.nextAttemptAt = now
                 try entry.update(db, columns: ["nextAttemptAt"])
             }
         }
-    }
-
-    /// Whether delivery is paused until the app refreshes credentials.
-    func isPaused() async throws -> Bool {
-        try await writer.read { db in try Self.isPaused(db) }
     }
 
     private static func isPaused(_ db: Database) throws -> Bool {
@@ -44,14 +47,19 @@ extension Outbox {
     /// Claims nothing while delivery is paused (checked in the same transaction, so an outcome
     /// that pauses the queue while requests are in flight stops the next claim).
     ///
-    /// - Returns: the entries to send now, and when to look again if none is due.
-    func claimDueEntries(limit: Int) async throws -> (entries: [OutboxEntry], nextWake: Date?) {
+    /// - Returns: the entries to send now; when to look again if none is due; whether delivery is
+    ///   paused; whether nothing is left to send.
+    func claimDueEntries(limit: Int) async throws -> DeliveryClaim {
         let now = now()
         let retention = policy.retention
         return try await writer.write { db in
-            if try Self.isPaused(db) { return ([], nil) }
             // Only the signed-in account's entries go out; a lane is ordered within its account.
             let account = try Self.account(db)
+            let isEmpty = try !Bool.fetchOne(db.cachedStatement(sql: """
+                SELECT EXISTS (SELECT 1 FROM offlinekit_outbox WHERE state IN ('pending', 'in-flight') AND account IS ?)
+                """), arguments: [account])!
+            if try Self.isPaused(db) { return DeliveryClaim(entries: [], nextWake: nil, paused: true, queueEmpty: isEmpty) }
+            if isEmpty { return DeliveryClaim(entries: [], nextWake: nil, paused: false, queueEmpty: true) }
             // The oldest active entry of each lane (nothing behind it in its lane may go first),
             // due ones first: a lane waiting out a backoff never keeps a due lane out of the window,
             // and the window stays small however long the queue is.
@@ -110,7 +118,7 @@ extension Outbox {
             }
             // A failure may unblock or fail dependants at once: look again without waiting.
             let nextWake = (plan.expire.isEmpty && plan.failDependency.isEmpty) ? plan.nextWake : now
-            return (claimed, nextWake)
+            return DeliveryClaim(entries: claimed, nextWake: nextWake, paused: false, queueEmpty: false)
         }
     }
 
@@ -165,6 +173,18 @@ extension Outbox {
             }
         }
     }
+}
+
+/// What a claim found.
+struct DeliveryClaim: Sendable {
+    /// Marked in flight, to send now.
+    var entries: [OutboxEntry]
+    /// When the earliest waiting entry falls due; nil when none waits on time.
+    var nextWake: Date?
+    /// Delivery is paused until the app refreshes credentials.
+    var paused: Bool
+    /// Nothing is left to send: none pending, none in flight.
+    var queueEmpty: Bool
 }
 
 /// One attempt to deliver an entry, as the drainer saw it.

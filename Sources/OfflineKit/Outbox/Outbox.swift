@@ -22,8 +22,9 @@ public final class Outbox: Sendable {
     public let policy: OutboxPolicy
     let operations: [String: OutboxOperation]
     let now: @Sendable () -> Date
-    /// Wakes the drainer when something was queued or the queue was resumed.
-    let wakeups = WakeSignal()
+    /// Sent when something was queued, the queue was resumed or the account changed: the
+    /// drainer follows it.
+    let changes = Broadcast(())
 
     /// - Parameters:
     ///   - operations: every operation the app queues, with its hooks. Entries of an operation not
@@ -169,7 +170,7 @@ public final class Outbox: Sendable {
                 guard var entry = queued.first(where: { $0.id == id }) else { break }
                 entry.payload = merged
                 try entry.update(db, columns: ["payload"])
-                db.afterNextTransaction { [wakeups] _ in wakeups.signal() }
+                db.afterNextTransaction { [changes] _ in changes.send(()) }
                 return nil
             case .cancel(let ids):
                 _ = try OutboxEntry.filter(ids.contains(Column("id"))).deleteAll(db)
@@ -194,7 +195,7 @@ public final class Outbox: Sendable {
             progress: .new(at: now))
         try entry.insert(db)
         entry.sequence = db.lastInsertedRowID
-        db.afterNextTransaction { [wakeups] _ in wakeups.signal() }
+        db.afterNextTransaction { [changes] _ in changes.send(()) }
         return entry
     }
 
@@ -301,7 +302,7 @@ public final class Outbox: Sendable {
                 let now = self.now()
                 entry.progress = OutboxEntryProgress(attempts: entry.attempts, nextAttemptAt: now, createdAt: now)
                 try entry.update(db)
-                db.afterNextTransaction { [wakeups] _ in wakeups.signal() }
+                db.afterNextTransaction { [changes] _ in changes.send(()) }
             }
         }
     }
@@ -325,7 +326,7 @@ public final class Outbox: Sendable {
         try await writer.write { db in
             try db.execute(sql: "INSERT INTO offlinekit_outbox_account (id, account) VALUES (1, ?)", arguments: [account])
         }
-        wakeups.signal()
+        changes.send(())
     }
 
     /// Removes every entry queued under `account` (the user chose to drop what another account
@@ -356,7 +357,7 @@ public final class Outbox: Sendable {
         try await writer.write { db in
             try db.execute(sql: "DELETE FROM offlinekit_outbox_control")
         }
-        wakeups.signal()
+        changes.send(())
     }
 }
 

@@ -18,12 +18,17 @@ import OfflineCore
 /// - Each entry is marked in flight in the database before its request leaves; after a crash it
 ///   is resent with the same `Idempotency-Key`, which the server uses to apply it only once.
 /// - Failures follow ``OutboxDelivery``: retries back off (full jitter, capped), a refused
-///   credential pauses the queue, a refusal rolls back.
+///   credential pauses the queue, a refusal rolls back. Writes waiting after the server stopped
+///   answering go as soon as it answers again (a probe, any response, the connection coming
+///   back), instead of waiting out their backoff.
 /// - Only one process drains a queue at a time: ``run()`` holds a file lock beside the database.
 /// - Given the app's ``SyncEngine`` (`pullFirst`), it pulls before it sends, when it starts and
 ///   each time the connection comes back with writes waiting: a change made elsewhere to a row
 ///   the user changed offline comes down while the user's change is still on its way, so it is
 ///   reported as a ``SyncConflict`` instead of being overwritten unseen.
+///
+/// Every decision above is OfflineCore's `OutboxDrainerStateMachine`, tested without a clock or a
+/// network; this type reads one stream of events in one loop and performs what the machine says.
 public final class OutboxDrainer: Sendable {
     public let outbox: Outbox
     public let baseURL: URL
@@ -31,12 +36,14 @@ public final class OutboxDrainer: Sendable {
     let connectivity: any ConnectivitySource
     let clock: any Clock<Duration>
     let random: @Sendable () -> Double
-    let maxConcurrentRequests: Int
+    let policy: OutboxDrainerPolicy
     let prepare: @Sendable (TransportRequest) async throws -> TransportRequest
     let requestTimeout: Duration
     let pullFirst: SyncEngine?
-    /// The delivery loop ``run()`` and ``drain()`` share.
-    let pass = DeliveryPass()
+    /// Whether a delivery loop of this drainer runs now: ``run()`` and ``drain()`` called side
+    /// by side share one, instead of competing for the queue's lock (which a second loop of the
+    /// same process would be refused).
+    private let looping = Broadcast(false)
 
     /// - Parameters:
     ///   - baseURL: entries' paths are resolved against it.
@@ -67,7 +74,7 @@ public final class OutboxDrainer: Sendable {
         self.connectivity = connectivity
         self.clock = clock
         self.random = random
-        self.maxConcurrentRequests = max(1, maxConcurrentRequests)
+        policy = OutboxDrainerPolicy(maxConcurrentRequests: maxConcurrentRequests)
         self.requestTimeout = requestTimeout
         self.pullFirst = pullFirst
         self.prepare = prepare
@@ -80,12 +87,12 @@ public final class OutboxDrainer: Sendable {
     /// - Throws: ``OutboxError/queueOwnedElsewhere(path:)`` if another process drains this
     ///   queue; database errors. Cancellation ends it without an error.
     public func run() async throws {
-        while !pass.begin() {
-            await pass.waitForEnd()
+        while !beginLoop() {
+            for await running in looping.subscribe() where !running { break }
             if Task.isCancelled { return }
         }
-        defer { pass.end() }
-        try await deliver(untilEmpty: false)
+        defer { looping.send(false) }
+        try await deliver(.run)
     }
 
     /// Delivers until nothing is left to send, then returns. Waits for backoffs and for
@@ -104,45 +111,36 @@ public final class OutboxDrainer: Sendable {
     ///
     /// - Throws: as ``run()``; `CancellationError` when cancelled while joining a running loop.
     public func drain() async throws {
-        while !pass.begin() {
-            if try await joinRunningPass() { return }
+        while !beginLoop() {
+            if try await joinRunningLoop() { return }
             try Task.checkCancellation()
         }
-        defer { pass.end() }
-        try await deliver(untilEmpty: true)
+        defer { looping.send(false) }
+        try await deliver(.drain)
+    }
+
+    /// Claims the delivery loop for the caller; false when one already runs.
+    private func beginLoop() -> Bool {
+        looping.update { running in
+            defer { running = true }
+            return !running
+        }
     }
 
     /// Waits beside the running loop: true once the queue is empty, false when the loop ended
     /// first (cancelled, or failed) and did not empty it.
-    private func joinRunningPass() async throws -> Bool {
+    private func joinRunningLoop() async throws -> Bool {
         try await withThrowingTaskGroup(of: Bool.self) { group in
             group.addTask { [outbox] in
                 for try await snapshot in outbox.snapshots() where snapshot.isEmpty { return true }
                 return false
             }
-            group.addTask { [pass] in
-                await pass.waitForEnd()
+            group.addTask { [looping] in
+                for await running in looping.subscribe() where !running { break }
                 return false
             }
             defer { group.cancelAll() }
             return try await group.next() ?? false
-        }
-    }
-
-    private func deliver(untilEmpty: Bool) async throws {
-        let ownership = try takeOwnership()
-        defer { withExtendedLifetime(ownership) {} }
-        try await outbox.recoverInterruptedDeliveries()
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            // Connectivity changes wake the loop.
-            group.addTask { [connectivity, outbox] in
-                for await _ in connectivity.statusUpdates() {
-                    outbox.wakeups.signal()
-                }
-            }
-            group.addTask { try await self.deliverLoop(untilEmpty: untilEmpty) }
-            defer { group.cancelAll() }
-            try await group.next()
         }
     }
 
@@ -152,78 +150,143 @@ public final class OutboxDrainer: Sendable {
         return try OutboxOwnership(lockFileAt: path + "-outbox.lock")
     }
 
-    private func deliverLoop(untilEmpty: Bool) async throws {
-        // Requests go out as a pipeline: up to `maxConcurrentRequests` lanes in flight, a freed
-        // slot refilled as soon as its entry's outcome is committed. Outcomes are committed in
-        // batches (one transaction for all that arrived meanwhile), claims likewise.
-        let inFlight = Locked(0)
-        let outcomes = GroupCommit<DeliveryAttempt> { [outbox, random] attempts in
-            try await outbox.settle(attempts, unit: random)
-            inFlight.withLock { $0 -= attempts.count }
-            outbox.wakeups.signal()
-        }
-        try await withThrowingDiscardingTaskGroup { group in
-            var wasReachable = connectivity.status.isReachable
-            // Whether changes made elsewhere were pulled since the connection (last) came back.
-            var pulled = pullFirst == nil
-            while !Task.isCancelled {
-                let reachable = connectivity.status.isReachable
-                defer { wasReachable = reachable }
-                if !reachable {
-                    pulled = pullFirst == nil
-                    if untilEmpty, inFlight.current == 0, try await outbox.snapshot().isEmpty { return }
-                    await outbox.wakeups.wait()
-                    continue
-                }
-                if !wasReachable {
-                    try await outbox.expediteAfterReconnect()
-                }
-                if !pulled, let pullFirst {
-                    pulled = true
-                    // Only when writes wait: one written online later goes at once, as usual.
-                    if try await !outbox.snapshot().isEmpty { try? await pullFirst.pull() }
-                }
-                if try await outbox.isPaused() {
-                    await outbox.wakeups.wait()
-                    continue
-                }
-                let free = maxConcurrentRequests - inFlight.current
-                // Slots are refilled a quarter at a time, so that one claim's transaction serves
-                // several entries; an outcome (or a new entry, a connectivity change) wakes us.
-                guard free >= max(1, maxConcurrentRequests / 4) || free == maxConcurrentRequests else {
-                    await outbox.wakeups.wait()
-                    continue
-                }
-                let (entries, nextWake) = try await outbox.claimDueEntries(limit: free)
-                if !entries.isEmpty {
-                    inFlight.withLock { $0 += entries.count }
-                    for entry in entries {
-                        group.addTask { try await outcomes.add(await self.attempt(entry)) }
-                    }
-                    continue
-                }
-                if untilEmpty, inFlight.current == 0, try await outbox.snapshot().isEmpty { return }
-                try await waitForWork(until: nextWake)
+    private typealias Machine = OutboxDrainerStateMachine<ElapsedClock.Instant, String>
+
+    /// What the delivery loop reads: events from outside, and the results of its own actions.
+    private enum Input: Sendable {
+        case reachable(Bool)
+        case answered
+        case queueChanged
+        case pulled
+        case expedited(Result<Void, any Error>)
+        case claimed(Result<DeliveryClaim, any Error>)
+        case attempted(DeliveryAttempt)
+        case settled(Result<Void, any Error>)
+        case tick
+    }
+
+    /// The delivery loop: one owner of the queue's delivery, deciding in
+    /// ``OutboxDrainerStateMachine`` and doing what it says, each result an input of the same
+    /// loop.
+    private func deliver(_ mode: Machine.Mode) async throws {
+        let ownership = try takeOwnership()
+        defer { withExtendedLifetime(ownership) {} }
+        try await outbox.recoverInterruptedDeliveries()
+        let queueEmpty = try await outbox.snapshot().isEmpty
+        let clock = ElapsedClock(self.clock)
+        let (inputs, input) = AsyncStream.makeStream(of: Input.self)
+        defer { input.finish() }
+        var machine = Machine(mode: mode, policy: policy, pullsFirst: pullFirst != nil)
+        // The entries in flight and the attempts not committed yet, by id: the machine knows ids.
+        var sending: [String: OutboxEntry] = [:]
+        var attempts: [String: DeliveryAttempt] = [:]
+        var timer: Task<Void, Never>?
+        var timerDeadline: ElapsedClock.Instant?
+        defer { timer?.cancel() }
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [connectivity] in
+                for await status in connectivity.statusUpdates() { input.yield(.reachable(status.isReachable)) }
             }
+            group.addTask { [connectivity] in
+                for await _ in connectivity.serverAnswers() { input.yield(.answered) }
+            }
+            group.addTask { [outbox] in
+                for await _ in outbox.changes.subscribe(replayingLatest: false) { input.yield(.queueChanged) }
+            }
+
+            func perform(_ actions: [Machine.Action]) -> Bool {
+                for action in actions {
+                    switch action {
+                    case .pull:
+                        group.addTask { [pullFirst] in
+                            try? await pullFirst?.pull()
+                            input.yield(.pulled)
+                        }
+                    case .expedite(let ids, let reconnect):
+                        group.addTask { [outbox] in
+                            input.yield(.expedited(await Self.result { try await outbox.expedite(ids, afterReconnect: reconnect) }))
+                        }
+                    case .claim(let limit):
+                        group.addTask { [outbox] in
+                            input.yield(.claimed(await Self.result { try await outbox.claimDueEntries(limit: limit) }))
+                        }
+                    case .send(let ids):
+                        for id in ids {
+                            guard let entry = sending[id] else { continue }
+                            group.addTask { input.yield(.attempted(await self.attempt(entry))) }
+                        }
+                    case .settle(let ids):
+                        let batch = ids.compactMap { attempts.removeValue(forKey: $0) }
+                        group.addTask { [outbox, random] in
+                            input.yield(.settled(await Self.result { try await outbox.settle(batch, unit: random) }))
+                        }
+                    case .checkConnectivity:
+                        connectivity.checkNow()
+                    case .finish:
+                        return false
+                    }
+                }
+                let deadline = machine.nextDeadline
+                if deadline != timerDeadline {
+                    timer?.cancel()
+                    timerDeadline = deadline
+                    if let deadline {
+                        timer = Task {
+                            guard (try? await clock.sleep(until: deadline)) != nil else { return }
+                            input.yield(.tick)
+                        }
+                    }
+                }
+                return true
+            }
+
+            guard perform(machine.start(reachable: connectivity.status.isReachable, queueEmpty: queueEmpty, now: clock.now)) else {
+                group.cancelAll()
+                return
+            }
+            for await event in inputs {
+                let now = clock.now
+                let actions: [Machine.Action]
+                switch event {
+                case .reachable(let reachable):
+                    actions = machine.connectivityChanged(reachable: reachable, now: now)
+                case .answered:
+                    actions = machine.serverAnswered(now: now)
+                case .queueChanged:
+                    actions = machine.queueChanged(now: now)
+                case .pulled:
+                    actions = machine.pullFinished(now: now)
+                case .expedited(let result):
+                    try result.get()
+                    actions = machine.expediteFinished(now: now)
+                case .claimed(let result):
+                    let claim = try result.get()
+                    for entry in claim.entries { sending[entry.id] = entry }
+                    let nextDue = claim.nextWake.map { wake in
+                        now.advanced(by: .milliseconds(Int64((wake.timeIntervalSince(outbox.now()) * 1000).rounded(.up))))
+                    }
+                    actions = machine.claimed(claim.entries.map(\.id), nextDue: nextDue, paused: claim.paused,
+                                              queueEmpty: claim.queueEmpty, now: now)
+                case .attempted(let attempt):
+                    sending[attempt.entry.id] = nil
+                    attempts[attempt.entry.id] = attempt
+                    actions = machine.attemptFinished(attempt.entry.id, outcome: attempt.outcome, now: now)
+                case .settled(let result):
+                    try result.get()
+                    actions = machine.settled(now: now)
+                case .tick:
+                    timerDeadline = nil
+                    actions = machine.tick(now: now)
+                }
+                if !perform(actions) || Task.isCancelled { break }
+            }
+            group.cancelAll()
         }
     }
 
-    /// Waits until `deadline` (if any), a new entry, a resume or a connectivity change.
-    private func waitForWork(until deadline: Date?) async throws {
-        let wakeups = outbox.wakeups
-        guard let deadline else {
-            await wakeups.wait()
-            return
-        }
-        let interval = deadline.timeIntervalSince(outbox.now())
-        guard interval > 0 else { return }
-        let clock = clock
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await wakeups.wait() }
-            group.addTask { try? await clock.sleep(for: .milliseconds(Int64((interval * 1000).rounded(.up)))) }
-            await group.next()
-            group.cancelAll()
-        }
+    private static func result<T>(_ body: () async throws -> T) async -> Result<T, any Error> {
+        do { return .success(try await body()) } catch { return .failure(error) }
     }
 
     /// Sends one entry. A nil outcome means the request never left (the gate refused it).

@@ -16,13 +16,15 @@ import GRDB
 /// committed pages from the log into the database file. The checkpointing connection is opened
 /// for each checkpoint and closed after it, so that between checkpoints the file is held by the
 /// app's own connections only.
-final class WALCheckpointer: TransactionObserver, @unchecked Sendable {
-    // @unchecked: `commits` and `running` are only touched inside `lock`; the rest is immutable.
+final class WALCheckpointer: TransactionObserver, Sendable {
+    private struct State {
+        var commits = 0
+        var running = false
+    }
+
     private let path: String
     private let queue = DispatchQueue(label: "offlinekit.checkpoint", qos: .utility)
-    private let lock = NSLock()
-    private var commits = 0
-    private var running = false
+    private let state = Locked(State())
     let interval: Int
 
     /// The writer's automatic checkpoint threshold (pages) while the background one runs.
@@ -50,11 +52,11 @@ final class WALCheckpointer: TransactionObserver, @unchecked Sendable {
     func databaseDidRollback(_ db: Database) {}
 
     func databaseDidCommit(_ db: Database) {
-        let due = lock.withLock {
-            commits += 1
-            guard commits >= interval, !running else { return false }
-            commits = 0
-            running = true
+        let due = state.withLock { state in
+            state.commits += 1
+            guard state.commits >= interval, !state.running else { return false }
+            state.commits = 0
+            state.running = true
             return true
         }
         guard due else { return }
@@ -66,10 +68,10 @@ final class WALCheckpointer: TransactionObserver, @unchecked Sendable {
     /// would otherwise share the machine with that checkpoint when it came due. Returns at once
     /// when a checkpoint is already running.
     func checkpoint() async {
-        let due = lock.withLock {
-            guard !running else { return false }
-            commits = 0
-            running = true
+        let due = state.withLock { state in
+            guard !state.running else { return false }
+            state.commits = 0
+            state.running = true
             return true
         }
         guard due else { return }
@@ -91,6 +93,6 @@ final class WALCheckpointer: TransactionObserver, @unchecked Sendable {
             _ = try? connection.writeWithoutTransaction { try $0.checkpoint(.passive) }
             try? connection.close()
         }
-        lock.withLock { running = false }
+        state.withLock { $0.running = false }
     }
 }

@@ -1,5 +1,5 @@
 public import Logging
-import NIOConcurrencyHelpers
+import OfflineCore
 import ServiceLifecycle
 
 /// The reference backend, running in this process on a loopback or public port.
@@ -11,43 +11,15 @@ public struct RunningServer: Sendable {
     /// The port the server listens on (the one it was given, or the one it chose for port 0).
     public let port: Int
     let services: ServiceGroup
-    let ended: Latch
+    /// Becomes true once the server and its storage have stopped.
+    let ended: Broadcast<Bool>
 
     /// Stops accepting connections and lets every request in flight finish, then returns once the
     /// server and its storage have stopped (or the grace period has passed and the rest was
-    /// cancelled). Safe to call more than once.
+    /// cancelled). Safe to call more than once. A cancelled caller stops waiting at once.
     public func stop() async {
         await services.triggerGracefulShutdown()
-        await ended.wait()
-    }
-}
-
-/// Opens once, for every task waiting on it and every task that comes later.
-final class Latch: Sendable {
-    private struct State {
-        var isOpen = false
-        var waiting: [CheckedContinuation<Void, Never>] = []
-    }
-
-    private let state = NIOLockedValueBox(State())
-
-    func wait() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let isOpen = state.withLockedValue { state in
-                if !state.isOpen { state.waiting.append(continuation) }
-                return state.isOpen
-            }
-            if isOpen { continuation.resume() }
-        }
-    }
-
-    func open() {
-        let waiting = state.withLockedValue { state in
-            state.isOpen = true
-            defer { state.waiting = [] }
-            return state.waiting
-        }
-        for continuation in waiting { continuation.resume() }
+        for await hasEnded in ended.subscribe() where hasEnded { break }
     }
 }
 
@@ -93,13 +65,13 @@ func withRunningServer<Value: Sendable>(
     var groupConfiguration = ServiceGroupConfiguration(services: [app], logger: logger)
     groupConfiguration.maximumGracefulShutdownDuration = gracePeriod
     let services = ServiceGroup(configuration: groupConfiguration)
-    let ended = Latch()
+    let ended = Broadcast(false)
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask {
             // A server that cannot start (its port taken) ends the wait for its port.
             defer {
                 reportPort.finish()
-                ended.open()
+                ended.send(true)
             }
             try await services.run()
         }

@@ -1,5 +1,5 @@
 import Foundation
-import NIOConcurrencyHelpers
+import OfflineCore
 
 /// What the fault switch does to a matching request.
 public enum RouteFault: Sendable, Hashable, Codable {
@@ -33,24 +33,24 @@ public struct FaultRule: Sendable, Hashable, Codable {
 
 /// The live set of fault rules, changed through the loopback control endpoint.
 final class FaultPlan: Sendable {
-    private let rules = NIOLockedValueBox<[FaultRule]>([])
+    private let rules = Locked<[FaultRule]>([])
 
-    var current: [FaultRule] { rules.withLockedValue { $0 } }
+    var current: [FaultRule] { rules.withLock { $0 } }
 
     /// Adds `rule`, replacing any rule for the same path.
     func set(_ rule: FaultRule) {
-        rules.withLockedValue { rules in
+        rules.withLock { rules in
             rules.removeAll { $0.path == rule.path }
             rules.append(rule)
         }
     }
 
-    func clear() { rules.withLockedValue { $0.removeAll() } }
+    func clear() { rules.withLock { $0.removeAll() } }
 
     /// The fault for a request to `path`, using up one of the rule's requests. The longest
     /// matching path wins.
     func take(for path: String) -> RouteFault? {
-        rules.withLockedValue { rules in
+        rules.withLock { rules in
             guard let index = rules.indices
                 .filter({ path.hasPrefix(rules[$0].path) })
                 .max(by: { rules[$0].path.count < rules[$1].path.count }) else { return nil }

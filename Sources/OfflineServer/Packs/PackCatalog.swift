@@ -5,7 +5,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import NIOConcurrencyHelpers
 import OfflineCore
 
 /// Reads the packs of a hosting folder: which packs exist, their newest version, their manifests.

@@ -1,5 +1,5 @@
 import Foundation
-import NIOConcurrencyHelpers
+import OfflineCore
 
 /// Faults the pack routes inject into file responses, for resume and robustness tests.
 ///
@@ -57,15 +57,15 @@ final class PackFaultState: Sendable {
         var generation = 0
     }
 
-    private let state = NIOLockedValueBox(State())
+    private let state = Locked(State())
 
     func set(_ plan: PackFaultPlan?) {
-        state.withLockedValue { $0 = State(plan: plan, servedBytes: 0, generation: $0.generation) }
+        state.withLock { $0 = State(plan: plan, servedBytes: 0, generation: $0.generation) }
     }
 
     /// The plan for the next file response, counting it against `responses`.
     func takePlan() -> PackFaultPlan? {
-        state.withLockedValue { state in
+        state.withLock { state in
             guard var plan = state.plan else { return nil }
             if let remaining = plan.responses {
                 plan.responses = remaining - 1
@@ -76,11 +76,11 @@ final class PackFaultState: Sendable {
         }
     }
 
-    var generation: Int { state.withLockedValue { $0.generation } }
+    var generation: Int { state.withLock { $0.generation } }
 
     /// Counts served bytes; bumps the ETag generation once the plan's threshold is crossed.
     func served(_ bytes: Int64, threshold: Int64?) {
-        state.withLockedValue { state in
+        state.withLock { state in
             let before = state.servedBytes
             state.servedBytes += bytes
             if let threshold, before < threshold, state.servedBytes >= threshold {

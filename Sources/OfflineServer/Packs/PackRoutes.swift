@@ -1,6 +1,5 @@
 import Foundation
 import Hummingbird
-import NIOConcurrencyHelpers
 import NIOCore
 import OfflineCore
 
@@ -49,7 +48,7 @@ extension Router where Context == OfflineRequestContext {
 struct PackHosting: Sendable {
     let catalog: PackCatalog
     let faults = PackFaultState()
-    private let cache = NIOLockedValueBox([String: (modified: Date, value: PackCatalog.ManifestData)]())
+    private let cache = Locked([String: (modified: Date, value: PackCatalog.ManifestData)]())
     private let fileIO = FileIO()
 
     init(catalog: PackCatalog) {
@@ -91,9 +90,9 @@ struct PackHosting: Sendable {
         let key = id + "/" + version
         guard let url = catalog.manifestURL(id: id, version: version),
               let modified = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date else { return nil }
-        if let cached = cache.withLockedValue({ $0[key] }), cached.modified == modified { return cached.value }
+        if let cached = cache.withLock({ $0[key] }), cached.modified == modified { return cached.value }
         guard let loaded = catalog.manifestData(id: id, version: version) else { return nil }
-        cache.withLockedValue { $0[key] = (modified, loaded) }
+        cache.withLock { $0[key] = (modified, loaded) }
         return loaded
     }
 

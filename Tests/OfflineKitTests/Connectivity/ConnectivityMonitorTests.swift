@@ -87,6 +87,25 @@ struct ConnectivityMonitorTests {
         #expect(transport.count.current >= 1)
     }
 
+    @Test("a probe that succeeds and a request that gets a response are each published as the server answering")
+    func serverAnswers() async throws {
+        let monitor = ConnectivityMonitor(probe: probe, linkMonitor: ScriptedLinkMonitor(initial: .usable),
+                                          probeTransport: ScriptedProbeTransport(), clock: TestClock())
+        let answers = monitor.serverAnswers()
+        let seen = try await withMonitor(monitor) { updates in
+            var updates = updates
+            var answers = answers.makeAsyncIterator()
+            _ = await updates.first(.online)
+            var seen = 0
+            if await answers.next() != nil { seen += 1 }    // the first probe
+            monitor.report(.serverError(status: 502))
+            monitor.report(.success(latency: .milliseconds(5), bytes: 10, duration: .milliseconds(5)))
+            if await answers.next() != nil { seen += 1 }    // the request's response
+            return seen
+        }
+        #expect(seen == 2)
+    }
+
     @Test("link down is offline-hard; link back and one probe later, online")
     func linkDownAndBack() async throws {
         let clock = TestClock()

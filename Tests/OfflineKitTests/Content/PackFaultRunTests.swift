@@ -52,8 +52,8 @@ struct PackFaultRunTests {
                     case .corrupt: try await setFaults(PackFaultPlan(corruptByteAt: offset % 70_000, responses: 1), base: base, transport: http)
                     case .slowFirstByte: try await setFaults(PackFaultPlan(firstByteDelayMilliseconds: 20, responses: 1), base: base, transport: http)
                     case .throttle: try await setFaults(PackFaultPlan(bytesPerSecond: 4_000_000, responses: 1), base: base, transport: http)
-                    case .truncate: counting.truncateAfter.set(offset % 70_000)
-                    case .clientCut: counting.failAfter.set(offset % 70_000)
+                    case .truncate: counting.truncateAfter.withLock { $0 = offset % 70_000 }
+                    case .clientCut: counting.failAfter.withLock { $0 = offset % 70_000 }
                     case .cancel: break
                     }
                     var outcome: String

@@ -3,6 +3,7 @@ import OfflineCore
 import OfflineKit
 import OfflineKitTesting
 import OfflineServer
+import Subprocess
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -17,11 +18,11 @@ struct PackNginxTests {
     static let created = Date(timeIntervalSince1970: 1_700_000_000)
     static let checkpoint: Int64 = 64 << 10
 
-    func withNginx<T>(_ packs: URL, rangeRequests: Bool = true, bytesPerSecond: Int? = nil,
-                      _ body: (LoopbackNginx, HTTPClientTransport) async throws -> T) async throws -> T {
-        let nginx = try LoopbackNginx(serving: packs, rangeRequests: rangeRequests, bytesPerSecond: bytesPerSecond)
-        defer { nginx.stop() }
-        return try await HTTPClientTransport.withTransport { try await body(nginx, $0) }
+    func withNginx<T: Sendable>(_ packs: URL, rangeRequests: Bool = true, bytesPerSecond: Int? = nil,
+                                _ body: (LoopbackNginx, HTTPClientTransport) async throws -> T) async throws -> T {
+        try await LoopbackNginx.serving(packs, rangeRequests: rangeRequests, bytesPerSecond: bytesPerSecond) { nginx in
+            try await HTTPClientTransport.withTransport { try await body(nginx, $0) }
+        }
     }
 
     /// Files of 300 KB and more are written past the page cache, as large media would be.
@@ -57,7 +58,7 @@ struct PackNginxTests {
         try await withNginx(temp.sub("packs")) { nginx, http in
             let counting = CountingTransport(http)
             let store = try store(temp.sub("store"), nginx, counting)
-            counting.failAfter.set(Int64.random(in: 1..<699_999, using: &generator))
+            counting.failAfter.withLock { $0 = Int64.random(in: 1..<699_999, using: &generator) }
             await #expect(throws: PackDownloadError.self) { try await store.download("p") }
             try await store.download("p")
             #expect(counting.statuses == [200, 206])
@@ -75,7 +76,7 @@ struct PackNginxTests {
             try await withNginx(temp.sub("packs")) { nginx, http in
                 let counting = CountingTransport(http)
                 let store = try store(temp.sub("store"), nginx, counting)
-                counting.failAfter.set(300_000)
+                counting.failAfter.withLock { $0 = 300_000 }
                 await #expect(throws: PackDownloadError.self) { try await store.download("p") }
                 // Replace the file: nginx's ETag (mtime-size) changes.
                 let served = temp.sub("packs/p/1/media/audio-0.m4a")
@@ -105,7 +106,7 @@ struct PackNginxTests {
         try await withNginx(temp.sub("packs"), rangeRequests: false) { nginx, http in
             let counting = CountingTransport(http)
             let store = try store(temp.sub("store"), nginx, counting)
-            counting.failAfter.set(250_000)
+            counting.failAfter.withLock { $0 = 250_000 }
             await #expect(throws: PackDownloadError.self) { try await store.download("p") }
             try await store.download("p")
             #expect(counting.statuses == [200, 200])
@@ -121,9 +122,9 @@ struct PackNginxTests {
         try await withNginx(temp.sub("packs")) { nginx, http in
             let counting = CountingTransport(http)
             let store = try store(temp.sub("store"), nginx, counting)
-            counting.truncateAfter.set(200_000)
+            counting.truncateAfter.withLock { $0 = 200_000 }
             await #expect(throws: PackDownloadError.self) { try await store.download("p") }
-            counting.rewriteContentRange.set("bytes 100-399999/400000")
+            counting.rewriteContentRange.withLock { $0 = "bytes 100-399999/400000" }
             try await store.download("p")
             #expect(counting.statuses == [200, 206, 200])
             try expectInstalled(store, "p", files)
@@ -210,7 +211,7 @@ struct PackNginxTests {
             // Mid-download: the disk fills up while bytes arrive.
             try FileManager.default.removeItem(at: mount.appendingPathComponent("filler"))
             let filler = mount.appendingPathComponent("filler2")
-            counting.beforeBody.set { try? Data(count: 2_500_000).write(to: filler) }
+            counting.beforeBody.withLock { $0 = { try? Data(count: 2_500_000).write(to: filler) } }
             let late = await #expect(throws: PackDownloadError.self) { try await store.download("p") }
             #expect(late?.failure == .insufficientStorage)
             #expect(store.state(of: "p") == .failed(.insufficientStorage))
@@ -257,20 +258,19 @@ struct PackNginxTests {
                        unthrottle: () async throws -> Void = {}) async throws {
         let binary = try #require(ProcessInfo.processInfo.environment["OFFLINEKIT_BIN"])
         var killedAt: Int64 = 0
+        let journalFolder = storeFolder.appendingPathComponent("p/staging/1/journal")
         for _ in 0..<3 {
-            let child = try ChildProcess.spawn(binary, ["pack", "download", "p", "--server", base.absoluteString, "--store", storeFolder.path])
-            let journalFolder = storeFolder.appendingPathComponent("p/staging/1/journal")
-            var exited = false
-            for _ in 0..<5_000 {
-                exited = ChildProcess.hasExited(child)
-                if exited || (journalOffset(journalFolder) ?? 0) > killedAt { break }
+            let arguments = Arguments(["pack", "download", "p", "--server", base.absoluteString, "--store", storeFolder.path])
+            _ = try await Subprocess.run(.path(.init(binary)), arguments: arguments, input: .none, output: .discarded,
+                                         error: .discarded) { [killedAt] child in
                 // Watching another process's file: a suspension, so the test holds no thread
-                // of the cooperative pool while it waits.
-                try await Task.sleep(for: .milliseconds(1))
-            }
-            if !exited {
-                kill(child, SIGKILL)
-                ChildProcess.wait(child)
+                // of the cooperative pool while it waits. A child that finished on its own
+                // cannot be killed (its process descriptor is spent): the send fails, harmlessly.
+                for _ in 0..<5_000 {
+                    if (journalOffset(journalFolder) ?? 0) > killedAt { break }
+                    try await Task.sleep(for: .milliseconds(1))
+                }
+                try? child.send(signal: .kill)
             }
             killedAt = max(killedAt, journalOffset(journalFolder) ?? 0)
         }

@@ -31,17 +31,17 @@ struct PackStoreServerTests {
         try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in
                 let store = try makeStore(temp.sub("store"), base: base, transport: http)
-                let observed = Locked2<[PackState]>([])
+                let observed = Locked<[PackState]>([])
                 let updates = store.stateUpdates(of: "paris")
-                let watcher = Task { for await state in updates { observed.update { $0.append(state) }; if state.installed != nil { break } } }
+                let watcher = Task { for await state in updates { observed.withLock { $0.append(state) }; if state.installed != nil { break } } }
                 let installed = try await store.download("paris")
                 await watcher.value
                 #expect(installed == InstalledPack(id: "paris", version: "1", bytesOnDisk: manifest.totalBytes))
                 try expectInstalled(store, "paris", files)
-                let progress = observed.value.compactMap { if case .downloading(let p) = $0 { p } else { nil } }
+                let progress = observed.current.compactMap { if case .downloading(let p) = $0 { p } else { nil } }
                 #expect(progress.allSatisfy { $0.totalBytes == manifest.totalBytes })
                 #expect(zip(progress, progress.dropFirst()).allSatisfy { $0.completedBytes <= $1.completedBytes })
-                #expect(observed.value.last == .cached(installed))
+                #expect(observed.current.last == .cached(installed))
                 // Nothing of staging is left.
                 #expect(!FileManager.default.fileExists(atPath: temp.sub("store/paris/staging/1").path))
             }
@@ -82,11 +82,11 @@ struct PackStoreServerTests {
                 try await setFaults(PackFaultPlan(dropAfterBytes: 400_000, responses: 1), base: base, transport: http)
                 await #expect(throws: PackDownloadError.self) { try await first.download("p") }
                 // A new store on the same folder (the app restarted), with signed URLs that changed.
-                let attempt = Locked2(0)
+                let attempt = Locked(0)
                 let source = PackSource(
                     manifestURL: { id in base.appendingPathComponent("packs/\(id)/latest.json") },
                     fileURL: { manifest, file in
-                        attempt.update { $0 += 1 }
+                        attempt.withLock { $0 += 1 }
                         return URL(string: base.appendingPathComponent("packs/\(manifest.id)/\(manifest.version)/\(file.path)").absoluteString + "?signature=\(UUID())")!
                     })
                 let second = try PackStore(directory: temp.sub("store"), source: source, transport: counting, connectivity: FakeConnectivityMonitor(.online),
@@ -146,7 +146,7 @@ struct PackStoreServerTests {
             try await HTTPClientTransport.withTransport { http in
                 let counting = CountingTransport(http)
                 let store = try makeStore(temp.sub("store"), base: base, transport: counting)
-                counting.truncateAfter.set(123_456)
+                counting.truncateAfter.withLock { $0 = 123_456 }
                 await #expect(throws: PackDownloadError(.interrupted, path: "media/audio-0.m4a", detail: "body ended at 123456 of 300000 bytes")) {
                     try await store.download("p")
                 }
@@ -198,9 +198,9 @@ struct PackStoreServerTests {
                 try publish("p", "2", updated, into: temp.sub("packs"), createdAt: Self.created.addingTimeInterval(60))
                 #expect(try await store.checkForUpdate("p") == .updateAvailable(installed: v1, latestVersion: "2"))
                 counting.reset()
-                let observed = Locked2<[PackState]>([])
+                let observed = Locked<[PackState]>([])
                 let updates = store.stateUpdates(of: "p")
-                let watcher = Task { for await state in updates { observed.update { $0.append(state) }; if state.installed?.version == "2" { break } } }
+                let watcher = Task { for await state in updates { observed.withLock { $0.append(state) }; if state.installed?.version == "2" { break } } }
                 let v2 = try await store.download("p")
                 await watcher.value
                 #expect(v2.version == "2")
@@ -208,7 +208,7 @@ struct PackStoreServerTests {
                 #expect(fileRequests.sorted() == ["/packs/p/2/data/file-1.json", "/packs/p/2/data/file-2.json"])
                 #expect(counting.bodyBytes == 91_000)
                 // Every state on the way kept the installed copy usable.
-                #expect(observed.value.allSatisfy { $0.installed != nil })
+                #expect(observed.current.allSatisfy { $0.installed != nil })
                 try expectInstalled(store, "p", updated)
                 #expect(!FileManager.default.fileExists(atPath: temp.sub("store/p/versions/1").path))
             }
@@ -290,15 +290,15 @@ struct PackStoreServerTests {
         for id in ["a", "b", "c", "d"] { try publish(id, "1", ["f": payload(100_000, seed: 1)], into: temp.sub("packs"), createdAt: Self.created) }
         try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in
-                let clock = Locked2(Date(timeIntervalSince1970: 0))
+                let clock = Locked(Date(timeIntervalSince1970: 0))
                 let store = try PackStore(directory: temp.sub("store"), source: .server(base), transport: http, connectivity: FakeConnectivityMonitor(.online),
-                                          configuration: .init(budget: StorageBudget(limitBytes: 250_000)), now: { clock.value })
+                                          configuration: .init(budget: StorageBudget(limitBytes: 250_000)), now: { clock.current })
                 for id in ["a", "b"] {
-                    clock.update { $0 += 10 }
+                    clock.withLock { $0 += 10 }
                     try await store.download(id)
                 }
                 try store.setPinned("a", true)
-                clock.update { $0 += 10 }
+                clock.withLock { $0 += 10 }
                 try store.markOpened("b")
                 try await store.download("c")       // a is pinned, b opened: nothing but b can go
                 #expect(store.installedPacks().map(\.id) == ["a", "c"])
@@ -320,19 +320,19 @@ struct PackStoreServerTests {
         try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in
                 let store = try makeStore(temp.sub("store"), base: base, transport: http, configuration: .init(maxConcurrentDownloads: 2))
-                let peak = Locked2((now: 0, peak: 0))
+                let peak = Locked((now: 0, peak: 0))
                 let states = store.stateUpdates()
                 let watcher = Task {
                     for await all in states {
                         let downloading = all.values.filter { if case .downloading = $0 { true } else { false } }.count
-                        peak.update { $0.peak = max($0.peak, downloading) }
+                        peak.withLock { $0.peak = max($0.peak, downloading) }
                         if all.values.filter({ $0.installed != nil }).count == 5 { break }
                     }
                 }
                 let results = await store.download(ids)
                 await watcher.value
                 #expect(results.values.allSatisfy { (try? $0.get()) != nil })
-                #expect(peak.value.peak <= 2)
+                #expect(peak.current.peak <= 2)
             }
         }
     }

@@ -65,43 +65,43 @@ func setFaults(_ plan: PackFaultPlan?, base: URL, transport: HTTPClientTransport
 /// Counts what crosses the wire: file requests and body bytes.
 final class CountingTransport: HTTPTransport, Sendable {
     let base: any HTTPTransport
-    private let counters = Locked2<(bodyBytes: Int64, requests: [TransportRequest], statuses: [Int])>((0, [], []))
+    private let counters = Locked<(bodyBytes: Int64, requests: [TransportRequest], statuses: [Int])>((0, [], []))
     /// Applied to each streamed body: cut it short after this many bytes, ending it cleanly (a truncated body).
-    let truncateAfter = Locked2<Int64?>(nil)
+    let truncateAfter = Locked<Int64?>(nil)
     /// Applied to the next streamed body: fail with a lost connection after this many bytes.
-    let failAfter = Locked2<Int64?>(nil)
+    let failAfter = Locked<Int64?>(nil)
     /// Applied to the next response head: replace its Content-Range.
-    let rewriteContentRange = Locked2<String?>(nil)
+    let rewriteContentRange = Locked<String?>(nil)
     /// Run once before the next body's first byte is delivered.
-    let beforeBody = Locked2<(@Sendable () -> Void)?>(nil)
+    let beforeBody = Locked<(@Sendable () -> Void)?>(nil)
 
     init(_ base: any HTTPTransport) { self.base = base }
 
-    var bodyBytes: Int64 { counters.value.bodyBytes }
-    var requests: [TransportRequest] { counters.value.requests }
-    var statuses: [Int] { counters.value.statuses }
-    func reset() { counters.set((0, [], [])) }
+    var bodyBytes: Int64 { counters.current.bodyBytes }
+    var requests: [TransportRequest] { counters.current.requests }
+    var statuses: [Int] { counters.current.statuses }
+    func reset() { counters.withLock { $0 = (0, [], []) } }
 
     func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
-        counters.update { $0.requests.append(request) }
+        counters.withLock { $0.requests.append(request) }
         return try await base.send(request, maxBodyBytes: maxBodyBytes)
     }
 
     func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
-        counters.update { $0.requests.append(request) }
+        counters.withLock { $0.requests.append(request) }
         let response = try await base.stream(request)
-        counters.update { $0.statuses.append(response.status.code) }
-        let limit = truncateAfter.value
-        truncateAfter.set(nil)
-        let failLimit = failAfter.value
-        failAfter.set(nil)
+        counters.withLock { $0.statuses.append(response.status.code) }
+        let limit = truncateAfter.current
+        truncateAfter.withLock { $0 = nil }
+        let failLimit = failAfter.current
+        failAfter.withLock { $0 = nil }
         var headerFields = response.headerFields
-        if let rewrite = rewriteContentRange.value, headerFields[.contentRange] != nil {
+        if let rewrite = rewriteContentRange.current, headerFields[.contentRange] != nil {
             headerFields[.contentRange] = rewrite
-            rewriteContentRange.set(nil)
+            rewriteContentRange.withLock { $0 = nil }
         }
-        let hook = beforeBody.value
-        beforeBody.set(nil)
+        let hook = beforeBody.current
+        beforeBody.withLock { $0 = nil }
         let counters = counters
         let source = response.body
         let body = AsyncThrowingStream<[UInt8], any Error> { continuation in
@@ -112,14 +112,14 @@ final class CountingTransport: HTTPTransport, Sendable {
                     for try await chunk in source {
                         if let failLimit, sent + Int64(chunk.count) > failLimit {
                             let head = Array(chunk.prefix(Int(failLimit - sent)))
-                            counters.update { $0.bodyBytes += Int64(head.count) }
+                            counters.withLock { $0.bodyBytes += Int64(head.count) }
                             continuation.yield(head)
                             throw TransportError.connectionLost
                         }
                         var chunk = chunk
                         if let limit, sent + Int64(chunk.count) > limit { chunk = Array(chunk.prefix(Int(limit - sent))) }
                         sent += Int64(chunk.count)
-                        counters.update { $0.bodyBytes += Int64(chunk.count) }
+                        counters.withLock { $0.bodyBytes += Int64(chunk.count) }
                         continuation.yield(chunk)
                         if let limit, sent >= limit { break }
                     }
@@ -132,17 +132,6 @@ final class CountingTransport: HTTPTransport, Sendable {
         }
         return StreamingTransportResponse(status: response.status, headerFields: headerFields, body: body)
     }
-}
-
-/// A small lock for test helpers (the library's own lock is package-internal).
-final class Locked2<Value: Sendable>: @unchecked Sendable {
-    // @unchecked: every access to `stored` happens under `lock`.
-    private let lock = NSLock()
-    private var stored: Value
-    init(_ value: Value) { stored = value }
-    var value: Value { lock.lock(); defer { lock.unlock() }; return stored }
-    func set(_ value: Value) { lock.lock(); stored = value; lock.unlock() }
-    func update(_ body: (inout Value) -> Void) { lock.lock(); body(&stored); lock.unlock() }
 }
 
 /// The files of a test pack.

@@ -210,28 +210,6 @@ struct OutboxDeliveryTests {
         #expect(fast == (0..<5).map { "fast-\($0)" }, "in order within their lane")
     }
 
-    @Test("outcomes that arrive while a commit runs go together in the next one")
-    func groupCommit() async throws {
-        let batches = Locked<[[Int]]>([])
-        let (entered, enteredContinuation) = AsyncStream.makeStream(of: Void.self)
-        let (release, releaseContinuation) = AsyncStream.makeStream(of: Void.self)
-        let commits = GroupCommit<Int> { batch in
-            batches.withLock { $0.append(batch) }
-            if batch == [0] {
-                enteredContinuation.yield()
-                for await _ in release { break }
-            }
-        }
-        async let first: Void = commits.add(0)
-        var iterator = entered.makeAsyncIterator()
-        await iterator.next()
-        // The first commit is running: these wait, and return at once.
-        for item in 1...3 { try await commits.add(item) }
-        releaseContinuation.yield()
-        try await first
-        #expect(batches.current == [[0], [1, 2, 3]])
-    }
-
     @Test("a rejected dependency fails its dependants instead of sending them")
     func failedDependency() async throws {
         let transport = RecordingTransport()

@@ -8,6 +8,7 @@ import Testing
 struct StaleConnectionRetryTests {
     /// Counts attempts and fails the first `failures` of them with `error`.
     final class Attempts: @unchecked Sendable {
+        // @unchecked: the transport under test runs one attempt at a time, in order.
         var count = 0
         let failures: Int
         let error: TransportError

@@ -337,6 +337,7 @@ func withContractServer(_ body: (ContractServer) async throws -> Void) async thr
 
 /// A port that accepts connections (the kernel completes the handshake) and never answers.
 final class SilentListener: @unchecked Sendable {
+    // @unchecked: every property is immutable or locked; the descriptors close in deinit.
     let descriptor: Int32
     let port: Int
 

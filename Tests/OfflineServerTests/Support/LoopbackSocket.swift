@@ -11,6 +11,7 @@ import Darwin
 /// an HTTP client will do. Every read waits at most its deadline, blocking its thread meanwhile;
 /// keep deadlines short, or read through ``offPool(_:)``. One task uses a socket at a time.
 final class LoopbackSocket: @unchecked Sendable {
+    // @unchecked: one task uses a socket at a time (see above); the descriptor never changes.
     enum Read: Equatable, Sendable {
         case bytes([UInt8])
         /// The server closed the connection (end of stream or reset).

@@ -116,6 +116,7 @@ struct SyncEventsTests {
 
 /// An open `GET /api/sync/events`, read as text, off the cooperative pool. One task reads it.
 final class EventStream: @unchecked Sendable {
+    // @unchecked: one task reads it, so `received` is never touched by two at once.
     let socket: LoopbackSocket
     private var received: [UInt8] = []
 

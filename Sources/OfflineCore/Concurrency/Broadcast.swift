@@ -49,11 +49,12 @@ package final class Broadcast<Element: Sendable>: Sendable {
         for subscriber in subscribers { subscriber.finish() }
     }
 
-    package func subscribe() -> AsyncStream<Element> {
+    /// Every value from now on, starting with the latest unless `replayingLatest` is false.
+    package func subscribe(replayingLatest: Bool = true) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream.makeStream(of: Element.self, bufferingPolicy: .bufferingNewest(1))
         let id = UUID()
         state.withLock { state in
-            continuation.yield(state.latest)
+            if replayingLatest { continuation.yield(state.latest) }
             if state.finished {
                 continuation.finish()
             } else {
