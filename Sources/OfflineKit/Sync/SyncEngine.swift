@@ -54,6 +54,8 @@ public final class SyncEngine: Sendable {
     let now: @Sendable () -> Date
     /// The largest page read, in bytes.
     let maxPageBytes: Int
+    /// A number in `0 ..< 1`, for the jitter of the live stream's reconnects.
+    let random: @Sendable () -> Double
     static let logger = Logger(label: "offlinekit.sync")
 
     /// - Parameters:
@@ -71,6 +73,7 @@ public final class SyncEngine: Sendable {
     ///   - eventsSilence: how long the stream may stay silent before it is taken for dropped
     ///     (the server sends a heartbeat more often than this).
     ///   - clock: for backing off after a failed pull or stream.
+    ///   - random: a number in `0 ..< 1`, for the jitter of the live stream's reconnects.
     ///   - now: the wall-clock time a ``SyncConflict`` is found at.
     public init(
         database: OfflineDatabase,
@@ -84,6 +87,7 @@ public final class SyncEngine: Sendable {
         eventsPath: String? = nil,
         eventsSilence: Duration = .seconds(40),
         clock: any Clock<Duration> = ContinuousClock(),
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.database = database
@@ -97,6 +101,7 @@ public final class SyncEngine: Sendable {
         self.eventsPath = eventsPath
         self.eventsSilence = eventsSilence
         self.clock = clock
+        self.random = random
         self.now = now
     }
 

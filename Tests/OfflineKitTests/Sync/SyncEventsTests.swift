@@ -124,10 +124,69 @@ struct SyncLiveStreamTests {
     }
 }
 
+extension SyncLiveStreamTests {
+    @Test("a stream that answers 200 and ends at once is opened again with a growing backoff, not four times a second")
+    func streamThatDropsAtOnce() async throws {
+        let streams = ScriptedEvents(endsAtOnce: true)
+        let clock = TestClock()
+        let engine = SyncEngine(database: try SyncEngineTests.Notes().database, baseURL: URL(string: "http://127.0.0.1:9")!,
+                                transport: streams, connectivity: FakeConnectivityMonitor(.online), collections: [],
+                                eventsPath: "api/sync/events", clock: clock, random: { 0.5 })
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await engine.run() }
+            defer { group.cancelAll() }
+            try await eventually("the stream opened", within: .seconds(10)) { streams.opened == 1 }
+            // A minute, a quarter of a second at a time: at four a second that was 240 opens.
+            // Backing off from 1 s (0.75 s with this jitter), doubling: 7.
+            for _ in 0..<240 {
+                await clock.advance(by: .milliseconds(250))
+                for _ in 0..<20 { await Task.yield() }
+            }
+            #expect(streams.opened >= 2, "opened again at all")
+            #expect(streams.opened <= 8, "opened \(streams.opened) times in a minute")
+        }
+    }
+
+    @Test("a stream that was working (it said something after it settled) is opened again 0.25 s after it drops")
+    func workingStreamComesBackAtOnce() async throws {
+        let streams = ScriptedEvents()
+        let clock = TestClock()
+        let engine = SyncEngine(database: try SyncEngineTests.Notes().database, baseURL: URL(string: "http://127.0.0.1:9")!,
+                                transport: streams, connectivity: FakeConnectivityMonitor(.online), collections: [],
+                                eventsPath: "api/sync/events", clock: clock, random: { 0.5 })
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await engine.run() }
+            defer { group.cancelAll() }
+            try await eventually("the stream opened", within: .seconds(10)) { streams.opened == 1 }
+            await clock.advance(by: .seconds(6))
+            streams.send(": heartbeat\n\n")
+            try await eventually("the heartbeat read", within: .seconds(10)) { streams.delivered == 2 }
+            for _ in 0..<20 { await Task.yield() }
+            streams.endCurrent()
+            for _ in 0..<50 { await Task.yield() }
+            await clock.advance(by: .milliseconds(249))
+            for _ in 0..<50 { await Task.yield() }
+            #expect(streams.opened == 1, "not before 0.25 s")
+            await clock.advance(by: .milliseconds(1))
+            try await eventually("opened again after 0.25 s", within: .seconds(10)) { streams.opened == 2 }
+        }
+    }
+}
+
 /// A server whose event stream says it is connected, then nothing, until the reader goes away.
+/// With `endsAtOnce`, the stream closes right after saying so: a broken server, or a proxy.
 final class ScriptedEvents: HTTPTransport {
     private let count = Locked(0)
+    private let current = Locked<AsyncThrowingStream<[UInt8], any Error>.Continuation?>(nil)
+    private let sent = Locked(0)
+    let endsAtOnce: Bool
     var opened: Int { count.current }
+    /// Chunks handed to the streams so far.
+    var delivered: Int { sent.current }
+
+    init(endsAtOnce: Bool = false) {
+        self.endsAtOnce = endsAtOnce
+    }
 
     func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
         TransportResponse(status: 404)
@@ -136,7 +195,20 @@ final class ScriptedEvents: HTTPTransport {
     func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
         count.withLock { $0 += 1 }
         let (body, continuation) = AsyncThrowingStream.makeStream(of: [UInt8].self)
-        continuation.yield(Array(": connected\n\n".utf8))
+        current.withLock { $0 = continuation }
+        send(": connected\n\n")
+        if endsAtOnce { continuation.finish() }
         return StreamingTransportResponse(status: 200, headerFields: [.contentType: "text/event-stream"], body: body)
+    }
+
+    /// Writes `text` on the stream open now.
+    func send(_ text: String) {
+        sent.withLock { $0 += 1 }
+        current.withLock { _ = $0?.yield(Array(text.utf8)) }
+    }
+
+    /// Closes the stream open now, as the server or the network would.
+    func endCurrent() {
+        current.withLock { $0?.finish() }
     }
 }
