@@ -36,6 +36,38 @@ struct SyncLiveStreamTests {
         }
     }
 
+    /// Each data line counts its value and the newline that joins it to the next.
+    @Test("an event whose data lines together pass the bound is refused, however short each line",
+          arguments: [("data: x\n", 2), ("data\n", 1), ("data:\r\n", 1)])
+    func eventBound(_ line: String, cost: Int) throws {
+        var parser = ServerSentEventParser()
+        let bytes = Array(line.utf8)
+        // At most one data line per byte of the bound: refused long before 200 MiB of them.
+        let lines = ServerSentEventParser.maximumEventBytes + 1
+        var read = 0
+        #expect(throws: ServerSentEventParser.EventTooLarge.self) {
+            for _ in 0..<lines {
+                read += 1
+                _ = try parser.append(bytes)
+            }
+        }
+        #expect(read == ServerSentEventParser.maximumEventBytes / cost + 1, "refused after \(read) lines")
+    }
+
+    @Test("data up to the bound is one event; the count starts again with each event")
+    func eventBoundResets() throws {
+        var parser = ServerSentEventParser()
+        let half = String(repeating: "a", count: ServerSentEventParser.maximumEventBytes / 2 - 1)
+        let event = "data: \(half)\ndata: \(half)\n\n"
+        for _ in 0..<3 {
+            let events = try parser.append(Array(event.utf8))
+            #expect(events.map(\.data) == [half + "\n" + half])
+        }
+        #expect(throws: ServerSentEventParser.EventTooLarge.self) {
+            try parser.append(Array("data: \(half)\ndata: \(half)\ndata: x\n".utf8))
+        }
+    }
+
     // MARK: Against the server
 
     @Test("held while running: a change on the server is pulled as soon as the stream names its feed, without being asked")
