@@ -33,9 +33,8 @@ struct HostileServer: Sendable {
                     headers: HTTPFields = [.contentType: "application/json"]) -> Response {
             Response(status: .ok, headers: headers, body: ResponseBody { writer in
                 try await writer.write(ByteBuffer(string: prefix))
-                let buffer = ByteBuffer(bytes: chunk)
                 for _ in 0..<count {
-                    try await writer.write(buffer)
+                    try await writer.write(ByteBuffer(bytes: chunk))
                     bytes.withLock { $0 += chunk.count }
                 }
                 try await writer.write(ByteBuffer(string: suffix))
