@@ -26,8 +26,11 @@ public enum OutboxVerdict: Sendable, Hashable {
 public enum OutboxDelivery {
     /// Classifies an attempt.
     ///
-    /// - 2xx: acknowledged. (3xx is followed by the transport; one that reaches here is treated
-    ///   as a server error, because the write's target is wrong, not the write.)
+    /// - 2xx: acknowledged. Only the API's own answer counts: OfflineKit's transports never
+    ///   follow a redirect for a write.
+    /// - 3xx: retry with backoff, as ``OutboxFailure/Kind/redirected``: something answered
+    ///   instead of the API (a captive portal, a maintenance page), and the write was not stored.
+    ///   It is a connectivity failure, retried at once when the connection comes back.
     /// - network failure, timeout, 408, 5xx: retry with backoff.
     /// - 425, 429: retry, honouring `Retry-After`.
     /// - 409: the same key is still being processed; wait and retry.
@@ -44,6 +47,8 @@ public enum OutboxDelivery {
             switch status {
             case 200..<300:
                 return .acknowledge
+            case 300..<400:
+                return .retry(OutboxFailure(kind: .redirected, status: status), notBefore: notBefore)
             case 401:
                 return .pause(OutboxFailure(kind: .unauthorized, status: status))
             case 409:

@@ -43,6 +43,10 @@ public struct OutboxFailure: Sendable, Hashable, Codable, Error, CustomStringCon
         case timeout
         /// The server failed (5xx, 408).
         case serverError = "server-error"
+        /// A redirect answered instead of the API (3xx): a captive portal, a maintenance page, a
+        /// proxy. Retried: the write was not stored, and its transport never followed the
+        /// redirect to send it elsewhere.
+        case redirected
         /// The server asked to slow down (429, 425).
         case rateLimited = "rate-limited"
         /// The same key is still being processed by the server (409).
@@ -74,19 +78,20 @@ public struct OutboxFailure: Sendable, Hashable, Codable, Error, CustomStringCon
     /// Whether a later attempt may succeed without anyone doing anything.
     public var isRetryable: Bool {
         switch kind {
-        case .network, .timeout, .serverError, .rateLimited, .inProgress, .unauthorized: true
+        case .network, .timeout, .serverError, .redirected, .rateLimited, .inProgress, .unauthorized: true
         case .rejected, .expired, .dependencyFailed, .unreadableResponse: false
         }
     }
 
     /// Whether this failure says the network (not the server) was the problem, so reconnecting
-    /// should retry at once.
-    public var isConnectivity: Bool { kind == .network || kind == .timeout }
+    /// should retry at once. A redirect counts: where the API should answer, it is what a
+    /// captive portal does (the connectivity monitor's probe reads one the same way).
+    public var isConnectivity: Bool { kind == .network || kind == .timeout || kind == .redirected }
 
     /// What to tell the user about it.
     public var message: OfflineMessage {
         switch kind {
-        case .network, .timeout, .serverError, .rateLimited, .inProgress: .changeWaitingToSync
+        case .network, .timeout, .serverError, .redirected, .rateLimited, .inProgress: .changeWaitingToSync
         case .unauthorized: .signInToSync
         case .rejected, .dependencyFailed: .changeNotSaved
         case .unreadableResponse: .changeSyncedNeedsReview

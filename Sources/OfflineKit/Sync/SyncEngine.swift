@@ -1,5 +1,6 @@
 public import Foundation
 public import GRDB
+import Logging
 import OfflineCore
 
 /// Brings the server's changes down into the app's own tables, a page at a time after a saved
@@ -14,8 +15,14 @@ import OfflineCore
 /// - **Resumable.** Each page and the cursor after it commit in one transaction: an app killed
 ///   mid-pull starts again after the last page it applied, and never applies a page twice.
 /// - **Flat memory.** A page is read, applied and dropped; a first sync of any size holds at
-///   most two pages: the one being applied and the next, asked for meanwhile. ``progress()``
-///   reports rows and bytes, and how far through the server's changes the pull is.
+///   most two pages: the one being applied and the next, asked for meanwhile. A page is read up
+///   to `maxPageBytes` and no further. ``progress()`` reports rows and bytes, and how far
+///   through the server's changes the pull is.
+/// - **Trusts no server.** A page is held to the feed's rules before any of it is applied (well
+///   formed ids and cursors, positions in order, a cursor that moves while more follows; see
+///   <doc:Sync>). A page that breaks one, or is too large, stops the pull with a ``SyncError``,
+///   logged (`offlinekit.sync`) and shown in ``SyncProgress/failure``; ``run()`` then backs off
+///   as after any failed pull, never asking again and again.
 /// - **Read your writes.** A pulled row that a queued write (pending or being sent) also
 ///   changes is held: the user keeps seeing their change, with its pending marker, until the
 ///   write settles; then the held server version lands in the same transaction as the next page,
@@ -45,6 +52,11 @@ public final class SyncEngine: Sendable {
     let eventsSilence: Duration
     let progressUpdates = Broadcast(SyncProgress(collection: nil, rows: 0, bytes: 0, fraction: nil, isPulling: false))
     let now: @Sendable () -> Date
+    /// The largest page read, in bytes.
+    let maxPageBytes: Int
+    /// A number in `0 ..< 1`, for the jitter of the live stream's reconnects.
+    let random: @Sendable () -> Double
+    static let logger = Logger(label: "offlinekit.sync")
 
     /// - Parameters:
     ///   - transport: how pages are fetched; wrapped in ``GatedTransport`` so offline nothing is
@@ -53,11 +65,15 @@ public final class SyncEngine: Sendable {
     ///   - outbox: the app's outbox, so ``run()`` pulls again when writes settle (held rows then
     ///     take the server's version). Pending writes are found through the database either way.
     ///   - pageSize: changes per request.
+    ///   - maxPageBytes: the largest page read (32 MiB by default): a larger answer fails the
+    ///     pull with ``SyncError/pageTooLarge(limit:)``, read no further than the limit. Leave
+    ///     room for `pageSize` of your largest rows.
     ///   - eventsPath: the server's live stream of changes (`api/sync/events` on the reference
     ///     backend), held while ``run()`` runs; nil to pull only on reconnect and on demand.
     ///   - eventsSilence: how long the stream may stay silent before it is taken for dropped
     ///     (the server sends a heartbeat more often than this).
     ///   - clock: for backing off after a failed pull or stream.
+    ///   - random: a number in `0 ..< 1`, for the jitter of the live stream's reconnects.
     ///   - now: the wall-clock time a ``SyncConflict`` is found at.
     public init(
         database: OfflineDatabase,
@@ -67,9 +83,11 @@ public final class SyncEngine: Sendable {
         collections: [SyncedCollection],
         outbox: Outbox? = nil,
         pageSize: Int = 500,
+        maxPageBytes: Int = 32 << 20,
         eventsPath: String? = nil,
         eventsSilence: Duration = .seconds(40),
         clock: any Clock<Duration> = ContinuousClock(),
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         now: @escaping @Sendable () -> Date = Date.init
     ) {
         self.database = database
@@ -79,9 +97,11 @@ public final class SyncEngine: Sendable {
         self.collections = collections
         self.outbox = outbox
         self.pageSize = max(1, pageSize)
+        self.maxPageBytes = max(1, maxPageBytes)
         self.eventsPath = eventsPath
         self.eventsSilence = eventsSilence
         self.clock = clock
+        self.random = random
         self.now = now
     }
 
@@ -177,7 +197,9 @@ public final class SyncEngine: Sendable {
                 return
             } catch {
                 failures += 1
-                try? await clock.sleep(for: .seconds(min(60, 1 << min(failures - 1, 6))))
+                let delay = Duration.seconds(min(60, 1 << min(failures - 1, 6)))
+                Self.logger.debug("A pull failed; the next in \(delay): \(error)")
+                try? await clock.sleep(for: delay)
                 want(nil)
             }
         }
@@ -199,68 +221,84 @@ public final class SyncEngine: Sendable {
         // for with the cursor the page being applied saves: if applying fails, it is cancelled
         // and never applied.
         var next: Task<Fetched, any Error>?
+        var failure: SyncError?
         defer {
             next?.cancel()
             // Also after a failure: the pull is over either way.
-            progressUpdates.send(SyncProgress(collection: collection.name, rows: rows, bytes: bytes, fraction: fraction, isPulling: false))
+            progressUpdates.send(SyncProgress(collection: collection.name, rows: rows, bytes: bytes, fraction: fraction,
+                                              isPulling: false, failure: failure))
         }
         var (state, mayHoldRows) = try await database.writer.read { db in
             (try SyncState.fetch(db, collection.name), try SyncState.holdsRows(db, collection.name))
         }
-        while true {
-            try Task.checkCancellation()
-            let fetched: Fetched
-            if let fetching = next {
-                next = nil
-                fetched = try await fetching.value
-            } else {
-                fetched = try await fetch(collection, after: state.cursor)
-            }
-            guard case .page(let page, let size) = fetched else {
-                // The server no longer keeps this position: start again, sweeping at the end.
-                restarts += 1
-                guard restarts <= 2 else { throw SyncError.unavailable(status: 410) }
-                try await database.writer.write { db in try SyncState.restart(db, collection.name) }
-                state = SyncState(cursor: nil, resyncing: true)
-                startPosition = nil
-                continue
-            }
-            if page.hasMore {
-                next = Task { [cursor = page.cursor] in try await self.fetch(collection, after: cursor) }
-            }
-            if page.changes.isEmpty, page.cursor == state.cursor, !state.resyncing, !mayHoldRows {
-                // Nothing new since the last pull and no row held for a write: nothing to write
-                // (most pulls of most collections, each spared a transaction and its sync).
-            } else {
-                try await database.writer.write { [state] db in
-                    try Self.apply(page, to: collection, resyncing: state.resyncing, at: self.now(), in: db)
+        do {
+            while true {
+                try Task.checkCancellation()
+                let fetched: Fetched
+                if let fetching = next {
+                    next = nil
+                    fetched = try await fetching.value
+                } else {
+                    fetched = try await fetch(collection, after: state.cursor)
                 }
-                mayHoldRows = true
+                guard case .page(let page, let size) = fetched else {
+                    // The server no longer keeps this position: start again, sweeping at the end.
+                    Self.logger.notice("The server no longer follows the cursor of \(collection.name): pulling it again from the start.")
+                    restarts += 1
+                    guard restarts <= 2 else { throw SyncError.unavailable(status: 410) }
+                    try await database.writer.write { db in try SyncState.restart(db, collection.name) }
+                    state = SyncState(cursor: nil, resyncing: true)
+                    startPosition = nil
+                    continue
+                }
+                if page.hasMore {
+                    next = Task { [cursor = page.cursor] in try await self.fetch(collection, after: cursor) }
+                }
+                if page.changes.isEmpty, page.cursor == state.cursor, !state.resyncing, !mayHoldRows {
+                    // Nothing new since the last pull and no row held for a write: nothing to write
+                    // (most pulls of most collections, each spared a transaction and its sync).
+                } else {
+                    try await database.writer.write { [state] db in
+                        try Self.apply(page, to: collection, resyncing: state.resyncing, at: self.now(), in: db)
+                    }
+                    mayHoldRows = true
+                }
+                if startPosition == nil { startPosition = SyncState.position(of: state.cursor) ?? 0 }
+                state.cursor = page.cursor
+                rows += page.changes.count
+                bytes += size
+                fraction = Self.fraction(from: startPosition, at: SyncState.position(of: page.cursor), of: page.head, done: !page.hasMore)
+                pages += 1
+                if !page.hasMore {
+                    // A pull of many pages (a first sync) leaves no log behind for the app's next
+                    // small writes to wait on: one change pulled after a first sync of a million
+                    // rows took 12 ms instead of 2 when the checkpoint came due beside it.
+                    if pages > 1 { await database.checkpointAfterBulkWrite() }
+                    return
+                }
+                progressUpdates.send(SyncProgress(collection: collection.name, rows: rows, bytes: bytes, fraction: fraction, isPulling: true))
             }
-            if startPosition == nil { startPosition = SyncState.position(of: state.cursor) ?? 0 }
-            state.cursor = page.cursor
-            rows += page.changes.count
-            bytes += size
-            fraction = Self.fraction(from: startPosition, at: SyncState.position(of: page.cursor), of: page.head, done: !page.hasMore)
-            pages += 1
-            if !page.hasMore {
-                // A pull of many pages (a first sync) leaves no log behind for the app's next
-                // small writes to wait on: one change pulled after a first sync of a million
-                // rows took 12 ms instead of 2 when the checkpoint came due beside it.
-                if pages > 1 { await database.checkpointAfterBulkWrite() }
-                return
-            }
-            progressUpdates.send(SyncProgress(collection: collection.name, rows: rows, bytes: bytes, fraction: fraction, isPulling: true))
+        } catch let error as SyncError {
+            failure = error
+            Self.logger.warning("Pulling \(collection.name) stopped: \(error)")
+            throw error
         }
     }
 
-    /// The page after `cursor`, read.
+    /// The page after `cursor`, read and held to the feed's rules.
     private func fetch(_ collection: SyncedCollection, after cursor: String?) async throws -> Fetched {
-        let response = try await transport.send(request(collection.path, cursor: cursor), maxBodyBytes: 256 << 20)
+        let response: TransportResponse
+        do {
+            response = try await transport.send(request(collection.path, cursor: cursor), maxBodyBytes: maxPageBytes)
+        } catch TransportError.responseTooLarge {
+            throw SyncError.pageTooLarge(limit: maxPageBytes)
+        }
         if response.status == 410 { return .gone }
         guard response.status == 200 else { throw SyncError.unavailable(status: response.status.code) }
         do {
-            return .page(try SyncPage(json: response.body), bytes: response.body.count)
+            let page = try SyncPage(json: response.body)
+            try page.validate(after: cursor)
+            return .page(page, bytes: response.body.count)
         } catch {
             throw SyncError.malformedPage(String(describing: error))
         }
@@ -400,6 +438,11 @@ public struct SyncProgress: Sendable, Hashable {
     public var fraction: Double?
     /// True while more pages are coming.
     public var isPulling: Bool
+    /// Why the pull stopped, when the server's answer was refused: an error status, a page too
+    /// large or malformed. Nil while pulling and after a pull that finished; a pull that failed
+    /// for want of a network shows in the connectivity status instead. For logs and
+    /// diagnostics: users see the data's age, not this.
+    public var failure: SyncError? = nil
 }
 
 /// Why a pull stopped. For logs; the user sees the connectivity state and the data's age, never
@@ -407,14 +450,19 @@ public struct SyncProgress: Sendable, Hashable {
 public enum SyncError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The server answered something other than a page.
     case unavailable(status: Int)
-    /// The page could not be read.
+    /// The page could not be read, or broke the feed's rules (an id that does not fit a path
+    /// segment, a cursor that goes back or does not move while more follows, positions out of
+    /// order).
     case malformedPage(String)
+    /// The page was larger than the engine reads (`maxPageBytes`).
+    case pageTooLarge(limit: Int)
     /// The live stream of changes could not be read.
     case malformedEvents(String)
 
     public var description: String {
         switch self {
         case .unavailable(let status): "The server answered the pull with status \(status)."
+        case .pageTooLarge(let limit): "The server's sync page is larger than \(limit) bytes."
         case .malformedPage(let reason), .malformedEvents(let reason): reason
         }
     }
@@ -458,7 +506,7 @@ struct SyncState: Sendable {
 
     /// The position in a cursor (`EPOCH.POSITION`), for progress only: cursors are otherwise opaque.
     static func position(of cursor: String?) -> Int? {
-        cursor?.split(separator: ".").last.flatMap { Int($0) }
+        SyncFeedRules.position(ofCursor: cursor)
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import OfflineCore
 
 /// One page of `GET /api/sync/COLLECTION`, read without decoding the rows: each row's JSON is
 /// kept as the exact bytes the server sent (numbers as written, no re-encoding), for the app's
@@ -67,6 +68,21 @@ struct SyncPage: Sendable, Equatable {
         }
         guard let changes, let cursor, let hasMore else { throw Malformed(reason: "changes, cursor or hasMore missing") }
         self.init(changes: changes, cursor: cursor, hasMore: hasMore, head: head)
+    }
+
+    /// Holds the page, asked for after the cursor `previous` (nil for a first page), to the
+    /// feed's rules (``SyncFeedRules``): ids that fit a path segment, a cursor of safe
+    /// characters that does not go back, positions in order after it, and a cursor that moves
+    /// while more follows.
+    ///
+    /// - Throws: ``Malformed`` naming the first rule broken. Nothing of such a page is applied.
+    func validate(after previous: String?) throws {
+        for change in changes {
+            if let problem = SyncFeedRules.problem(id: change.id) { throw Malformed(reason: problem.description) }
+        }
+        if let problem = SyncFeedRules.problem(positions: changes.map(\.position), cursor: cursor, hasMore: hasMore, head: head, after: previous) {
+            throw Malformed(reason: problem.description)
+        }
     }
 }
 

@@ -8,15 +8,26 @@ import NIOPosix
 /// The default transport, built on AsyncHTTPClient.
 ///
 /// Owns its client; call ``shutdown()`` when done (or use ``withTransport(_:)``).
+///
+/// A request that changes state (POST, PUT, PATCH, DELETE) never follows a redirect: its `3xx`
+/// is the answer, so a write's body, key and credentials never go where a redirect points. A
+/// read redirected to another origin goes there without the request's credentials
+/// (AsyncHTTPClient drops `Authorization`, `Proxy-Authorization` and `Cookie` across origins).
 public final class HTTPClientTransport: HTTPTransport {
+    /// For reads: follows redirects when the transport does.
     private let client: HTTPClient
-    /// For requests that ask for a fresh connection (`Connection: close`, as probes do): each
-    /// of them closes its connection after the answer, so this pool never holds one to reuse.
+    /// For reads that ask for a fresh connection (`Connection: close`, as probes do): each of
+    /// them closes its connection after the answer, so this pool never holds one to reuse.
     private let freshClient: HTTPClient
+    /// For requests that change state: never follows a redirect. AsyncHTTPClient decides
+    /// redirects per client, not per request, so writes have pools of their own.
+    private let writeClient: HTTPClient
+    private let freshWriteClient: HTTPClient
     /// Deadline used when a request sets none.
     public let defaultTimeout: Duration
 
-    /// - Parameter followRedirects: false for probes, where a redirect means a captive portal.
+    /// - Parameter followRedirects: whether reads (GET, HEAD) follow redirects: false for probes,
+    ///   where a redirect means a captive portal. Writes never do.
     public init(defaultTimeout: Duration = .seconds(30), connectTimeout: Duration = .seconds(3), followRedirects: Bool = true) {
         var configuration = HTTPClient.Configuration()
         configuration.timeout.connect = TimeAmount(connectTimeout)
@@ -25,9 +36,12 @@ public final class HTTPClientTransport: HTTPTransport {
         // deadline: OfflineKit retries on its own terms (the outbox's backoff, the monitor's
         // probes), and a refusal is evidence the monitor needs now.
         configuration.connectionPool.retryConnectionEstablishment = false
-        configuration.redirectConfiguration = followRedirects ? .follow(max: 5, allowCycles: false) : .disallow
+        configuration.redirectConfiguration = followRedirects ? .follow(max: RedirectPolicy.maximumRedirects, allowCycles: false) : .disallow
         client = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
         freshClient = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+        configuration.redirectConfiguration = .disallow
+        writeClient = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+        freshWriteClient = HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
         self.defaultTimeout = defaultTimeout
     }
 
@@ -52,11 +66,16 @@ public final class HTTPClientTransport: HTTPTransport {
     public func shutdown() async throws {
         try await client.shutdown()
         try await freshClient.shutdown()
+        try await writeClient.shutdown()
+        try await freshWriteClient.shutdown()
     }
 
-    /// The client for `request`: a probe's must not answer over a connection pooled by others.
+    /// The client for `request`: a write's never follows a redirect, and a probe's must not
+    /// answer over a connection pooled by others.
     private func client(for request: TransportRequest) -> HTTPClient {
-        request.headerFields[.connection]?.lowercased() == "close" ? freshClient : client
+        let fresh = request.headerFields[.connection]?.lowercased() == "close"
+        if RedirectPolicy.follows(request.method) { return fresh ? freshClient : client }
+        return fresh ? freshWriteClient : writeClient
     }
 
     public func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {

@@ -12,9 +12,11 @@ import HTTPTypesFoundation
 /// It keeps the same contract as ``HTTPClientTransport``: bodies stream with back-pressure on
 /// Apple platforms (the session's task is suspended while the reader's queue is full), the
 /// request's deadline covers
-/// the whole response, a probe (`Connection: close`) gets a connection of its own, redirects are
-/// returned as they are when `followRedirects` is false, and failures arrive as
-/// ``TransportError`` so the connectivity monitor reads them the same way.
+/// the whole response, a probe (`Connection: close`) gets a connection of its own, a write never
+/// follows a redirect and a read redirected to another origin goes without `Authorization`,
+/// `Proxy-Authorization` or `Cookie` (which FoundationNetworking would copy there; none is
+/// followed when `followRedirects` is false), and failures arrive as ``TransportError`` so the
+/// connectivity monitor reads them the same way.
 ///
 /// ```swift
 /// let configuration = URLSessionConfiguration.default
@@ -34,7 +36,8 @@ public final class URLSessionTransport: HTTPTransport, @unchecked Sendable {
 
     /// Deadline used when a request sets none.
     public let defaultTimeout: Duration
-    /// Whether redirects are followed (false for probes, where a redirect means a captive portal).
+    /// Whether reads follow redirects (false for probes, where a redirect means a captive
+    /// portal). Writes never do.
     public let followRedirects: Bool
     private let configuration: URLSessionConfiguration
     private let router: URLSessionTaskRouter
@@ -43,7 +46,8 @@ public final class URLSessionTransport: HTTPTransport, @unchecked Sendable {
     /// - Parameters:
     ///   - configuration: the app's session settings (proxies, cellular, timeouts for the
     ///     connection); `.ephemeral` by default.
-    ///   - followRedirects: false for probes, where a redirect means a captive portal.
+    ///   - followRedirects: whether reads (GET, HEAD) follow redirects: false for probes, where a
+    ///     redirect means a captive portal. Writes never do.
     public init(
         configuration: URLSessionConfiguration = .ephemeral,
         defaultTimeout: Duration = .seconds(30),
@@ -167,9 +171,11 @@ final class URLSessionTaskRouter: NSObject, URLSessionDataDelegate, @unchecked S
         handler(dataTask)?.didReceive(data)
     }
 
+    /// Follows a redirect as ``RedirectPolicy`` says; nil answers the request with the redirect.
     func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                     newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void) {
-        completionHandler(followRedirects ? request : nil)
+        guard followRedirects, let handler = handler(task) else { return completionHandler(nil) }
+        completionHandler(handler.redirect(to: request, from: response.url, method: task.originalRequest?.httpMethod))
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
@@ -180,8 +186,8 @@ final class URLSessionTaskRouter: NSObject, URLSessionDataDelegate, @unchecked S
 
 /// One request's head and body on their way from the session's delegate queue to the caller.
 final class URLSessionTaskHandler: @unchecked Sendable {
-    // @unchecked: `block` and `handsOverEachPart` are only touched on the session's serial
-    // delegate queue; everything else is locked or immutable.
+    // @unchecked: `block`, `handsOverEachPart` and `redirects` are only touched on the session's
+    // serial delegate queue; everything else is locked or immutable.
     let body: BlockStream
     private let handoff: BlockHandoff
     private let task: URLSessionDataTask
@@ -190,6 +196,7 @@ final class URLSessionTaskHandler: @unchecked Sendable {
     private let deadline: Task<Void, Never>
     private var block = BodyBlock()
     private var handsOverEachPart = false
+    private var redirects = 0
 
     init(task: URLSessionDataTask, timeout: Duration) {
         self.task = task
@@ -210,6 +217,13 @@ final class URLSessionTaskHandler: @unchecked Sendable {
 
     func responseHead() async throws -> HTTPResponse {
         try await head.value()
+    }
+
+    /// The request that follows a redirect from `from` to `proposed`'s URL, or nil when the
+    /// redirect is the answer (see ``RedirectPolicy``).
+    func redirect(to proposed: URLRequest, from: URL?, method: String?) -> URLRequest? {
+        defer { redirects += 1 }
+        return RedirectPolicy.follow(proposed, method: method, from: from, redirects: redirects)
     }
 
     func didReceive(_ response: URLResponse) {

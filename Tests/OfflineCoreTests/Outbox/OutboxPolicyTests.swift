@@ -11,6 +11,7 @@ struct OutboxPolicyTests {
         (200, "acknowledge"), (201, "acknowledge"), (204, "acknowledge"),
         (401, "pause"), (409, "retry"), (408, "retry"), (425, "retry"), (429, "retry"),
         (500, "retry"), (502, "retry"), (503, "retry"),
+        (301, "retry"), (302, "retry"), (303, "retry"), (307, "retry"), (308, "retry"),
         (400, "reject"), (403, "reject"), (404, "reject"), (410, "reject"), (422, "reject"),
     ])
     func classifiesStatuses(status: Int, expected: String) {
@@ -33,6 +34,25 @@ struct OutboxPolicyTests {
             }
             #expect(failure.isConnectivity)
         }
+    }
+
+    @Test("a redirect answering a write is never a delivery: retried as a connectivity failure, with the waiting message")
+    func redirectsRetry() {
+        for status in [301, 302, 303, 307, 308] {
+            guard case .retry(let failure, nil) = OutboxDelivery.verdict(for: .response(status: status), now: now) else {
+                Issue.record("expected a retry for \(status)")
+                continue
+            }
+            #expect(failure.kind == .redirected && failure.status == status)
+            #expect(failure.isRetryable && failure.isConnectivity)
+            #expect(failure.message == .changeWaitingToSync)
+        }
+        var progress = OutboxEntryProgress.new(at: now)
+        progress.begin()
+        progress.settle(OutboxDelivery.verdict(for: .response(status: 302), now: now), now: now, policy: OutboxPolicy(), unit: 0.5)
+        #expect(progress.state == .pending && progress.nextAttemptAt > now, "waits out a backoff")
+        progress.expediteAfterReconnect(now: now.addingTimeInterval(0.1))
+        #expect(progress.nextAttemptAt == now.addingTimeInterval(0.1), "and goes at once when the connection comes back")
     }
 
     @Test("Retry-After in seconds and as an HTTP date")

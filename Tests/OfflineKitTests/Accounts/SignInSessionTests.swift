@@ -1,4 +1,7 @@
 import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
 @testable import OfflineKit
 import OfflineKitTesting
 import Testing
@@ -34,5 +37,27 @@ struct SignInSessionTests {
         await #expect(throws: TransportError.self) { try await first.value }
         #expect(try await second.value == "a2")
         #expect(signIns.current == 2)
+    }
+
+    @Test("a sign-in answered by a redirect to another origin fails, and sends that origin neither the name nor the password",
+          arguments: TransportKind.allCases)
+    func redirectedElsewhere(_ kind: TransportKind) async throws {
+        try await withHostileServer({ router, _ in
+            router.post("api/auth/sign-in") { _, _ in
+                Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: #"{"accessToken":"minted-elsewhere","refreshToken":"r"}"#)))
+            }
+        }) { other in
+            try await withHostileServer({ router, _ in
+                router.post("api/auth/sign-in") { _, _ in
+                    Response(status: .temporaryRedirect, headers: [.location: other.url("api/auth/sign-in").absoluteString])
+                }
+            }) { api in
+                try await kind.withTransport { transport in
+                    let session = SignInSession(serverURL: api.url, name: "ana", password: "secret-password", transport: transport)
+                    await #expect(throws: SignInError.unavailable(status: 307)) { try await session.accessToken() }
+                    #expect(other.requests.isEmpty, "the other origin was sent \(other.requests.map(\.text))")
+                }
+            }
+        }
     }
 }

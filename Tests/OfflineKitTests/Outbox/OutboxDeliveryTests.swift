@@ -236,6 +236,28 @@ struct OutboxDeliveryTests {
         #expect(stored.lastFailure?.kind == .expired)
     }
 
+    @Test("a write answered by a redirect stays queued and is sent again; only the API's own 2xx delivers it")
+    func redirectsAreNotDeliveries() async throws {
+        let transport = RecordingTransport()
+        let answers = Locked([302, 307])
+        let outbox = Outbox(database: try .inMemory(), operations: OutboxOperation.testOperations)
+        let failures = Locked<[OutboxFailure?]>([])
+        let entry = try #require(try await outbox.write(.setItem, path: "/api/records/r/1", json: ItemBody(value: "v")))
+        transport.allow(.put, "/api/records/*") { _ in
+            // What the entry said when it was sent: each redirect left it waiting, not delivered.
+            failures.withLock { $0.append(nil) }
+            let stored = try await outbox.entry(entry.id)
+            failures.withLock { $0[$0.count - 1] = stored?.lastFailure }
+            let status = answers.withLock { $0.isEmpty ? 200 : $0.removeFirst() }
+            return TransportResponse(status: .init(code: status), headerFields: [.location: "https://portal.example/login"])
+        }
+        try await makeDrainer(outbox, URL(string: "http://127.0.0.1:9")!, FakeConnectivityMonitor(.online), transport).drain()
+        #expect(transport.requests.count == 3)
+        #expect(failures.current.map { $0?.kind } == [nil, .redirected, .redirected])
+        #expect(failures.current.last??.status == 307)
+        #expect(try await outbox.entry(entry.id) == nil, "delivered by the 200")
+    }
+
     @Test("truncated and malformed responses never lose the write")
     func badResponses() async throws {
         let transport = RecordingTransport()

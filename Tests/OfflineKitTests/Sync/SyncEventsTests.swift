@@ -36,6 +36,38 @@ struct SyncLiveStreamTests {
         }
     }
 
+    /// Each data line counts its value and the newline that joins it to the next.
+    @Test("an event whose data lines together pass the bound is refused, however short each line",
+          arguments: [("data: x\n", 2), ("data\n", 1), ("data:\r\n", 1)])
+    func eventBound(_ line: String, cost: Int) throws {
+        var parser = ServerSentEventParser()
+        let bytes = Array(line.utf8)
+        // At most one data line per byte of the bound: refused long before 200 MiB of them.
+        let lines = ServerSentEventParser.maximumEventBytes + 1
+        var read = 0
+        #expect(throws: ServerSentEventParser.EventTooLarge.self) {
+            for _ in 0..<lines {
+                read += 1
+                _ = try parser.append(bytes)
+            }
+        }
+        #expect(read == ServerSentEventParser.maximumEventBytes / cost + 1, "refused after \(read) lines")
+    }
+
+    @Test("data up to the bound is one event; the count starts again with each event")
+    func eventBoundResets() throws {
+        var parser = ServerSentEventParser()
+        let half = String(repeating: "a", count: ServerSentEventParser.maximumEventBytes / 2 - 1)
+        let event = "data: \(half)\ndata: \(half)\n\n"
+        for _ in 0..<3 {
+            let events = try parser.append(Array(event.utf8))
+            #expect(events.map(\.data) == [half + "\n" + half])
+        }
+        #expect(throws: ServerSentEventParser.EventTooLarge.self) {
+            try parser.append(Array("data: \(half)\ndata: \(half)\ndata: x\n".utf8))
+        }
+    }
+
     // MARK: Against the server
 
     @Test("held while running: a change on the server is pulled as soon as the stream names its feed, without being asked")
@@ -124,10 +156,69 @@ struct SyncLiveStreamTests {
     }
 }
 
+extension SyncLiveStreamTests {
+    @Test("a stream that answers 200 and ends at once is opened again with a growing backoff, not four times a second")
+    func streamThatDropsAtOnce() async throws {
+        let streams = ScriptedEvents(endsAtOnce: true)
+        let clock = TestClock()
+        let engine = SyncEngine(database: try SyncEngineTests.Notes().database, baseURL: URL(string: "http://127.0.0.1:9")!,
+                                transport: streams, connectivity: FakeConnectivityMonitor(.online), collections: [],
+                                eventsPath: "api/sync/events", clock: clock, random: { 0.5 })
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await engine.run() }
+            defer { group.cancelAll() }
+            try await eventually("the stream opened", within: .seconds(10)) { streams.opened == 1 }
+            // A minute, a quarter of a second at a time: at four a second that was 240 opens.
+            // Backing off from 1 s (0.75 s with this jitter), doubling: 7.
+            for _ in 0..<240 {
+                await clock.advance(by: .milliseconds(250))
+                for _ in 0..<20 { await Task.yield() }
+            }
+            #expect(streams.opened >= 2, "opened again at all")
+            #expect(streams.opened <= 8, "opened \(streams.opened) times in a minute")
+        }
+    }
+
+    @Test("a stream that was working (it said something after it settled) is opened again 0.25 s after it drops")
+    func workingStreamComesBackAtOnce() async throws {
+        let streams = ScriptedEvents()
+        let clock = TestClock()
+        let engine = SyncEngine(database: try SyncEngineTests.Notes().database, baseURL: URL(string: "http://127.0.0.1:9")!,
+                                transport: streams, connectivity: FakeConnectivityMonitor(.online), collections: [],
+                                eventsPath: "api/sync/events", clock: clock, random: { 0.5 })
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await engine.run() }
+            defer { group.cancelAll() }
+            try await eventually("the stream opened", within: .seconds(10)) { streams.opened == 1 }
+            await clock.advance(by: .seconds(6))
+            streams.send(": heartbeat\n\n")
+            try await eventually("the heartbeat read", within: .seconds(10)) { streams.delivered == 2 }
+            for _ in 0..<20 { await Task.yield() }
+            streams.endCurrent()
+            for _ in 0..<50 { await Task.yield() }
+            await clock.advance(by: .milliseconds(249))
+            for _ in 0..<50 { await Task.yield() }
+            #expect(streams.opened == 1, "not before 0.25 s")
+            await clock.advance(by: .milliseconds(1))
+            try await eventually("opened again after 0.25 s", within: .seconds(10)) { streams.opened == 2 }
+        }
+    }
+}
+
 /// A server whose event stream says it is connected, then nothing, until the reader goes away.
+/// With `endsAtOnce`, the stream closes right after saying so: a broken server, or a proxy.
 final class ScriptedEvents: HTTPTransport {
     private let count = Locked(0)
+    private let current = Locked<AsyncThrowingStream<[UInt8], any Error>.Continuation?>(nil)
+    private let sent = Locked(0)
+    let endsAtOnce: Bool
     var opened: Int { count.current }
+    /// Chunks handed to the streams so far.
+    var delivered: Int { sent.current }
+
+    init(endsAtOnce: Bool = false) {
+        self.endsAtOnce = endsAtOnce
+    }
 
     func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
         TransportResponse(status: 404)
@@ -136,7 +227,20 @@ final class ScriptedEvents: HTTPTransport {
     func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
         count.withLock { $0 += 1 }
         let (body, continuation) = AsyncThrowingStream.makeStream(of: [UInt8].self)
-        continuation.yield(Array(": connected\n\n".utf8))
+        current.withLock { $0 = continuation }
+        send(": connected\n\n")
+        if endsAtOnce { continuation.finish() }
         return StreamingTransportResponse(status: 200, headerFields: [.contentType: "text/event-stream"], body: body)
+    }
+
+    /// Writes `text` on the stream open now.
+    func send(_ text: String) {
+        sent.withLock { $0 += 1 }
+        current.withLock { _ = $0?.yield(Array(text.utf8)) }
+    }
+
+    /// Closes the stream open now, as the server or the network would.
+    func endCurrent() {
+        current.withLock { $0?.finish() }
     }
 }

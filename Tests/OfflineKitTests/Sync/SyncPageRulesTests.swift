@@ -1,0 +1,134 @@
+import Clocks
+import Foundation
+import GRDB
+import OfflineCore
+@testable import OfflineKit
+import OfflineKitTesting
+import Testing
+
+/// The sync engine against a server whose pages lie: nothing of such a page is applied, the
+/// pull fails with a ``SyncError`` the engine's status shows, and the engine backs off.
+@Suite("Sync engine, pages that lie", .timeLimit(.minutes(1)))
+struct SyncPageRulesTests {
+    /// A server whose sync route answers what `page` says for the cursor asked after, held to
+    /// the caller's byte limit as a real transport holds it.
+    final class ScriptedFeed: HTTPTransport {
+        let page: @Sendable (_ cursor: String?) -> String
+        private let cursors = Locked<[String?]>([])
+        var requests: Int { cursors.current.count }
+        var askedAfter: [String?] { cursors.current }
+
+        init(_ page: @escaping @Sendable (_ cursor: String?) -> String) {
+            self.page = page
+        }
+
+        func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
+            let cursor = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "cursor" }?.value
+            cursors.withLock { $0.append(cursor) }
+            let body = Data(page(cursor).utf8)
+            guard body.count <= maxBodyBytes else { throw TransportError.responseTooLarge }
+            return TransportResponse(status: 200, headerFields: [.contentType: "application/json"], body: body)
+        }
+
+        func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
+            throw TransportError.connectionRefused
+        }
+    }
+
+    static func engine(_ notes: SyncEngineTests.Notes, _ feed: ScriptedFeed, maxPageBytes: Int = 32 << 20,
+                       clock: any Clock<Duration> = ContinuousClock()) -> SyncEngine {
+        SyncEngine(database: notes.database, baseURL: URL(string: "http://127.0.0.1:9")!, transport: feed,
+                   connectivity: FakeConnectivityMonitor(.online), collections: [notes.collection()],
+                   maxPageBytes: maxPageBytes, clock: clock)
+    }
+
+    static func cursor(_ notes: SyncEngineTests.Notes) async throws -> String? {
+        try await notes.database.writer.read { db in try SyncState.fetch(db, "notes").cursor }
+    }
+
+    @Test("a page that says more follows with a cursor that does not move fails the pull, and the status says why")
+    func cursorThatDoesNotMove() async throws {
+        let notes = try SyncEngineTests.Notes()
+        let feed = ScriptedFeed { cursor in
+            cursor == nil
+                ? #"{"changes":[{"id":"a","position":1,"value":{"text":"a"}}],"cursor":"e.1","hasMore":true}"#
+                : #"{"changes":[],"cursor":"e.1","hasMore":true}"#
+        }
+        let engine = Self.engine(notes, feed)
+        await #expect(throws: SyncError.self) { try await engine.pull() }
+        #expect(feed.askedAfter == [nil, "e.1"], "the first page, then one that did not move the cursor")
+        #expect(try await notes.rows() == ["a": "a"], "the first page is kept")
+        #expect(try await Self.cursor(notes) == "e.1")
+        let status = engine.progressUpdates.latest
+        #expect(!status.isPulling)
+        guard case .malformedPage(let reason) = status.failure else {
+            Issue.record("expected a malformed page in the status, got \(String(describing: status.failure))")
+            return
+        }
+        #expect(reason.contains("did not move"), "\(reason)")
+    }
+
+    @Test("after a malformed page, run() waits 1 s, 2 s, 4 s… before asking again")
+    func backsOff() async throws {
+        let notes = try SyncEngineTests.Notes()
+        let feed = ScriptedFeed { _ in #"{"changes":[],"cursor":"e.-7","hasMore":true}"# }
+        let clock = TestClock()
+        let engine = Self.engine(notes, feed, clock: clock)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await engine.run() }
+            defer { group.cancelAll() }
+            try await eventually("the first pull", within: .seconds(10)) { feed.requests == 1 }
+            for _ in 0..<200 { await Task.yield() }
+            #expect(feed.requests == 1, "asked again without waiting")
+            for (seconds, expected) in [(1, 2), (2, 3), (4, 4)] {
+                await clock.advance(by: .milliseconds(seconds * 1000 - 1))
+                for _ in 0..<200 { await Task.yield() }
+                #expect(feed.requests == expected - 1, "before \(seconds) s")
+                await clock.advance(by: .milliseconds(1))
+                try await eventually("pull \(expected)", within: .seconds(10)) { feed.requests == expected }
+            }
+        }
+        #expect(try await notes.rows().isEmpty)
+        #expect(try await Self.cursor(notes) == nil, "the cursor was never saved")
+    }
+
+    @Test("a page larger than the engine reads fails as too large; nothing is applied")
+    func tooLarge() async throws {
+        let notes = try SyncEngineTests.Notes()
+        let text = String(repeating: "x", count: 4096)
+        let feed = ScriptedFeed { _ in #"{"changes":[{"id":"a","position":1,"value":{"text":"\#(text)"}}],"cursor":"e.1","hasMore":false}"# }
+        let engine = Self.engine(notes, feed, maxPageBytes: 4096)
+        await #expect(throws: SyncError.pageTooLarge(limit: 4096)) { try await engine.pull() }
+        #expect(engine.progressUpdates.latest.failure == .pageTooLarge(limit: 4096))
+        #expect(try await notes.rows().isEmpty)
+    }
+
+    @Test("a later pull whose page goes back below the saved cursor is refused; the cursor stays")
+    func pageBelowTheCursor() async throws {
+        let notes = try SyncEngineTests.Notes()
+        let feed = ScriptedFeed { cursor in
+            cursor == nil
+                ? #"{"changes":[{"id":"a","position":10,"value":{"text":"a"}}],"cursor":"e.10","hasMore":false}"#
+                : #"{"changes":[{"id":"b","position":3,"value":{"text":"b"}}],"cursor":"e.11","hasMore":false}"#
+        }
+        let engine = Self.engine(notes, feed)
+        try await engine.pull()
+        #expect(engine.progressUpdates.latest.failure == nil)
+        await #expect(throws: SyncError.self) { try await engine.pull() }
+        #expect(try await notes.rows() == ["a": "a"])
+        #expect(try await Self.cursor(notes) == "e.10")
+    }
+
+    @Test("a page with an id that climbs out of a path, or a cursor that would end a query, is applied nowhere", arguments: [
+        #"{"changes":[{"id":"../../etc","position":1,"value":{"text":"x"}}],"cursor":"e.1","hasMore":false}"#,
+        #"{"changes":[{"id":"a","position":1,"value":{"text":"x"}}],"cursor":"e.1&limit=100000","hasMore":false}"#,
+        #"{"changes":[{"id":"a","position":-1,"value":{"text":"x"}}],"cursor":"e.1","hasMore":false}"#,
+    ])
+    func unusablePage(_ json: String) async throws {
+        let notes = try SyncEngineTests.Notes()
+        let engine = Self.engine(notes, ScriptedFeed { _ in json })
+        await #expect(throws: SyncError.self) { try await engine.pull() }
+        #expect(try await notes.rows().isEmpty)
+        #expect(try await Self.cursor(notes) == nil)
+    }
+}

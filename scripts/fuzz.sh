@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Fuzzes the parsers a hostile server reaches on the client, with libFuzzer (`swiftc
+# -sanitize=fuzzer`, part of the Swift toolchain on Linux): the sync page reader, the server-sent
+# event parser, the pack manifest reader, and the response headers the cache and the outbox
+# read. Each target in Fuzz/ is a harness and a seed corpus; the harness is compiled with the
+# client's own source files (internal types stay internal) and OfflineCore, all instrumented and
+# under AddressSanitizer, then run for SECONDS. Inputs found meanwhile go to
+# .build/fuzz/NAME/corpus, never into the repository's seeds.
+#
+#   scripts/fuzz.sh [SECONDS] [TARGET…]    30 s for each target by default; every target by default
+#
+# Fails when a target crashes or breaks one of its checks; the input that did it is left in
+# .build/fuzz/NAME/ (crash-…, timeout-…, oom-…): run the target on it to see it again
+# (`.build/fuzz/NAME/fuzz FILE`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${1:-30}
+shift || true
+targets=("$@")
+((${#targets[@]})) || targets=(SyncPage ServerSentEvents PackManifest ResponseHeaders)
+
+# The client's source files each harness is compiled with, besides OfflineCore.
+sources_of() {
+    case $1 in
+        SyncPage) echo Sources/OfflineKit/Sync/SyncPage.swift ;;
+        ServerSentEvents) echo Sources/OfflineKit/Sync/ServerSentEvents.swift ;;
+        PackManifest) echo "" ;;
+        ResponseHeaders) echo Sources/OfflineKit/Cache/CacheControl.swift ;;
+        *) echo "fuzz: no target $1 (targets: SyncPage ServerSentEvents PackManifest ResponseHeaders)" >&2; exit 2 ;;
+    esac
+}
+
+out=.build/fuzz
+flags=(-O -sanitize=fuzzer,address -parse-as-library -package-name OfflineKit)
+mkdir -p "$out/core"
+# The linker warns about symbols of the sanitizers' runtime it cannot export: noise, not ours.
+quiet() { grep -v "Cannot export local symbol" || true; }
+
+start=$SECONDS
+mapfile -t core < <(find Sources/OfflineCore -name '*.swift' | sort)
+swiftc "${flags[@]}" -module-name OfflineCore -emit-module -emit-module-path "$out/core/OfflineCore.swiftmodule" \
+    -emit-library -static -o "$out/core/libOfflineCore.a" "${core[@]}" 2>&1 | quiet
+test "${PIPESTATUS[0]}" -eq 0
+
+for name in "${targets[@]}"; do
+    read -r -a own <<<"$(sources_of "$name")"
+    mkdir -p "$out/$name/corpus"
+    swiftc "${flags[@]}" -module-name "${name}Fuzz" -I "$out/core" -o "$out/$name/fuzz" \
+        Fuzz/"$name"/*.swift "${own[@]}" "$out/core/libOfflineCore.a" 2>&1 | quiet
+    test "${PIPESTATUS[0]}" -eq 0
+done
+echo "fuzz: built ${#targets[@]} targets in $((SECONDS - start)) s"
+
+failed=()
+for name in "${targets[@]}"; do
+    log="$out/$name/log"
+    # New inputs go to the first folder; the seeds are only read. Leaks are not looked for:
+    # Foundation's DateFormatter keeps a character set for good on first use (128 bytes, reported
+    # as a leak); memory that grows is caught by -rss_limit_mb instead.
+    if "$out/$name/fuzz" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -detect_leaks=0 -print_final_stats=1 \
+        -artifact_prefix="$out/$name/" "$out/$name/corpus" "Fuzz/$name/corpus" >"$log" 2>&1; then
+        runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+        inputs=$(find "$out/$name/corpus" -type f | wc -l)
+        echo "fuzz: $name: $runs runs in $seconds s, no crash ($inputs inputs in its corpus)"
+    else
+        echo "fuzz: $name FAILED:"
+        grep -v "Cannot export local symbol" "$log" | tail -40
+        failed+=("$name")
+    fi
+done
+((${#failed[@]} == 0)) || { echo "fuzz: ${#failed[@]} targets failed: ${failed[*]}"; exit 1; }
