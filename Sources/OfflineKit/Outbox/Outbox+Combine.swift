@@ -35,19 +35,29 @@ extension Outbox {
         return observation.publisher(in: writer).eraseToAnyPublisher()
         #else
         // GRDB publishes through Combine only where Combine exists. Elsewhere the same
-        // observation feeds an OpenCombine subject, one observation per subscription, started
-        // when it is subscribed to; the buffer keeps what arrives before the subscriber asks
-        // for it (a subject alone would drop it).
+        // observation feeds an OpenCombine subject, one observation per subscription, through
+        // a buffer that keeps what arrives before the subscriber asks for it. A subject drops
+        // what it is sent before it has demand, and the observation sends its first value from
+        // its own queue, so the observation starts only once the subscription reaches the
+        // operator after the buffer: by then the buffer has asked the subject for everything
+        // (it does before passing the subscription on). Started any earlier, the first value
+        // could be lost under load: one run in a few thousand never saw the entry's first state.
         let writer = writer
         return Deferred {
             let subject = PassthroughSubject<Value, any Error>()
-            let observer = observation.start(
-                in: writer, scheduling: .async(onQueue: DispatchQueue(label: "offlinekit.outbox.publisher")),
-                onError: { subject.send(completion: .failure($0)) },
-                onChange: { subject.send($0) })
+            let observer = Locked<(any DatabaseCancellable)?>(nil)
             return subject
-                .handleEvents(receiveCancel: { observer.cancel() })
                 .buffer(size: .max, prefetch: .keepFull, whenFull: .dropOldest)
+                .handleEvents(
+                    receiveSubscription: { _ in
+                        observer.withLock {
+                            $0 = observation.start(
+                                in: writer, scheduling: .async(onQueue: DispatchQueue(label: "offlinekit.outbox.publisher")),
+                                onError: { subject.send(completion: .failure($0)) },
+                                onChange: { subject.send($0) })
+                        }
+                    },
+                    receiveCancel: { observer.withLock { $0?.cancel() } })
         }
         .eraseToAnyPublisher()
         #endif
