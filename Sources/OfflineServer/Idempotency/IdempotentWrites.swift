@@ -1,6 +1,9 @@
+import Crypto
 import Foundation
+import HTTPTypes
 import Hummingbird
 import NIOCore
+import RawStructuredFieldValues
 
 /// Exactly-once writes: a write's `Idempotency-Key`, the handler's effect and the response kept
 /// for the key commit in one database transaction, or none of them does.
@@ -18,12 +21,14 @@ import NIOCore
 /// - a route that throws, or answers `5xx`, changes nothing and stores nothing: a retry runs again.
 ///
 /// Keys are scoped by the signed-in user (a token refresh does not change the scope) and kept for
-/// `retention` (``ExpiredDataPurge`` deletes older ones). For a route whose effects are outside the
-/// database (a file, a call to another service), use ``IdempotencyMiddleware`` instead: it can
-/// only promise at-most-once across a crash of the server.
+/// `retention` (``ExpiredDataPurge`` deletes older ones), and every guarded answer says so in
+/// `Idempotency-Key-Retention: <seconds>`.
 struct IdempotentWrites: RouterMiddleware {
     typealias Context = OfflineRequestContext
-    typealias Helpers = IdempotencyMiddleware<OfflineRequestContext>
+
+    static let keyField = HTTPField.Name("Idempotency-Key")!
+    static let retentionField = HTTPField.Name("Idempotency-Key-Retention")!
+    static let replayedField = HTTPField.Name("Idempotent-Replayed")!
 
     let storage: any ServerStorage
     let retention: Duration
@@ -50,14 +55,14 @@ struct IdempotentWrites: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard Self.isGuarded(request.method, path: request.uri.path) else { return try await next(request, context) }
-        guard let key = request.headers[Helpers.keyField].flatMap(Helpers.parseKey) else {
-            return Helpers.problem(.badRequest, "Idempotency-Key missing",
+        guard let key = request.headers[Self.keyField].flatMap(Self.parseKey) else {
+            return Self.problem(.badRequest, "Idempotency-Key missing",
                                    "This request must carry an Idempotency-Key header (a quoted string of 1 to 255 characters).")
         }
         var request = request
         let body = try await request.collectBody(upTo: context.maxUploadSize)
         let scope = context.identity.map { "user:" + $0.id } ?? "anonymous"
-        let fingerprint = Helpers.fingerprint(method: request.method.rawValue, path: request.uri.description, body: body)
+        let fingerprint = Self.fingerprint(method: request.method.rawValue, path: request.uri.description, body: body)
         let now = now()
         let retentionHeader = String(retention.components.seconds)
 
@@ -67,7 +72,7 @@ struct IdempotentWrites: RouterMiddleware {
                 if let previous = try await claim(scope: scope, key: key, fingerprint: fingerprint, now: now, in: transaction) {
                     return previous
                 }
-                let stored = try await Helpers.capture(try await next(request, context))
+                let stored = try await StoredResponse.capture(try await next(request, context))
                 // A server error keeps nothing: the transaction is undone and a retry runs again.
                 guard stored.status < 500 else { throw Unkept(response: stored) }
                 try await transaction.execute("""
@@ -77,20 +82,20 @@ struct IdempotentWrites: RouterMiddleware {
                 return .ran(stored)
             }
         } catch let unkept as Unkept {
-            return Helpers.response(from: unkept.response)
+            return unkept.response.response
         }
         switch outcome {
         case .mismatch:
-            return Helpers.problem(.unprocessableContent, "Idempotency-Key reused",
+            return Self.problem(.unprocessableContent, "Idempotency-Key reused",
                                    "This Idempotency-Key was already used for a different request.")
         case .replay(let stored):
-            var response = Helpers.response(from: stored)
-            response.headers[Helpers.replayedField] = "true"
-            response.headers[Helpers.retentionField] = retentionHeader
+            var response = stored.response
+            response.headers[Self.replayedField] = "true"
+            response.headers[Self.retentionField] = retentionHeader
             return response
         case .ran(let stored):
-            var response = Helpers.response(from: stored)
-            response.headers[Helpers.retentionField] = retentionHeader
+            var response = stored.response
+            response.headers[Self.retentionField] = retentionHeader
             return response
         }
     }
@@ -128,5 +133,36 @@ struct IdempotentWrites: RouterMiddleware {
         guard try row.string("fingerprint") == fingerprint else { return .mismatch }
         let headers = try JSONDecoder().decode([[String]].self, from: try row.data("headers"))
         return .replay(StoredResponse(status: try row.int("status"), headers: headers, body: try row.data("body")))
+    }
+}
+
+extension IdempotentWrites {
+    /// The key from the field's value: an RFC 8941 sf-string (`"abc"`), read with
+    /// swift-http-structured-headers; a bare sf-token is accepted too. 1 to 255 visible ASCII
+    /// characters, without quotes or backslashes.
+    static func parseKey(_ value: String) -> String? {
+        var parser = StructuredFieldValueParser(Array(value.utf8))
+        guard let item = try? parser.parseItemFieldValue() else { return nil }
+        let key: String
+        switch item.rfc9651BareItem {
+        case .string(let string): key = string
+        case .token(let token): key = token
+        default: return nil
+        }
+        guard (1...255).contains(key.utf8.count),
+              key.utf8.allSatisfy({ (0x21...0x7E).contains($0) && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) else { return nil }
+        return key
+    }
+
+    /// What makes two requests the same one: method, path with query, and body.
+    static func fingerprint(method: String, path: String, body: ByteBuffer) -> String {
+        var hasher = SHA256()
+        hasher.update(data: Data("\(method) \(path)\n".utf8))
+        hasher.update(data: Data(body.readableBytesView))
+        return hasher.finalize().hexEncoded
+    }
+
+    static func problem(_ status: HTTPResponse.Status, _ title: String, _ detail: String) -> Response {
+        problemResponse(status, detail, ["title": title])
     }
 }

@@ -52,7 +52,7 @@ extension Router where Context == OfflineRequestContext {
         }
         group.delete(":collection/:id") { request, context in
             let owner = try context.requireUser().id
-            let key = request.headers[IdempotencyMiddleware<OfflineRequestContext>.keyField].flatMap(IdempotencyMiddleware<OfflineRequestContext>.parseKey)
+            let key = request.headers[IdempotentWrites.keyField].flatMap(IdempotentWrites.parseKey)
             _ = try await records.apply(.delete, owner: owner, collection: context.pathParameter("collection"),
                                         id: context.pathParameter("id"), key: key)
             return Response(status: .noContent)
@@ -76,7 +76,7 @@ private func write(
         return problemResponse(refusal.status, refusal.detail)
     }
     if let refusal = RecordRules.refusal(request.method, object, collection: collection) { return refusal }
-    let key = request.headers[IdempotencyMiddleware<OfflineRequestContext>.keyField].flatMap(IdempotencyMiddleware<OfflineRequestContext>.parseKey)
+    let key = request.headers[IdempotentWrites.keyField].flatMap(IdempotentWrites.parseKey)
     guard let record = try await records.apply(make(object), owner: owner, collection: collection, id: id, key: key) else {
         return problemResponse(.notFound, "No such record.")
     }

@@ -25,7 +25,7 @@ struct PostgresStorage: ServerStorage {
     static let setupLockKey = 0x0FF1_12E5
 
     static func open(url: String, schemas: [StorageSchema], channels: [String], logger: Logger) async throws -> PostgresStorage {
-        let connectionConfiguration = try PostgresIdempotencyKeyStore.configuration(from: url)
+        let connectionConfiguration = try configuration(from: url)
         do {
             let connection = try await PostgresConnection.connect(configuration: connectionConfiguration, id: 0, logger: logger)
             do {
@@ -115,6 +115,30 @@ struct PostgresStorage: ServerStorage {
             return PostgresQuery(unsafeSQL: sql, binds: bindings)
         }
     }
+
+    /// The connection settings in `url` (`postgres://user[:password]@host[:port]/database`).
+    ///
+    /// - Throws: ``PostgresURLError`` when it is not such a URL.
+    static func configuration(from url: String) throws -> PostgresConnection.Configuration {
+        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme),
+              let host = components.host, !host.isEmpty else {
+            throw PostgresURLError(url: url)
+        }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        return PostgresConnection.Configuration(
+            host: host,
+            port: components.port ?? 5432,
+            username: components.user ?? "postgres",
+            password: components.password,
+            database: database.isEmpty ? nil : database,
+            tls: .disable)
+    }
+}
+
+/// A PostgreSQL URL that could not be read.
+public struct PostgresURLError: Error, Sendable, CustomStringConvertible {
+    public var url: String
+    public var description: String { "Not a PostgreSQL URL (postgres://user@host:port/database): \(url)" }
 }
 
 /// Holds one pooled connection that listens on the storage's channels and hands what arrives to

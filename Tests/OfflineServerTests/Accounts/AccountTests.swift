@@ -182,9 +182,9 @@ struct AccountTests {
             let put = { (token: String) async throws -> (HTTPResponse.Status, String?) in
                 try await client.execute(uri: "/api/records/notes/refresh", method: .put,
                                          headers: [.authorization: "Bearer " + token, .contentType: "application/json",
-                                                   IdempotencyMiddleware<OfflineRequestContext>.keyField: #""same-write""#],
+                                                   IdempotentWrites.keyField: #""same-write""#],
                                          body: ByteBuffer(string: #"{"text":"once"}"#)) { response in
-                    (response.status, response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField])
+                    (response.status, response.headers[IdempotentWrites.replayedField])
                 }
             }
             #expect(try await put(first.accessToken) == (.ok, nil))

@@ -145,7 +145,7 @@ struct StorageBackendTests {
                         group.addTask {
                             try await client.execute(uri: "/api/records/race/once", method: .put, headers: sameKey,
                                                      body: ByteBuffer(string: #"{"n":1}"#)) { response in
-                                (String(buffer: response.body), response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField])
+                                (String(buffer: response.body), response.headers[IdempotentWrites.replayedField])
                             }
                         }
                     }

@@ -71,7 +71,7 @@ struct WriteRoutesTests {
             var answers: [(HTTPResponse.Status, String, String?)] = []
             for _ in 0..<3 {
                 try await client.execute(uri: "/shop/checkout", method: .post, headers: headers) { response in
-                    answers.append((response.status, String(buffer: response.body), response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField]))
+                    answers.append((response.status, String(buffer: response.body), response.headers[IdempotentWrites.replayedField]))
                 }
             }
             #expect(answers.map(\.0) == [.created, .created, .created])
@@ -103,10 +103,10 @@ struct WriteRoutesTests {
             #expect(try await records.list("flaky", owner: "ana").isEmpty, "the failed attempt's effect was rolled back")
             try await client.execute(uri: "/flaky", method: .post, headers: headers) { response in
                 #expect(response.status == .created)
-                #expect(response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField] == nil)
+                #expect(response.headers[IdempotentWrites.replayedField] == nil)
             }
             try await client.execute(uri: "/flaky", method: .post, headers: headers) { response in
-                #expect(response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField] == "true")
+                #expect(response.headers[IdempotentWrites.replayedField] == "true")
             }
             #expect(try await records.effects()["flaky-write"] == 1, "one effect in all")
             #expect(try await records.list("flaky", owner: "ana").map(\.version) == [1])
@@ -130,7 +130,7 @@ extension WriteRoutesTests {
             let headers = keyed()
             let answer = { (body: String) async throws -> (String, Bool) in
                 try await client.execute(uri: "/run", method: .post, headers: headers, body: ByteBuffer(string: body)) { response in
-                    (String(buffer: response.body), response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField] == "true")
+                    (String(buffer: response.body), response.headers[IdempotentWrites.replayedField] == "true")
                 }
             }
             let first = try await answer("a")

@@ -1,0 +1,135 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOConcurrencyHelpers
+import NIOCore
+@testable import OfflineServer
+import Testing
+
+/// The exactly-once middleware's answers, on routes of its own: what a client sees for a missing,
+/// new, repeated or reused key.
+@Suite("Idempotency-Key answers", .timeLimit(.minutes(1)))
+struct IdempotentWritesTests {
+    /// A router behind ``IdempotentWrites`` over fresh in-memory storage. `POST /orders` answers
+    /// 201 with the caller, its body and how many times it ran; `POST /broken` answers 503 the
+    /// first time and 201 after; `GET /orders` is a read.
+    static func withRoutes(_ body: @Sendable (any TestClientProtocol, CallCounter) async throws -> Void) async throws {
+        let storage = try await SQLiteStorage.open(in: nil, schemas: [IdempotentWrites.schema])
+        let runs = CallCounter()
+        let router = Router(context: OfflineRequestContext.self)
+        router.add(middleware: CallerFromHeader())
+        router.add(middleware: IdempotentWrites(storage: storage, retention: .seconds(3600), now: { Date() }))
+        router.post("/orders") { request, context -> Response in
+            var request = request
+            let body = try await request.collectBody(upTo: 1 << 16)
+            let text = #"{"run":\#(runs.next()),"user":"\#(context.identity?.id ?? "nobody")","echo":"\#(String(buffer: body))"}"#
+            return Response(status: .created, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: text)))
+        }
+        router.post("/broken") { _, _ -> Response in
+            let run = runs.next()
+            return Response(status: run == 1 ? .serviceUnavailable : .created, body: .init(byteBuffer: ByteBuffer(string: "run \(run)")))
+        }
+        router.get("/orders") { _, _ in "read" }
+        try await Application(router: router).test(.router) { client in try await body(client, runs) }
+    }
+
+    static func key(_ key: String, user: String? = nil) -> HTTPFields {
+        var fields: HTTPFields = [IdempotentWrites.keyField: "\"\(key)\""]
+        if let user { fields[.authorization] = user }
+        return fields
+    }
+
+    @Test("a write without a key is refused with 400 and never runs")
+    func missingKey() async throws {
+        try await Self.withRoutes { client, runs in
+            let response = try await client.execute(uri: "/orders", method: .post, body: ByteBuffer(string: "a"))
+            #expect(response.status == .badRequest)
+            #expect(response.headers[.contentType] == "application/problem+json")
+            #expect(runs.next() == 1, "the route never ran")
+        }
+    }
+
+    @Test("a repeated key with the same request gets the stored answer byte for byte, without running again")
+    func replay() async throws {
+        try await Self.withRoutes { client, runs in
+            let first = try await client.execute(uri: "/orders", method: .post, headers: Self.key("k-1"), body: ByteBuffer(string: "tea"))
+            let second = try await client.execute(uri: "/orders", method: .post, headers: Self.key("k-1"), body: ByteBuffer(string: "tea"))
+            #expect(first.status == .created && second.status == .created)
+            #expect(first.body == second.body)
+            #expect(second.headers[.contentType] == first.headers[.contentType])
+            #expect(first.headers[IdempotentWrites.replayedField] == nil)
+            #expect(second.headers[IdempotentWrites.replayedField] == "true")
+            #expect(first.headers[IdempotentWrites.retentionField] == "3600")
+            #expect(second.headers[IdempotentWrites.retentionField] == "3600")
+            #expect(runs.next() == 2, "the route ran once")
+        }
+    }
+
+    @Test("the same key with another body, or on another path, is refused with 422")
+    func mismatch() async throws {
+        try await Self.withRoutes { client, runs in
+            _ = try await client.execute(uri: "/orders", method: .post, headers: Self.key("k-2"), body: ByteBuffer(string: "tea"))
+            let otherBody = try await client.execute(uri: "/orders", method: .post, headers: Self.key("k-2"), body: ByteBuffer(string: "coffee"))
+            #expect(otherBody.status == .unprocessableContent)
+            let otherPath = try await client.execute(uri: "/orders?again", method: .post, headers: Self.key("k-2"), body: ByteBuffer(string: "tea"))
+            #expect(otherPath.status == .unprocessableContent)
+            #expect(runs.next() == 2, "the route ran once")
+        }
+    }
+
+    @Test("keys are scoped per user: another user's identical key runs for them and never gets the first user's answer")
+    func scopedPerUser() async throws {
+        try await Self.withRoutes { client, runs in
+            let alice = try await client.execute(uri: "/orders", method: .post, headers: Self.key("shared", user: "alice"), body: ByteBuffer(string: "x"))
+            let bob = try await client.execute(uri: "/orders", method: .post, headers: Self.key("shared", user: "bob"), body: ByteBuffer(string: "x"))
+            #expect(String(buffer: alice.body).contains(#""user":"alice""#))
+            #expect(String(buffer: bob.body).contains(#""user":"bob""#))
+            #expect(bob.headers[IdempotentWrites.replayedField] == nil)
+            #expect(runs.next() == 3, "the route ran once for each")
+        }
+    }
+
+    @Test("a 5xx answer is not stored: the retry with the same key runs again, and its answer is kept")
+    func serverErrorIsNotKept() async throws {
+        try await Self.withRoutes { client, _ in
+            let failed = try await client.execute(uri: "/broken", method: .post, headers: Self.key("k-3"))
+            #expect(failed.status == .serviceUnavailable)
+            let retried = try await client.execute(uri: "/broken", method: .post, headers: Self.key("k-3"))
+            #expect(retried.status == .created && String(buffer: retried.body) == "run 2")
+            #expect(retried.headers[IdempotentWrites.replayedField] == nil)
+            let again = try await client.execute(uri: "/broken", method: .post, headers: Self.key("k-3"))
+            #expect(String(buffer: again.body) == "run 2" && again.headers[IdempotentWrites.replayedField] == "true")
+        }
+    }
+
+    @Test("reads are not guarded")
+    func readsPass() async throws {
+        try await Self.withRoutes { client, _ in
+            let response = try await client.execute(uri: "/orders", method: .get)
+            #expect(response.status == .ok)
+            #expect(response.headers[IdempotentWrites.retentionField] == nil)
+        }
+    }
+
+    @Test("keys are parsed as structured-field strings", arguments: [
+        ("\"abc\"", "abc"), ("abc", "abc"), ("\"\"", nil), ("\"a b\"", nil), (String(repeating: "k", count: 256), nil),
+        (" \"abc\" ", "abc"), ("\"abc\";v=1", "abc"), ("\"ab\\\"c\"", nil), ("\"abc", nil), ("42", nil), ("\"a\", \"b\"", nil),
+    ] as [(String, String?)])
+    func parsesKeys(raw: String, expected: String?) {
+        #expect(IdempotentWrites.parseKey(raw) == expected)
+    }
+}
+
+/// This suite's stand-in for signing in: the `Authorization` value names the caller.
+private struct CallerFromHeader: RouterMiddleware {
+    typealias Context = OfflineRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var context = context
+        if let name = request.headers[.authorization] {
+            context.identity = User(id: name, name: name, email: "\(name)@example.org", displayName: name)
+        }
+        return try await next(request, context)
+    }
+}
