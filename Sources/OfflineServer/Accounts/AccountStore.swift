@@ -78,10 +78,17 @@ struct AccountStore: Sendable {
 
     /// Exchanges a refresh token for a new pair; nil when it is unknown, expired or already used
     /// (then every token of its sign-in is revoked).
+    ///
+    /// One transaction marks the token used, checks it was not used before and issues the new
+    /// pair, the token's row locked from the first statement (PostgreSQL) or every other
+    /// transaction waiting (SQLite). Of two refreshes of one token at once, one gets the pair and
+    /// the other finds the token used and revokes the family, the new pair with it: never a
+    /// refusal beside a pair that keeps working.
     func refresh(_ refreshToken: String) async throws -> Tokens? {
         let hash = Self.digest(refreshToken)
         let now = now()
-        let outcome = try await storage.transaction { transaction -> (user: User, family: String)? in
+        let (access, refresh) = (Self.randomToken(), Self.randomToken())
+        let user = try await storage.transaction { transaction -> User? in
             guard let row = try await transaction.row("""
                 SELECT r.family, r.expires_at, r.replaced, a.id, a.name, a.email, a.display_name
                 FROM refresh_token r JOIN account a ON a.id = r.account_id
@@ -94,10 +101,11 @@ struct AccountStore: Sendable {
             }
             guard try row.date("expires_at") > now else { return nil }
             try await transaction.execute("UPDATE refresh_token SET replaced = 1 WHERE token_hash = \(hash)")
-            return (try Self.user(row), family)
+            let user = try Self.user(row)
+            try await insertPair(access: access, refresh: refresh, of: user, family: family, at: now, in: transaction)
+            return user
         }
-        guard let outcome else { return nil }
-        return try await issue(to: outcome.user, family: outcome.family)
+        return user.map { Tokens(accessToken: access, refreshToken: refresh, expiresIn: Int(accessLifetime.components.seconds), user: $0) }
     }
 
     /// The user an unexpired access token was issued to.
@@ -136,16 +144,21 @@ struct AccountStore: Sendable {
         let refresh = Self.randomToken()
         let now = now()
         try await storage.transaction { transaction in
-            try await transaction.execute("""
-                INSERT INTO access_token (token_hash, account_id, family, expires_at)
-                VALUES (\(Self.digest(access)), \(user.id), \(family), \(now.addingTimeInterval(accessLifetime.timeInterval)))
-                """)
-            try await transaction.execute("""
-                INSERT INTO refresh_token (token_hash, account_id, family, expires_at, replaced)
-                VALUES (\(Self.digest(refresh)), \(user.id), \(family), \(now.addingTimeInterval(refreshLifetime.timeInterval)), 0)
-                """)
+            try await insertPair(access: access, refresh: refresh, of: user, family: family, at: now, in: transaction)
         }
         return Tokens(accessToken: access, refreshToken: refresh, expiresIn: Int(accessLifetime.components.seconds), user: user)
+    }
+
+    private func insertPair(access: String, refresh: String, of user: User, family: String, at now: Date,
+                            in transaction: any SQLTransaction) async throws {
+        try await transaction.execute("""
+            INSERT INTO access_token (token_hash, account_id, family, expires_at)
+            VALUES (\(Self.digest(access)), \(user.id), \(family), \(now.addingTimeInterval(accessLifetime.timeInterval)))
+            """)
+        try await transaction.execute("""
+            INSERT INTO refresh_token (token_hash, account_id, family, expires_at, replaced)
+            VALUES (\(Self.digest(refresh)), \(user.id), \(family), \(now.addingTimeInterval(refreshLifetime.timeInterval)), 0)
+            """)
     }
 
     private static func revoke(family: String, in transaction: any SQLTransaction) async throws {

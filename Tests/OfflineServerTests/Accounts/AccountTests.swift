@@ -202,3 +202,52 @@ struct AccountTests {
         }
     }
 }
+
+extension AccountTests {
+    /// The race a client that sends one refresh twice (two tabs, a retry) starts: the token is
+    /// used once, so one refresh gets a pair and the other finds it used and revokes its sign-in.
+    /// That revocation must take the winner's new pair with it; a pair that outlives it would
+    /// leave a sign-in the server believes ended.
+    @Test("of two refreshes of one token at once, 40 times over: one gets a pair, never while the other's revocation leaves that pair working",
+          arguments: StorageBackend.available)
+    func simultaneousRefreshes(backend: StorageBackend) async throws {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "offline-refresh-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let configuration = try await backend.configuration(.testing(dataDirectory: folder))
+        let storage = try await openServerStorage(configuration, schemas: [AccountStore.schema(seeds: TestAccounts.seeds)],
+                                                  logger: .init(label: "test.refresh"))
+        let accounts = AccountStore(storage: storage, accessLifetime: .seconds(900), refreshLifetime: .seconds(3600), now: { Date() })
+        try await withThrowingTaskGroup(of: Void.self) { services in
+            for service in storage.services {
+                services.addTask { try? await service.run() }
+            }
+            var signIns: [AccountStore.Tokens] = []
+            for _ in 0..<40 {
+                signIns.append(try #require(try await accounts.signIn(name: "ben", password: AccountSeed.demoPassword)))
+            }
+            // Every pair of refreshes at once, so that pairs overlap in every order.
+            let outcomes = try await withThrowingTaskGroup(of: (AccountStore.Tokens?, AccountStore.Tokens?).self) { group in
+                for signedIn in signIns {
+                    group.addTask {
+                        async let first = accounts.refresh(signedIn.refreshToken)
+                        async let second = accounts.refresh(signedIn.refreshToken)
+                        return try await (first, second)
+                    }
+                }
+                return try await group.reduce(into: [(AccountStore.Tokens?, AccountStore.Tokens?)]()) { $0.append($1) }
+            }
+            var (pairs, outlived) = (0, 0)
+            for (first, second) in outcomes {
+                #expect(first == nil || second == nil, "one used token gives one new pair")
+                guard let winner = first ?? second else { continue }
+                pairs += 1
+                let accessWorks = try await accounts.user(forAccessToken: winner.accessToken) != nil
+                let refreshWorks = try await accounts.refresh(winner.refreshToken) != nil
+                if accessWorks || refreshWorks { outlived += 1 }
+            }
+            #expect(pairs == 40, "each token gave one new pair")
+            #expect(outlived == 0, "in \(outlived) of 40 trials the new pair outlived the revocation of its sign-in")
+            services.cancelAll()
+        }
+    }
+}
