@@ -64,7 +64,7 @@ struct AccountTests {
             }
             _ = try await client.execute(uri: "/shop/cart", method: .get, headers: try await signedIn(client, "alice")) { $0.status }
         }
-        let customers = try await storage.transaction { try await $0.row("SELECT COUNT(*) AS count FROM shop_customer")?.int("count") }
+        let customers = try await storage.read { try $0.row("SELECT COUNT(*) AS count FROM shop_customer")?.int("count") }
         #expect(customers == 1, "only the signed-in customer's cart was seeded")
     }
 
@@ -168,8 +168,8 @@ struct AccountTests {
         clock.withLockedValue { $0 += 3601 }
         #expect(try await store.refresh(renewed.refreshToken) == nil)
         try await store.purgeExpiredTokens()
-        let left = try await storage.transaction { transaction in
-            try await transaction.row("SELECT (SELECT COUNT(*) FROM access_token) + (SELECT COUNT(*) FROM refresh_token) AS count")?.int("count")
+        let left = try await storage.read { db in
+            try db.row("SELECT (SELECT COUNT(*) FROM access_token) + (SELECT COUNT(*) FROM refresh_token) AS count")?.int("count")
         }
         #expect(left == 0)
     }

@@ -1,7 +1,9 @@
+import Dispatch
 import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 @testable import OfflineServer
@@ -109,6 +111,64 @@ struct IdempotentWritesTests {
             let response = try await client.execute(uri: "/orders", method: .get)
             #expect(response.status == .ok)
             #expect(response.headers[IdempotentWrites.retentionField] == nil)
+        }
+    }
+
+    /// Two copies of one write sent at once (to two instances sharing PostgreSQL, or one SQLite
+    /// server): both find the key free, and the first holds its transaction open until the other
+    /// has started too. The other's effect then runs once the first has committed, finds the key
+    /// taken, is rolled back, and the first answer is sent for both.
+    @Test("a duplicate that arrives while the first copy runs has its effect undone and answers what the first stored; a later copy never runs the route",
+          arguments: StorageBackend.available)
+    func concurrentDuplicate(backend: StorageBackend) async throws {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "offline-duplicate-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        // A file, not memory: SQLite's reads then run beside the write the first copy holds open.
+        let configuration = try await backend.configuration(.testing(dataDirectory: folder))
+        let schemas = [IdempotentWrites.schema, RecordStore.schema]
+        let first = try await openServerStorage(configuration, schemas: schemas, logger: Logger(label: "test.duplicate"))
+        let second = backend == .postgres ? try await openServerStorage(configuration, schemas: schemas, logger: Logger(label: "test.duplicate")) : first
+        let (routeRuns, effectRuns) = (CallCounter(), CallCounter())
+        let bothArrived = DispatchSemaphore(value: 0)
+        @Sendable func instance(_ storage: any ServerStorage) -> some ApplicationProtocol {
+            let router = Router(context: OfflineRequestContext.self)
+            router.add(middleware: IdempotentWrites(storage: storage, retention: .seconds(3600), now: { Date() }))
+            router.post("/once") { _, context in
+                if routeRuns.next() == 2 { bothArrived.signal() }
+                return try await context.commitWrite(on: storage) { db in
+                    let run = effectRuns.next()
+                    try db.execute("""
+                        INSERT INTO record_effects (idempotencyKey, count) VALUES ('once', 1)
+                        ON CONFLICT (idempotencyKey) DO UPDATE SET count = record_effects.count + 1
+                        """)
+                    if run == 1 { _ = bothArrived.wait(timeout: .now() + 20) }
+                    return WriteAnswer(status: .created, body: ByteBuffer(string: "run \(run)"))
+                }
+            }
+            return Application(router: router, services: storage.services)
+        }
+        try await instance(first).test(.router) { clientA in
+            try await instance(second).test(.router) { clientB in
+                let headers = Self.key("same")
+                let answers = try await withThrowingTaskGroup(of: (String, String?).self) { group in
+                    for client in [clientA, clientB] as [any TestClientProtocol] {
+                        group.addTask {
+                            try await client.execute(uri: "/once", method: .post, headers: headers) { response in
+                                (String(buffer: response.body), response.headers[IdempotentWrites.replayedField])
+                            }
+                        }
+                    }
+                    return try await group.reduce(into: [(String, String?)]()) { $0.append($1) }
+                }
+                #expect(answers.map(\.0) == ["run 1", "run 1"], "the first answer, for both")
+                #expect(answers.compactMap(\.1) == ["true"], "one ran, one replayed")
+                #expect(effectRuns.next() == 3, "the duplicate's effect ran, and was undone")
+                let later = try await clientB.execute(uri: "/once", method: .post, headers: headers)
+                #expect(String(buffer: later.body) == "run 1" && later.headers[IdempotentWrites.replayedField] == "true")
+                #expect(routeRuns.next() == 3, "a copy sent after the answer was stored never reaches the route")
+                let counted = try await first.read { db in try db.row("SELECT count FROM record_effects WHERE idempotencyKey = 'once'")?.int("count") }
+                #expect(counted == 1, "the effect committed once")
+            }
         }
     }
 

@@ -84,23 +84,31 @@ struct WriteRoutesTests {
         }
     }
 
-    @Test("a route that fails leaves neither its effect nor the key: the retry runs and succeeds")
+    @Test("an effect that throws, or answers 5xx, leaves neither its effect nor the key: the retry runs and succeeds")
     func failureLeavesNothing() async throws {
         let storage = try await SQLiteStorage.open(in: nil, schemas: [IdempotentWrites.schema, RecordStore.schema, ChangeFeed.schema])
         let records = RecordStore(storage: storage)
         let attempts = CallCounter()
         let router = Router(context: OfflineRequestContext.self)
         router.add(middleware: IdempotentWrites(storage: storage, retention: .seconds(3600), now: { Date() }))
-        router.post("/flaky") { _, _ in
-            // The effect is written, then the route fails the first time: both must be undone.
-            _ = try await records.apply(.put(["n": .number("1")]), owner: "ana", collection: "flaky", id: "x", key: "flaky-write")
-            if attempts.next() == 1 { throw HTTPError(.serviceUnavailable) }
-            return Response(status: .created)
+        router.post("/flaky") { _, context in
+            try await context.commitWrite(on: storage) { db in
+                // The effect is written, then the first attempt throws and the second answers 503:
+                // both times, the effect must be undone.
+                _ = try records.apply(.put(["n": .number("1")]), owner: "ana", collection: "flaky", id: "x", key: "flaky-write", in: db)
+                switch attempts.next() {
+                case 1: throw HTTPError(.serviceUnavailable)
+                case 2: return WriteAnswer(status: .serviceUnavailable)
+                default: return WriteAnswer(status: .created)
+                }
+            }
         }
         try await Application(router: router).test(.router) { client in
             let headers = keyed()
             try await client.execute(uri: "/flaky", method: .post, headers: headers) { #expect($0.status == .serviceUnavailable) }
-            #expect(try await records.list("flaky", owner: "ana").isEmpty, "the failed attempt's effect was rolled back")
+            #expect(try await records.list("flaky", owner: "ana").isEmpty, "the thrown attempt's effect was rolled back")
+            try await client.execute(uri: "/flaky", method: .post, headers: headers) { #expect($0.status == .serviceUnavailable) }
+            #expect(try await records.list("flaky", owner: "ana").isEmpty, "the 503 attempt's effect was rolled back")
             try await client.execute(uri: "/flaky", method: .post, headers: headers) { response in
                 #expect(response.status == .created)
                 #expect(response.headers[IdempotentWrites.replayedField] == nil)
