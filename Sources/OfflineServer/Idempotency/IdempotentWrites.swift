@@ -12,14 +12,19 @@ import RawStructuredFieldValues
 /// It runs in phases, and only the last one holds a transaction:
 /// 1. this middleware reads the key (`400` without one), collects the body and fingerprints the
 ///    request (method, path and body);
-/// 2. it looks the key up (a read): a key already answered for the same request gets that answer
-///    byte for byte, marked `Idempotent-Replayed: true`, and the route does not run at all; a key
-///    used for a different request gets `422`;
-/// 3. the route runs, outside any transaction: it decodes and checks the body, reads what it
+/// 2. the route runs, outside any transaction: it decodes and checks the body, reads what it
 ///    needs, and does anything slow;
-/// 4. the route hands its database effect to ``OfflineRequestContext/commitWrite(on:_:)``, a
-///    synchronous closure that returns the answer (``WriteAnswer``). One `write` runs the effect
-///    and then one `INSERT … ON CONFLICT` of the key with that answer, and commits.
+/// 3. the route hands its database effect to ``OfflineRequestContext/commitWrite(on:_:)``, a
+///    synchronous closure that returns the answer (``WriteAnswer``). One `write` looks the key up,
+///    runs the effect, then one `INSERT … ON CONFLICT` of the key with that answer, and commits.
+///    A key already answered for the same request gets that answer byte for byte, marked
+///    `Idempotent-Replayed: true`, and the effect does not run; a key used for a different
+///    request gets `422`.
+///
+/// The look-up shares the write rather than a read of its own before the route: a separate read
+/// cost every guarded request a second hop to GRDB's queues (SQLite) or a second lease and
+/// thread hand-off (PostgreSQL), more than the statement itself. A replay therefore runs the
+/// route's checks again (never its effect) before the stored answer is sent.
 ///
 /// So:
 /// - a server that dies at any point leaves either everything or nothing: its open transaction
@@ -83,16 +88,12 @@ struct IdempotentWrites: RouterMiddleware {
             scope: context.identity.map { "user:" + $0.id } ?? "anonymous", key: key,
             fingerprint: Self.fingerprint(method: request.method.rawValue, path: request.uri.description, body: body),
             now: now(), retention: retention)
-
-        if let answered = try await storage.read({ db in try write.previousAnswer(in: db, unlessExpired: true) }) {
-            return write.response(for: answered)
-        }
         var context = context
         context.guardedWrite = write
         let response = try await next(request, context)
         if write.isSettled { return response }
-        // The route committed nothing with the key: keep its answer now that it has run, unless
-        // it is a server error, which a retry must run again.
+        // The route committed nothing with the key: keep its answer now that it has run (or send
+        // the one kept already), unless it is a server error, which a retry must run again.
         let answer = try await WriteAnswer.capture(response)
         guard answer.status.code < 500 else { return answer.response }
         return try await write.commit(on: storage) { _ in answer }
@@ -142,12 +143,13 @@ final class GuardedWrite: Sendable {
     /// Whether the key has its answer: the route's response is that answer, to send as it is.
     var isSettled: Bool { state.withLockedValue { $0 == .settled } }
 
-    /// Runs `effect` in one write with the key: `effect`'s statements, then the key and the answer
-    /// `effect` returned, committed together.
+    /// Runs `effect` in one write with the key: the key's look-up, `effect`'s statements, then the
+    /// key and the answer `effect` returned, committed together.
     ///
-    /// - Returns: the answer as a response; the first request's answer if a duplicate took the key
-    ///   meanwhile (the effect is then undone), or `422` if it was used for another request. A
-    ///   `5xx` answer is returned but not kept: the effect is undone and a retry runs again.
+    /// - Returns: the answer as a response. A key answered already gets its stored answer (or
+    ///   `422` if it was used for another request) and `effect` does not run; a duplicate that took
+    ///   the key while `effect` ran gets the same, `effect` undone. A `5xx` answer is returned but
+    ///   not kept: the effect is undone and a retry runs again.
     /// - Throws: what `effect` threw (the effect is undone, nothing is kept); storage errors. A
     ///   second call once the key has its answer is a programming error.
     func commit(on storage: any ServerStorage, _ effect: @escaping @Sendable (any SQLDatabase) throws -> WriteAnswer) async throws -> Response {
@@ -160,6 +162,7 @@ final class GuardedWrite: Sendable {
         let outcome: Outcome
         do {
             outcome = try await storage.write { [self] db in
+                if let answered = try previousAnswer(in: db, unlessExpired: true) { return answered }
                 let answer = try effect(db)
                 // A server error keeps nothing: the effect is undone and a retry runs again.
                 guard answer.status.code < 500 else { throw Unkept(answer: answer) }
@@ -202,7 +205,7 @@ final class GuardedWrite: Sendable {
     private func claim(answering answer: WriteAnswer, in db: any SQLDatabase) throws -> Bool {
         try !db.rows("""
             INSERT INTO write_key (scope, key, fingerprint, created_at, status, headers, body)
-            VALUES (\(scope), \(key), \(fingerprint), \(now), \(Int(answer.status.code)), \(try answer.storedHeaders()),
+            VALUES (\(scope), \(key), \(fingerprint), \(now), \(Int(answer.status.code)), \(answer.storedHeaders),
                     \(Data(answer.body.readableBytesView)))
             ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, created_at = excluded.created_at,
                 status = excluded.status, headers = excluded.headers, body = excluded.body
@@ -274,6 +277,15 @@ extension IdempotentWrites {
     /// swift-http-structured-headers; a bare sf-token is accepted too. 1 to 255 visible ASCII
     /// characters, without quotes or backslashes.
     static func parseKey(_ value: String) -> String? {
+        // What clients send: a quoted string without escapes or parameters, read here without
+        // the general parser, which cost more than storing the key.
+        let bytes = value.utf8
+        if bytes.count >= 3, bytes.first == UInt8(ascii: "\""), bytes.last == UInt8(ascii: "\""), bytes.count <= 257 {
+            let inner = bytes.dropFirst().dropLast()
+            if inner.allSatisfy({ (0x21...0x7E).contains($0) && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
+                return String(decoding: inner, as: UTF8.self)
+            }
+        }
         var parser = StructuredFieldValueParser(Array(value.utf8))
         guard let item = try? parser.parseItemFieldValue() else { return nil }
         let key: String

@@ -68,9 +68,11 @@ struct SQLiteStorage: ServerStorage {
         func rows(_ statement: SQL) throws -> [SQLRow] {
             let (sql, arguments) = statement.rendered(in: .sqlite)
             let statement = try db.cachedStatement(sql: sql)
-            let names = statement.columnNames.map { $0.lowercased() }
             let cursor = try Row.fetchCursor(statement, arguments: StatementArguments(arguments.map(\.databaseValue)))
-            var rows: [SQLRow] = []
+            guard let first = try cursor.next() else { return [] }
+            // The names are read once there is a row to name: many look-ups find none.
+            let names = statement.columnNames.map { $0.lowercased() }
+            var rows = [SQLRow(lowercasedNames: names, values: first.databaseValues.map(SQLValue.init))]
             while let row = try cursor.next() {
                 rows.append(SQLRow(lowercasedNames: names, values: row.databaseValues.map(SQLValue.init)))
             }

@@ -131,7 +131,9 @@ extension WriteRoutesTests {
         let runs = CallCounter()
         let router = Router(context: OfflineRequestContext.self)
         router.add(middleware: IdempotentWrites(storage: storage, retention: .seconds(3600), now: { clock.withLockedValue { $0 } }))
-        router.post("/run") { _, _ in Response(status: .ok, body: ResponseBody(byteBuffer: ByteBuffer(string: "run \(runs.next())"))) }
+        router.post("/run") { _, context in
+            try await context.commitWrite(on: storage) { _ in WriteAnswer(status: .ok, body: ByteBuffer(string: "run \(runs.next())")) }
+        }
         // Live: the application runs the storage's services (PostgreSQL's pool) beside the server.
         let app = Application(router: router, services: storage.services)
         try await app.test(.live) { client in
@@ -159,4 +161,6 @@ extension WriteRoutesTests {
 final class CallCounter: Sendable {
     private let value = NIOLockedValueBox(0)
     func next() -> Int { value.withLockedValue { $0 += 1; return $0 } }
+    /// How many calls there were.
+    var count: Int { value.withLockedValue { $0 } }
 }
