@@ -9,7 +9,10 @@ import OfflineTestSupport
 /// - `PUT /api/records/bench/ID` with a new `Idempotency-Key` each time, signed in, driven by
 ///   `wrk` (a load generator that is not ours) for a fixed time; then the same route on a server
 ///   built without the middleware. Throughput, p50 and p99, and the ratio (target: ≤ 1.3× the
-///   plain write's cost). On SQLite, then on PostgreSQL when it can be started here.
+///   plain write's cost). On SQLite, then on PostgreSQL when it can be started here. The two
+///   alternate for several rounds (`OFFLINEKIT_BENCH_SERVER_ROUNDS`, 3 by default) and the
+///   medians are compared: on a machine whose load drifts (other builds on its two cores), one run
+///   of each moved the ratio by up to 0.4× from one run to the next.
 /// - one purge pass over 1,000,000 expired keys: its time, and the key table before and after.
 ///
 /// wrk runs 2 threads and 16 connections: on a 2-core machine the server and wrk share the cores,
@@ -22,13 +25,14 @@ func runServerBenchmark() async throws {
     let environment = ProcessInfo.processInfo.environment
     let duration = environment["OFFLINEKIT_BENCH_SERVER_SECONDS"].flatMap(Int.init) ?? 5
     let keys = environment["OFFLINEKIT_BENCH_PURGE_KEYS"].flatMap(Int.init) ?? 1_000_000
+    let rounds = max(1, environment["OFFLINEKIT_BENCH_SERVER_ROUNDS"].flatMap(Int.init) ?? 3)
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("offline-bench-server-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
     let postgres = LoopbackPostgres.isAvailable ? try? LoopbackPostgres.start() : nil
     defer { postgres?.stop() }
 
-    print("server: wrk, 2 threads, 16 connections, \(duration) s per run; load \(Sampling.loadAverage())")
+    print("server: wrk, 2 threads, 16 connections, \(duration) s per run, \(rounds) rounds of exactly-once then plain; load \(Sampling.loadAverage())")
     var backends: [(name: String, configure: (inout ServerConfiguration) throws -> Void)] = [
         ("SQLite", { $0.dataDirectory = directory.appendingPathComponent("sqlite-\(UUID().uuidString)") }),
     ]
@@ -38,23 +42,31 @@ func runServerBenchmark() async throws {
         print("  PostgreSQL: not available here (needs root and Debian's postgresql); skipped")
     }
     for backend in backends {
-        var results: [Bool: WrkResult] = [:]
-        for exactlyOnce in [true, false] {
-            var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, accounts: AccountSeed.demo)
-            try backend.configure(&configuration)
-            var logger = Logger(label: "offline.bench.server")
-            logger.logLevel = .warning
-            results[exactlyOnce] = try await withBenchmarkServer(configuration, exactlyOnce: exactlyOnce, logger: logger) { server in
-                let token = try await signIn(port: server.port)
-                return try runWrk(wrk, port: server.port, token: token, seconds: duration, in: directory)
+        var results: [(guarded: WrkResult, plain: WrkResult)] = []
+        for _ in 0..<rounds {
+            var round: [Bool: WrkResult] = [:]
+            for exactlyOnce in [true, false] {
+                var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, accounts: AccountSeed.demo)
+                try backend.configure(&configuration)
+                var logger = Logger(label: "offline.bench.server")
+                logger.logLevel = .warning
+                round[exactlyOnce] = try await withBenchmarkServer(configuration, exactlyOnce: exactlyOnce, logger: logger) { server in
+                    let token = try await signIn(port: server.port)
+                    return try runWrk(wrk, port: server.port, token: token, seconds: duration, in: directory)
+                }
             }
+            if let guarded = round[true], let plain = round[false] { results.append((guarded, plain)) }
         }
-        guard let guarded = results[true], let plain = results[false] else { continue }
+        guard !results.isEmpty else { continue }
+        let guarded = WrkResult.median(results.map(\.guarded))
+        let plain = WrkResult.median(results.map(\.plain))
+        let ratios = results.map { $0.plain.requestsPerSecond / $0.guarded.requestsPerSecond }
         print("  \(backend.name)")
         print("    exactly-once PUT   \(guarded)")
         print("    plain PUT          \(plain)")
         print(String(format: "    cost ratio %.2fx by throughput, p50 %.2fx, p99 %.2fx   (target: <= 1.3x)",
-                     plain.requestsPerSecond / guarded.requestsPerSecond, guarded.p50 / plain.p50, guarded.p99 / plain.p99))
+                     medianValue(ratios), guarded.p50 / plain.p50, guarded.p99 / plain.p99)
+              + "; rounds " + ratios.map { String(format: "%.2fx", $0) }.joined(separator: " "))
     }
 
     print("purge: one pass over \(keys) expired keys (each with a 300-byte stored response)")
@@ -73,12 +85,19 @@ func runServerBenchmark() async throws {
     print("  (SQLite keeps the freed pages in its file for reuse; PostgreSQL's size after is before VACUUM)")
 }
 
-/// What wrk printed for one run.
+/// What wrk printed for one run (or the medians of several).
 private struct WrkResult: CustomStringConvertible {
     var requestsPerSecond: Double
     var p50: Double
     var p99: Double
     var errors: String?
+
+    /// Each figure's median over `runs`; the errors of every run that had some.
+    static func median(_ runs: [WrkResult]) -> WrkResult {
+        let errors = runs.compactMap(\.errors)
+        return WrkResult(requestsPerSecond: medianValue(runs.map(\.requestsPerSecond)), p50: medianValue(runs.map(\.p50)),
+                         p99: medianValue(runs.map(\.p99)), errors: errors.isEmpty ? nil : errors.joined(separator: "; "))
+    }
 
     var description: String {
         String(format: "%8.0f req/s   p50 %6.2f ms   p99 %6.2f ms", requestsPerSecond, p50, p99) + (errors.map { "   (\($0))" } ?? "")
@@ -153,4 +172,12 @@ private func parseWrk(_ text: String) throws -> WrkResult {
 private struct WrkFailure: Error, CustomStringConvertible {
     let output: String
     var description: String { "wrk printed no figures:\n\(output)" }
+}
+
+/// The middle value (the mean of the two middle ones for an even count).
+private func medianValue(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    guard !sorted.isEmpty else { return .nan }
+    let middle = sorted.count / 2
+    return sorted.count.isMultiple(of: 2) ? (sorted[middle - 1] + sorted[middle]) / 2 : sorted[middle]
 }

@@ -49,10 +49,10 @@ struct AccountStore: Sendable {
                     "CREATE INDEX IF NOT EXISTS refresh_token_family ON refresh_token (family)",
                 ]),
             ],
-            seed: { transaction in
+            seed: { db in
                 for seed in seeds {
                     let user = seed.user
-                    try await transaction.execute("""
+                    try db.execute("""
                         INSERT INTO account (id, name, email, display_name, password_hash)
                         VALUES (\(user.id), \(user.name), \(user.email), \(user.displayName), \(seed.passwordHash))
                         ON CONFLICT (id) DO NOTHING
@@ -64,8 +64,8 @@ struct AccountStore: Sendable {
     /// Signs `name` in with `password`; nil when either is wrong (the same answer for both, and
     /// the same work: an unknown name is checked against a decoy hash).
     func signIn(name: String, password: String) async throws -> Tokens? {
-        let row = try await storage.transaction { transaction in
-            try await transaction.row("""
+        let row = try await storage.read { db in
+            try db.row("""
                 SELECT id, name, email, display_name, password_hash FROM account WHERE name = \(name)
                 """)
         }
@@ -73,39 +73,51 @@ struct AccountStore: Sendable {
         // bcrypt is slow on purpose: off the cooperative pool, like any blocking work.
         let matches = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash) }
         guard matches, let row else { return nil }
-        return try await issue(to: try Self.user(row), family: Self.randomToken())
+        let user = try Self.user(row)
+        let fresh = freshTokens()
+        try await storage.write { db in
+            try fresh.issue(to: user, family: Self.randomToken(), in: db)
+        }
+        return fresh.tokens(for: user)
     }
 
     /// Exchanges a refresh token for a new pair; nil when it is unknown, expired or already used
     /// (then every token of its sign-in is revoked).
+    ///
+    /// One write marks the token used, checks it was not used before and issues the new pair, the
+    /// token's row locked from the first statement (PostgreSQL) or every other write waiting
+    /// (SQLite). Of two refreshes of one token at once, one gets the pair and the other finds the
+    /// token used and revokes the family, the new pair with it: never a refusal beside a pair that
+    /// keeps working.
     func refresh(_ refreshToken: String) async throws -> Tokens? {
         let hash = Self.digest(refreshToken)
-        let now = now()
-        let outcome = try await storage.transaction { transaction -> (user: User, family: String)? in
-            guard let row = try await transaction.row("""
+        let fresh = freshTokens()
+        let user = try await storage.write { db -> User? in
+            guard let row = try db.row("""
                 SELECT r.family, r.expires_at, r.replaced, a.id, a.name, a.email, a.display_name
                 FROM refresh_token r JOIN account a ON a.id = r.account_id
                 WHERE r.token_hash = \(hash) \(.forUpdate)
                 """) else { return nil }
             let family = try row.string("family")
             if try row.int("replaced") != 0 {
-                try await Self.revoke(family: family, in: transaction)
+                try Self.revoke(family: family, in: db)
                 return nil
             }
-            guard try row.date("expires_at") > now else { return nil }
-            try await transaction.execute("UPDATE refresh_token SET replaced = 1 WHERE token_hash = \(hash)")
-            return (try Self.user(row), family)
+            guard try row.date("expires_at") > fresh.now else { return nil }
+            try db.execute("UPDATE refresh_token SET replaced = 1 WHERE token_hash = \(hash)")
+            let user = try Self.user(row)
+            try fresh.issue(to: user, family: family, in: db)
+            return user
         }
-        guard let outcome else { return nil }
-        return try await issue(to: outcome.user, family: outcome.family)
+        return user.map { fresh.tokens(for: $0) }
     }
 
     /// The user an unexpired access token was issued to.
     func user(forAccessToken token: String) async throws -> User? {
         let hash = Self.digest(token)
         let now = now()
-        return try await storage.transaction { transaction in
-            guard let row = try await transaction.row("""
+        return try await storage.read { db in
+            guard let row = try db.row("""
                 SELECT a.id, a.name, a.email, a.display_name, t.expires_at
                 FROM access_token t JOIN account a ON a.id = t.account_id WHERE t.token_hash = \(hash)
                 """), try row.date("expires_at") > now else { return nil }
@@ -116,41 +128,52 @@ struct AccountStore: Sendable {
     /// Ends the sign-in an access token belongs to: its family of access and refresh tokens.
     func signOut(accessToken: String) async throws {
         let hash = Self.digest(accessToken)
-        try await storage.transaction { transaction in
-            guard let row = try await transaction.row("SELECT family FROM access_token WHERE token_hash = \(hash)") else { return }
-            try await Self.revoke(family: try row.string("family"), in: transaction)
+        try await storage.write { db in
+            guard let row = try db.row("SELECT family FROM access_token WHERE token_hash = \(hash)") else { return }
+            try Self.revoke(family: try row.string("family"), in: db)
         }
     }
 
     /// Deletes tokens that expired before now: they can no longer be used.
     func purgeExpiredTokens() async throws {
         let now = now()
-        try await storage.transaction { transaction in
-            try await transaction.execute("DELETE FROM access_token WHERE expires_at < \(now)")
-            try await transaction.execute("DELETE FROM refresh_token WHERE expires_at < \(now)")
+        try await storage.write { db in
+            try db.execute("DELETE FROM access_token WHERE expires_at < \(now)")
+            try db.execute("DELETE FROM refresh_token WHERE expires_at < \(now)")
         }
     }
 
-    private func issue(to user: User, family: String) async throws -> Tokens {
-        let access = Self.randomToken()
-        let refresh = Self.randomToken()
-        let now = now()
-        try await storage.transaction { transaction in
-            try await transaction.execute("""
+    private func freshTokens() -> FreshTokens {
+        FreshTokens(now: now(), accessLifetime: accessLifetime, refreshLifetime: refreshLifetime)
+    }
+
+    /// A new pair of tokens, drawn before the write that stores their digests.
+    private struct FreshTokens: Sendable {
+        let access = AccountStore.randomToken()
+        let refresh = AccountStore.randomToken()
+        let now: Date
+        let accessLifetime: Duration
+        let refreshLifetime: Duration
+
+        func issue(to user: User, family: String, in db: any SQLDatabase) throws {
+            try db.execute("""
                 INSERT INTO access_token (token_hash, account_id, family, expires_at)
-                VALUES (\(Self.digest(access)), \(user.id), \(family), \(now.addingTimeInterval(accessLifetime.timeInterval)))
+                VALUES (\(AccountStore.digest(access)), \(user.id), \(family), \(now.addingTimeInterval(accessLifetime.timeInterval)))
                 """)
-            try await transaction.execute("""
+            try db.execute("""
                 INSERT INTO refresh_token (token_hash, account_id, family, expires_at, replaced)
-                VALUES (\(Self.digest(refresh)), \(user.id), \(family), \(now.addingTimeInterval(refreshLifetime.timeInterval)), 0)
+                VALUES (\(AccountStore.digest(refresh)), \(user.id), \(family), \(now.addingTimeInterval(refreshLifetime.timeInterval)), 0)
                 """)
         }
-        return Tokens(accessToken: access, refreshToken: refresh, expiresIn: Int(accessLifetime.components.seconds), user: user)
+
+        func tokens(for user: User) -> Tokens {
+            Tokens(accessToken: access, refreshToken: refresh, expiresIn: Int(accessLifetime.components.seconds), user: user)
+        }
     }
 
-    private static func revoke(family: String, in transaction: any SQLTransaction) async throws {
-        try await transaction.execute("DELETE FROM access_token WHERE family = \(family)")
-        try await transaction.execute("DELETE FROM refresh_token WHERE family = \(family)")
+    private static func revoke(family: String, in db: any SQLDatabase) throws {
+        try db.execute("DELETE FROM access_token WHERE family = \(family)")
+        try db.execute("DELETE FROM refresh_token WHERE family = \(family)")
     }
 
     private static func user(_ row: SQLRow) throws -> User {

@@ -47,8 +47,8 @@ package func measureKeyPurge(_ configuration: ServerConfiguration, expiredKeys c
         var start = clock.now
         for batch in stride(from: 0, to: count, by: 100_000) {
             let size = min(100_000, count - batch)
-            try await storage.transaction { transaction in
-                try await transaction.execute("""
+            try await storage.write { db in
+                try db.execute("""
                     WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(size))
                     INSERT INTO write_key (scope, key, fingerprint, created_at, status, headers, body)
                     SELECT 'user:bench', CAST(\("key-\(batch)-") AS TEXT) || CAST(i AS TEXT), 'fingerprint', \(created), 200,
@@ -58,11 +58,11 @@ package func measureKeyPurge(_ configuration: ServerConfiguration, expiredKeys c
         }
         let fill = clock.now - start
         func measure() async throws -> (keys: Int, bytes: Int) {
-            try await storage.transaction { transaction in
-                let keys = try await transaction.row("SELECT COUNT(*) AS count FROM write_key")?.int("count") ?? 0
+            try await storage.read { db in
+                let keys = try db.row("SELECT COUNT(*) AS count FROM write_key")?.int("count") ?? 0
                 let bytes = postgres
-                    ? try await transaction.row("SELECT pg_total_relation_size('write_key') AS size")?.int("size") ?? 0
-                    : try await transaction.row("SELECT (page_count - freelist_count) * page_size AS size FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size()")?.int("size") ?? 0
+                    ? try db.row("SELECT pg_total_relation_size('write_key') AS size")?.int("size") ?? 0
+                    : try db.row("SELECT (page_count - freelist_count) * page_size AS size FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size()")?.int("size") ?? 0
                 return (keys, bytes)
             }
         }
@@ -76,11 +76,17 @@ package func measureKeyPurge(_ configuration: ServerConfiguration, expiredKeys c
             var count = 0
             while !Task.isCancelled {
                 let began = clock.now
-                try await storage.transaction { transaction in
-                    try await transaction.execute("""
-                        INSERT INTO write_key (scope, key, fingerprint, created_at, status, headers, body)
-                        VALUES ('user:bench', \("live-\(count)"), 'fingerprint', \(Date()), 200, \(Data("[]".utf8)), \(body))
-                        """)
+                let key = "live-\(count)"
+                do {
+                    try await storage.write { db in
+                        try db.execute("""
+                            INSERT INTO write_key (scope, key, fingerprint, created_at, status, headers, body)
+                            VALUES ('user:bench', \(key), 'fingerprint', \(Date()), 200, \(Data("[]".utf8)), \(body))
+                            """)
+                    }
+                } catch is CancellationError {
+                    // Stopped once the purge is over: this write did not happen, and is not counted.
+                    break
                 }
                 longest = max(longest, clock.now - began)
                 count += 1

@@ -52,10 +52,5 @@ struct BadRequest: HTTPResponseError {
 /// A problem as `application/problem+json` (RFC 9457): its status and detail, and the members
 /// a kind of problem adds (`title`, the `field` a refused record names).
 func problemResponse(_ status: HTTPResponse.Status, _ detail: String, _ members: [String: String] = [:]) -> Response {
-    var problem: [String: Any] = members
-    problem["status"] = Int(status.code)
-    problem["detail"] = detail
-    let body = (try? JSONSerialization.data(withJSONObject: problem, options: [.sortedKeys])) ?? Data()
-    return Response(status: status, headers: [.contentType: "application/problem+json"],
-                    body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+    WriteAnswer.problem(status, detail, members).response
 }

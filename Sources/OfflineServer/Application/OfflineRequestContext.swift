@@ -6,6 +6,9 @@ public struct OfflineRequestContext: AuthRequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The user whose access token the request carried, set by ``UserAuthenticator``.
     public var identity: User?
+    /// The idempotency key of a guarded write, set by ``IdempotentWrites``: the route commits its
+    /// database effect with it (``commitWrite(on:_:)``).
+    var guardedWrite: GuardedWrite?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)

@@ -7,10 +7,9 @@ import ServiceLifecycle
 /// past their expiry.
 ///
 /// Runs in the server's service group: one purge at start, then one every `interval`, until
-/// graceful shutdown. Keys go in batches of ``batchSize``, one short transaction each, found on
-/// the index of their creation time: on SQLite, where writes take turns, a purge of a million
-/// keys in one transaction would hold every write for seconds; a batch holds them for
-/// milliseconds.
+/// graceful shutdown. Keys go in batches of ``batchSize``, one short write each, found on the
+/// index of their creation time: on SQLite, where writes take turns, a purge of a million keys in
+/// one write would hold every other write for seconds; a batch holds them for milliseconds.
 struct ExpiredDataPurge<C: Clock>: Service where C.Duration == Duration {
     let storage: any ServerStorage
     let accounts: AccountStore
@@ -28,6 +27,9 @@ struct ExpiredDataPurge<C: Clock>: Service where C.Duration == Duration {
                     do {
                         try await purge()
                     } catch {
+                        // Shutting down cancels a pass under way (its batch rolls back); the next
+                        // start purges again.
+                        if Task.isCancelled { return }
                         // A failed purge (a database restarting) is retried at the next interval.
                         logger.warning("purging expired keys and tokens failed: \(error)")
                     }
@@ -44,8 +46,8 @@ struct ExpiredDataPurge<C: Clock>: Service where C.Duration == Duration {
     func purge() async throws {
         let before = now().addingTimeInterval(-retention.timeInterval)
         while true {
-            let deleted = try await storage.transaction { transaction in
-                try await transaction.rows("""
+            let deleted = try await storage.write { [batchSize] db in
+                try db.rows("""
                     DELETE FROM write_key WHERE (scope, key) IN (
                         SELECT scope, key FROM write_key WHERE created_at < \(before) LIMIT \(batchSize))
                     RETURNING 1 AS deleted

@@ -20,8 +20,11 @@ extension Router where Context == OfflineRequestContext {
             guard case .object? = try? JSONBody.parse(body, maxBytes: context.maxUploadSize) else {
                 return try DomainHTTP.problem("The planner could not be read.", status: .badRequest)
             }
-            try await store.savePlannerDocument(Data(body.readableBytesView), user: user.id, at: now())
-            return Response(status: .noContent)
+            let (document, date) = (Data(body.readableBytesView), now())
+            return try await context.commitWrite(on: store.storage) { db in
+                try DomainStore.savePlannerDocument(document, user: user.id, at: date, in: db)
+                return WriteAnswer(status: .noContent)
+            }
         }
         post("/api/planner/suggestions") { request, context in
             _ = try context.requireUser()

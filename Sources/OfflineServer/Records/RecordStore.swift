@@ -7,6 +7,8 @@ import Foundation
 /// Records belong to the account that wrote them: every read and write names its owner, and one
 /// owner never sees another's records. Every write is also recorded, in its transaction, in the
 /// owner's change feed `records/COLLECTION`, which `GET /api/sync/records/COLLECTION` serves.
+/// Writes run in the caller's `write` (``apply(_:owner:collection:id:key:in:)``), so a write
+/// route commits them with its idempotency key; reads open their own.
 struct RecordStore: Sendable {
     let storage: any ServerStorage
     var now: @Sendable () -> Date = { Date() }
@@ -78,58 +80,56 @@ struct RecordStore: Sendable {
         ]),
     ])
 
-    enum Write {
+    enum Write: Sendable {
         case put([String: JSONValue])
         case patch([String: JSONValue])
         case delete
     }
 
-    /// Applies a write and counts its effect under `key`, in one transaction.
+    /// Applies a write in `db`, records it in the owner's change feed and counts its effect under
+    /// `key`: call it inside the `write` that commits the write route's effect.
     /// - Returns: the record after the write (nil after a delete, or a patch of a missing record).
-    func apply(_ write: Write, owner: String, collection: String, id: String, key: String?) async throws -> Record? {
-        try await storage.transaction { transaction in
-            var result: Record?
-            switch write {
-            case .put(let body):
-                let encoded = JSONValue.object(body).jsonBytes
-                // One statement, so concurrent writers on other instances each get their own version.
-                let version = try await transaction.row("""
-                    INSERT INTO records (owner, collection, id, body, version) VALUES (\(owner), \(collection), \(id), \(Data(encoded)), 1)
-                    ON CONFLICT (owner, collection, id) DO UPDATE SET body = excluded.body, version = records.version + 1
-                    RETURNING version
-                    """)?.int("version") ?? 1
-                result = Record(id: id, version: version, body: body, encodedBody: encoded)
-            case .patch(let body):
-                // The merge happens here, so the row stays locked from read to write.
-                guard let row = try await transaction.row("""
-                    SELECT body, version FROM records WHERE owner = \(owner) AND collection = \(collection) AND id = \(id) \(.forUpdate)
-                    """) else { return nil }
-                let current = try Self.body(try row.data("body"))
-                let (version, mergedBody) = (try row.int("version") + 1, current.merging(body) { _, new in new })
-                let encoded = JSONValue.object(mergedBody).jsonBytes
-                try await transaction.execute("""
-                    UPDATE records SET body = \(Data(encoded)), version = \(version)
-                    WHERE owner = \(owner) AND collection = \(collection) AND id = \(id)
-                    """)
-                result = Record(id: id, version: version, body: mergedBody, encodedBody: encoded)
-            case .delete:
-                try await transaction.execute("DELETE FROM records WHERE owner = \(owner) AND collection = \(collection) AND id = \(id)")
-            }
-            try await ChangeFeed.record(Self.feed(of: owner, collection), id: id, value: result.map { Data($0.jsonBytes) },
-                                        at: now(), in: transaction)
-            if let key {
-                try await transaction.execute("""
-                    INSERT INTO record_effects (idempotencyKey, count) VALUES (\(key), 1)
-                    ON CONFLICT (idempotencyKey) DO UPDATE SET count = record_effects.count + 1
-                    """)
-            }
-            return result
+    func apply(_ write: Write, owner: String, collection: String, id: String, key: String?, in db: any SQLDatabase) throws -> Record? {
+        var result: Record?
+        switch write {
+        case .put(let body):
+            let encoded = JSONValue.object(body).jsonBytes
+            // One statement, so concurrent writers on other instances each get their own version.
+            let version = try db.row("""
+                INSERT INTO records (owner, collection, id, body, version) VALUES (\(owner), \(collection), \(id), \(Data(encoded)), 1)
+                ON CONFLICT (owner, collection, id) DO UPDATE SET body = excluded.body, version = records.version + 1
+                RETURNING version
+                """)?.int("version") ?? 1
+            result = Record(id: id, version: version, body: body, encodedBody: encoded)
+        case .patch(let body):
+            // The merge happens here, so the row stays locked from read to write.
+            guard let row = try db.row("""
+                SELECT body, version FROM records WHERE owner = \(owner) AND collection = \(collection) AND id = \(id) \(.forUpdate)
+                """) else { return nil }
+            let current = try Self.body(try row.data("body"))
+            let (version, mergedBody) = (try row.int("version") + 1, current.merging(body) { _, new in new })
+            let encoded = JSONValue.object(mergedBody).jsonBytes
+            try db.execute("""
+                UPDATE records SET body = \(Data(encoded)), version = \(version)
+                WHERE owner = \(owner) AND collection = \(collection) AND id = \(id)
+                """)
+            result = Record(id: id, version: version, body: mergedBody, encodedBody: encoded)
+        case .delete:
+            try db.execute("DELETE FROM records WHERE owner = \(owner) AND collection = \(collection) AND id = \(id)")
         }
+        try ChangeFeed.record(Self.feed(of: owner, collection), id: id, value: result.map { Data($0.jsonBytes) }, at: now(), in: db)
+        if let key {
+            try db.execute("""
+                INSERT INTO record_effects (idempotencyKey, count) VALUES (\(key), 1)
+                ON CONFLICT (idempotencyKey) DO UPDATE SET count = record_effects.count + 1
+                """)
+        }
+        return result
     }
 
     func list(_ collection: String, owner: String) async throws -> [Record] {
-        try await storage.transaction { transaction in
-            try await transaction.rows("""
+        try await storage.read { db in
+            try db.rows("""
                 SELECT id, body, version FROM records WHERE owner = \(owner) AND collection = \(collection) ORDER BY id
                 """).map { try Self.record(from: $0) }
         }
@@ -137,16 +137,16 @@ struct RecordStore: Sendable {
 
     /// One record, read on its own (the collection may be large).
     func record(_ collection: String, id: String, owner: String) async throws -> Record? {
-        try await storage.transaction { transaction in
-            try await transaction.row("""
+        try await storage.read { db in
+            try db.row("""
                 SELECT id, body, version FROM records WHERE owner = \(owner) AND collection = \(collection) AND id = \(id)
                 """).map { try Self.record(from: $0) }
         }
     }
 
     func effects() async throws -> [String: Int] {
-        try await storage.transaction { transaction in
-            Dictionary(uniqueKeysWithValues: try await transaction.rows("SELECT idempotencyKey, count FROM record_effects").map {
+        try await storage.read { db in
+            Dictionary(uniqueKeysWithValues: try db.rows("SELECT idempotencyKey, count FROM record_effects").map {
                 (try $0.string("idempotencyKey"), try $0.int("count"))
             })
         }

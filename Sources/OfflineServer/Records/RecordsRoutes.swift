@@ -22,8 +22,9 @@ extension Router where Context == OfflineRequestContext {
     ///
     /// Every route needs a signed-in user (`401` otherwise), whose records they are: another
     /// account's record is not found. Writes need an `Idempotency-Key`: like every write route,
-    /// they run exactly once (``IdempotentWrites``), the effect counted in the same transaction as
-    /// the key, and land in the owner's change feed (`GET /api/sync/records/COLLECTION`).
+    /// they run exactly once (``IdempotentWrites``): the body is decoded and checked first, then the
+    /// record, its change in the owner's feed (`GET /api/sync/records/COLLECTION`), the effect's
+    /// count and the key commit in one write.
     func addRecordsRoutes(storage: any ServerStorage, faultsEnabled: Bool) {
         let records = RecordStore(storage: storage)
         if faultsEnabled {
@@ -45,23 +46,25 @@ extension Router where Context == OfflineRequestContext {
             return cacheableJSONResponse(record.json.jsonBytes, request: request)
         }
         group.put(":collection/:id") { request, context in
-            try await write(request, context, records) { .put($0) }
+            try await write(request, context, storage, records) { .put($0) }
         }
         group.patch(":collection/:id") { request, context in
-            try await write(request, context, records) { .patch($0) }
+            try await write(request, context, storage, records) { .patch($0) }
         }
         group.delete(":collection/:id") { request, context in
             let owner = try context.requireUser().id
-            let key = request.headers[IdempotencyMiddleware<OfflineRequestContext>.keyField].flatMap(IdempotencyMiddleware<OfflineRequestContext>.parseKey)
-            _ = try await records.apply(.delete, owner: owner, collection: context.pathParameter("collection"),
-                                        id: context.pathParameter("id"), key: key)
-            return Response(status: .noContent)
+            let (collection, id) = (try context.pathParameter("collection"), try context.pathParameter("id"))
+            let key = request.headers[IdempotentWrites.keyField].flatMap(IdempotentWrites.parseKey)
+            return try await context.commitWrite(on: storage) { db in
+                _ = try records.apply(.delete, owner: owner, collection: collection, id: id, key: key, in: db)
+                return WriteAnswer(status: .noContent)
+            }
         }
     }
 }
 
 private func write(
-    _ request: Request, _ context: OfflineRequestContext, _ records: RecordStore,
+    _ request: Request, _ context: OfflineRequestContext, _ storage: any ServerStorage, _ records: RecordStore,
     _ make: ([String: JSONValue]) -> RecordStore.Write
 ) async throws -> Response {
     let owner = try context.requireUser().id
@@ -76,11 +79,14 @@ private func write(
         return problemResponse(refusal.status, refusal.detail)
     }
     if let refusal = RecordRules.refusal(request.method, object, collection: collection) { return refusal }
-    let key = request.headers[IdempotencyMiddleware<OfflineRequestContext>.keyField].flatMap(IdempotencyMiddleware<OfflineRequestContext>.parseKey)
-    guard let record = try await records.apply(make(object), owner: owner, collection: collection, id: id, key: key) else {
-        return problemResponse(.notFound, "No such record.")
+    let key = request.headers[IdempotentWrites.keyField].flatMap(IdempotentWrites.parseKey)
+    let write = make(object)
+    return try await context.commitWrite(on: storage) { db in
+        guard let record = try records.apply(write, owner: owner, collection: collection, id: id, key: key, in: db) else {
+            return .problem(.notFound, "No such record.")
+        }
+        return .json(record.jsonBytes)
     }
-    return jsonResponse(record.jsonBytes)
 }
 
 private func jsonResponse(_ value: JSONValue) -> Response {

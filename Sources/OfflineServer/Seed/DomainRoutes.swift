@@ -27,11 +27,12 @@ enum DomainHTTP {
     }()
 
     static func json(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
-        let data = try encoder.encode(value)
-        return Response(
-            status: status,
-            headers: [.contentType: "application/json", .cacheControl: "no-store"],
-            body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        try answer(value, status: status).response
+    }
+
+    /// ``json(_:status:)`` as a write route's answer, built inside its write.
+    static func answer(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws -> WriteAnswer {
+        .json(try encoder.encode(value), status: status, headers: [.contentType: "application/json", .cacheControl: "no-store"])
     }
 
     /// A problem the user can act on, in words (never a status code).
@@ -42,5 +43,10 @@ enum DomainHTTP {
 
     static func problem(_ message: String, field: String? = nil, status: HTTPResponse.Status) throws -> Response {
         try json(Problem(message: message, field: field), status: status)
+    }
+
+    /// ``problem(_:field:status:)`` as a write route's answer, built inside its write.
+    static func problemAnswer(_ message: String, field: String? = nil, status: HTTPResponse.Status) throws -> WriteAnswer {
+        try answer(Problem(message: message, field: field), status: status)
     }
 }

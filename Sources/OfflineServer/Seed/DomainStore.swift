@@ -1,7 +1,8 @@
 import Foundation
 
 /// The domain data of the reference backend (cities, sessions, planner documents, workspace),
-/// in the server's storage (SQLite or PostgreSQL).
+/// in the server's storage (SQLite or PostgreSQL). Reads open their own `read`; changes run in
+/// the caller's `write` (they take the `db`), so a write route commits them with its key.
 struct DomainStore: Sendable {
     let storage: any ServerStorage
 
@@ -18,30 +19,30 @@ struct DomainStore: Sendable {
                 "CREATE TABLE IF NOT EXISTS generation (id \(.serialPrimaryKey), session_id \(.text) NOT NULL, created_at \(.double) NOT NULL)",
             ]),
         ],
-        seed: { transaction in
+        seed: { db in
             for city in DomainCatalog.cities {
-                try await transaction.execute("""
+                try db.execute("""
                     INSERT INTO city (id, name, country, pack_id) VALUES (\(city.id), \(city.name), \(city.country), \(city.packId))
                     ON CONFLICT (id) DO NOTHING
                     """)
             }
             for session in DomainCatalog.sessions {
-                try await transaction.execute("""
+                try db.execute("""
                     INSERT INTO audio_session (id, title, minutes, pack_id, summary)
                     VALUES (\(session.id), \(session.title), \(session.minutes), \(session.packId), \(session.summary))
                     ON CONFLICT (id) DO NOTHING
                     """)
             }
-            let members = try await transaction.row("SELECT COUNT(*) AS count FROM workspace_member")
+            let members = try db.row("SELECT COUNT(*) AS count FROM workspace_member")
             guard try members?.int("count") == 0 else { return }
             for (email, name, role) in [("ana@example.com", "Ana Silva", "admin"), ("ben@example.com", "Ben Okafor", "member")] {
-                try await transaction.execute("INSERT INTO workspace_member (email, name, role) VALUES (\(email), \(name), \(role))")
+                try db.execute("INSERT INTO workspace_member (email, name, role) VALUES (\(email), \(name), \(role))")
             }
         })
 
     func cities(matching query: String, limit: Int = 8) async throws -> [City] {
-        let cities = try await storage.transaction { transaction in
-            try await transaction.rows("SELECT id, name, country, pack_id FROM city ORDER BY name").map {
+        let cities = try await storage.read { db in
+            try db.rows("SELECT id, name, country, pack_id FROM city ORDER BY name").map {
                 City(id: try $0.string("id"), name: try $0.string("name"), country: try $0.string("country"), packId: try $0.string("pack_id"))
             }
         }
@@ -53,42 +54,39 @@ struct DomainStore: Sendable {
     }
 
     func sessions() async throws -> [AudioSession] {
-        try await storage.transaction { transaction in
-            try await transaction.rows("SELECT id, title, minutes, pack_id, summary FROM audio_session ORDER BY minutes, id").map {
+        try await storage.read { db in
+            try db.rows("SELECT id, title, minutes, pack_id, summary FROM audio_session ORDER BY minutes, id").map {
                 AudioSession(id: try $0.string("id"), title: try $0.string("title"), minutes: try $0.int("minutes"),
                              packId: try $0.string("pack_id"), summary: try $0.string("summary"))
             }
         }
     }
 
-    /// Records one generation of a session and returns its number (1 for the first).
-    func recordGeneration(sessionId: String, at date: Date) async throws -> Int {
-        try await storage.transaction { transaction in
-            // Generations of one session are numbered one at a time, across instances too.
-            _ = try await transaction.rows("SELECT id FROM audio_session WHERE id = \(sessionId) \(.forUpdate)")
-            try await transaction.execute("INSERT INTO generation (session_id, created_at) VALUES (\(sessionId), \(date))")
-            return try await transaction.row("SELECT COUNT(*) AS count FROM generation WHERE session_id = \(sessionId)")?.int("count") ?? 1
-        }
+    /// Records one generation of a session in `db` and returns its number (1 for the first).
+    static func recordGeneration(sessionId: String, at date: Date, in db: any SQLDatabase) throws -> Int {
+        // Generations of one session are numbered one at a time, across instances too.
+        _ = try db.rows("SELECT id FROM audio_session WHERE id = \(sessionId) \(.forUpdate)")
+        try db.execute("INSERT INTO generation (session_id, created_at) VALUES (\(sessionId), \(date))")
+        return try db.row("SELECT COUNT(*) AS count FROM generation WHERE session_id = \(sessionId)")?.int("count") ?? 1
     }
 
     func plannerDocument(user: String) async throws -> Data? {
-        try await storage.transaction { transaction in
-            try await transaction.row("SELECT json FROM planner_document WHERE owner = \(user)")?.data("json")
+        try await storage.read { db in
+            try db.row("SELECT json FROM planner_document WHERE owner = \(user)")?.data("json")
         }
     }
 
-    func savePlannerDocument(_ json: Data, user: String, at date: Date) async throws {
-        try await storage.transaction { transaction in
-            try await transaction.execute("""
-                INSERT INTO planner_document (owner, json, updated_at) VALUES (\(user), \(json), \(date))
-                ON CONFLICT (owner) DO UPDATE SET json = excluded.json, updated_at = excluded.updated_at
-                """)
-        }
+    /// Stores `user`'s planner document in `db`, replacing the one before.
+    static func savePlannerDocument(_ json: Data, user: String, at date: Date, in db: any SQLDatabase) throws {
+        try db.execute("""
+            INSERT INTO planner_document (owner, json, updated_at) VALUES (\(user), \(json), \(date))
+            ON CONFLICT (owner) DO UPDATE SET json = excluded.json, updated_at = excluded.updated_at
+            """)
     }
 
     func members() async throws -> [WorkspaceMember] {
-        try await storage.transaction { transaction in
-            try await transaction.rows("SELECT email, name, role FROM workspace_member ORDER BY name").map {
+        try await storage.read { db in
+            try db.rows("SELECT email, name, role FROM workspace_member ORDER BY name").map {
                 WorkspaceMember(email: try $0.string("email"), name: try $0.string("name"), role: try $0.string("role"))
             }
         }
@@ -96,18 +94,16 @@ struct DomainStore: Sendable {
 
     /// The workspace role of the member with `email`, or nil for someone who is not a member.
     func role(of email: String) async throws -> String? {
-        try await storage.transaction { transaction in
-            try await transaction.row("SELECT role FROM workspace_member WHERE email = \(email.lowercased())")?.string("role")
+        try await storage.read { db in
+            try db.row("SELECT role FROM workspace_member WHERE email = \(email.lowercased())")?.string("role")
         }
     }
 
-    /// Adds a member unless the email is already one; false when it was.
-    func addMember(_ member: WorkspaceMember) async throws -> Bool {
-        try await storage.transaction { transaction in
-            try await !transaction.rows("""
-                INSERT INTO workspace_member (email, name, role) VALUES (\(member.email), \(member.name), \(member.role))
-                ON CONFLICT (email) DO NOTHING RETURNING email
-                """).isEmpty
-        }
+    /// Adds a member in `db` unless the email is already one; false when it was.
+    static func addMember(_ member: WorkspaceMember, in db: any SQLDatabase) throws -> Bool {
+        try !db.rows("""
+            INSERT INTO workspace_member (email, name, role) VALUES (\(member.email), \(member.name), \(member.role))
+            ON CONFLICT (email) DO NOTHING RETURNING email
+            """).isEmpty
     }
 }

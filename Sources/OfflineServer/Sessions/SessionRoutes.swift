@@ -23,9 +23,12 @@ extension Router where Context == OfflineRequestContext {
             guard let session = try await store.sessions().first(where: { $0.id == id }) else {
                 return try DomainHTTP.problem("This session is no longer available.", status: .notFound)
             }
-            let variation = try await store.recordGeneration(sessionId: id, at: now())
-            return try DomainHTTP.json(GeneratedSession(sessionId: id, variation: variation,
-                                                        title: "\(session.title) · variation \(variation)"), status: .created)
+            let date = now()
+            return try await context.commitWrite(on: store.storage) { db in
+                let variation = try DomainStore.recordGeneration(sessionId: id, at: date, in: db)
+                return try DomainHTTP.answer(GeneratedSession(sessionId: id, variation: variation,
+                                                              title: "\(session.title) · variation \(variation)"), status: .created)
+            }
         }
     }
 }

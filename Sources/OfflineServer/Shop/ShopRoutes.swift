@@ -27,7 +27,9 @@ extension Router where Context == OfflineRequestContext {
             let item = try context.parameters.require("id")
             let update = try await ShopHTTP.decode(ShopQuantityUpdate.self, request, context)
             do {
-                return try ShopHTTP.json(await store.setQuantity(update.quantity, item: item, for: user))
+                return try await context.commitWrite(on: storage) { db in
+                    try ShopHTTP.answer(store.setQuantity(update.quantity, item: item, for: user, in: db))
+                }
             } catch {
                 throw ShopHTTP.error(error)
             }
@@ -39,7 +41,9 @@ extension Router where Context == OfflineRequestContext {
         shop.post("checkout") { _, context in
             let user = try context.requireUser().id
             do {
-                return try ShopHTTP.json(await store.checkout(for: user), status: .created)
+                return try await context.commitWrite(on: storage) { db in
+                    try ShopHTTP.answer(store.checkout(for: user, in: db), status: .created)
+                }
             } catch {
                 throw ShopHTTP.error(error)
             }
@@ -58,7 +62,9 @@ extension Router where Context == OfflineRequestContext {
             let order = try context.parameters.require("id")
             let rating = try await ShopHTTP.decode(ShopRating.self, request, context)
             do {
-                return try ShopHTTP.json(await store.rate(order: order, stars: rating.stars, for: user))
+                return try await context.commitWrite(on: storage) { db in
+                    try ShopHTTP.answer(store.rate(order: order, stars: rating.stars, for: user, in: db))
+                }
             } catch {
                 throw ShopHTTP.error(error)
             }
@@ -83,11 +89,13 @@ enum ShopHTTP {
     }
 
     static func json<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) throws -> Response {
-        let body = try ShopCoding.encoder().encode(value)
-        var headers = HTTPFields()
-        headers[.contentType] = "application/json; charset=utf-8"
-        headers[.cacheControl] = "no-store"
-        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+        try answer(value, status: status).response
+    }
+
+    /// ``json(_:status:)`` as a write route's answer, built inside its write.
+    static func answer<T: Encodable>(_ value: T, status: HTTPResponse.Status = .ok) throws -> WriteAnswer {
+        .json(try ShopCoding.encoder().encode(value), status: status,
+              headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"])
     }
 
     /// A cacheable JSON answer with a strong ETag over the body; `304` when the client's

@@ -5,7 +5,8 @@ import Foundation
 ///
 /// Orders are a synced collection: every order placed or changed is also recorded in the
 /// customer's change feed (`orders`), in the same transaction, so `GET /api/sync/orders` brings
-/// an app's order history up to date by delta.
+/// an app's order history up to date by delta. Changes run in the caller's `write` (they take the
+/// `db`), so a write route commits them with its idempotency key.
 struct ShopStore: Sendable {
     struct Account {
         var cart: [ShopCartItem]
@@ -25,8 +26,6 @@ struct ShopStore: Sendable {
 
     /// The customer's orders as a change feed.
     static func ordersFeed(of user: String) -> ChangeFeed.Name { ChangeFeed.Name(audience: ChangeFeed.audience(ofUser: user), collection: "orders") }
-
-    private var feed: ChangeFeed { ChangeFeed(storage: storage, now: now) }
 
     /// The first order number the shop hands out.
     static let firstOrderNumber = 1_042
@@ -50,20 +49,20 @@ struct ShopStore: Sendable {
                 "CREATE TABLE IF NOT EXISTS shop_counter (name \(.text) PRIMARY KEY, next_value \(.integer) NOT NULL)",
             ]),
         ],
-        seed: { transaction in
-            try await transaction.execute("""
+        seed: { db in
+            try db.execute("""
                 INSERT INTO shop_counter (name, next_value) VALUES ('order', \(firstOrderNumber)) ON CONFLICT (name) DO NOTHING
                 """)
             // Customers from before orders were synced: their history enters the feed once.
-            let unsynced = try await transaction.rows("""
+            let unsynced = try db.rows("""
                 SELECT id FROM shop_customer AS customer WHERE NOT EXISTS (
                     SELECT 1 FROM sync_feed WHERE audience = 'user:' || customer.id AND collection = 'orders')
                 """)
             for row in unsynced {
                 let user = try row.string("id")
-                for order in try await orders(of: user, in: transaction).reversed() {
-                    try await ChangeFeed.record(ordersFeed(of: user), id: order.id, value: try ShopCoding.encoder().encode(order),
-                                                at: Date(), in: transaction)
+                for order in try orders(of: user, in: db).reversed() {
+                    try ChangeFeed.record(ordersFeed(of: user), id: order.id, value: try ShopCoding.encoder().encode(order),
+                                          at: Date(), in: db)
                 }
             }
         })
@@ -82,49 +81,26 @@ struct ShopStore: Sendable {
             ])
     }
 
+    /// The customer's cart (seeded on their first request, hence a write).
     func cart(for user: String) async throws -> ShopCart {
-        try await account(user) { ShopCart(items: try await Self.cartItems(of: user, in: $0)) }
-    }
-
-    func orders(for user: String) async throws -> ShopOrderHistory {
-        try await account(user) { ShopOrderHistory(orders: try await Self.orders(of: user, in: $0)) }
-    }
-
-    func setQuantity(_ quantity: Int, item: String, for user: String) async throws -> ShopCart {
-        guard (0...99).contains(quantity) else { throw Failure.invalidQuantity }
-        return try await account(user) { transaction in
-            let changed = if quantity == 0 {
-                try await transaction.rows("DELETE FROM shop_cart_item WHERE customer = \(user) AND id = \(item) RETURNING id")
-            } else {
-                try await transaction.rows("""
-                    UPDATE shop_cart_item SET quantity = \(quantity) WHERE customer = \(user) AND id = \(item) RETURNING id
-                    """)
-            }
-            guard !changed.isEmpty else { throw Failure.unknownItem }
-            return ShopCart(items: try await Self.cartItems(of: user, in: transaction))
+        try await storage.write { db in
+            try seedIfNew(user, in: db)
+            return ShopCart(items: try Self.cartItems(of: user, in: db))
         }
     }
 
-    func checkout(for user: String) async throws -> ShopOrder {
-        try await account(user) { transaction in
-            // The customer's row is locked first: two checkouts of one cart (on two instances) take
-            // turns, and the second finds the cart empty.
-            _ = try await transaction.rows("SELECT id FROM shop_customer WHERE id = \(user) \(.forUpdate)")
-            let items = try await Self.cartItems(of: user, in: transaction)
-            guard !items.isEmpty else { throw Failure.emptyCart }
-            let number = try await transaction.row("""
-                UPDATE shop_counter SET next_value = next_value + 1 WHERE name = 'order' RETURNING next_value - 1 AS number
-                """)?.int("number") ?? Self.firstOrderNumber
-            let order = ShopOrder(id: "A-\(number)", placedAt: now(), status: .placed, totalCents: ShopCart(items: items).totalCents)
-            try await insert(order, of: user, in: transaction)
-            try await transaction.execute("DELETE FROM shop_cart_item WHERE customer = \(user)")
-            return order
+    /// The customer's orders, newest first (seeded on their first request, hence a write).
+    func orders(for user: String) async throws -> ShopOrderHistory {
+        try await storage.write { db in
+            try seedIfNew(user, in: db)
+            return ShopOrderHistory(orders: try Self.orders(of: user, in: db))
         }
     }
 
     func tracking(order id: String, for user: String) async throws -> ShopTracking {
-        let order = try await account(user) { transaction in
-            try await Self.orders(of: user, in: transaction, id: id).first
+        let order = try await storage.write { db in
+            try seedIfNew(user, in: db)
+            return try Self.orders(of: user, in: db, id: id).first
         }
         guard let order else { throw Failure.unknownOrder }
         let steps: [String] = switch order.status {
@@ -135,47 +111,74 @@ struct ShopStore: Sendable {
         return ShopTracking(orderID: id, status: order.status, steps: steps)
     }
 
-    func rate(order id: String, stars: Int, for user: String) async throws -> ShopOrder {
+    /// Sets the quantity of a line of the cart (0 removes it), in `db`.
+    func setQuantity(_ quantity: Int, item: String, for user: String, in db: any SQLDatabase) throws -> ShopCart {
+        guard (0...99).contains(quantity) else { throw Failure.invalidQuantity }
+        try seedIfNew(user, in: db)
+        let changed = if quantity == 0 {
+            try db.rows("DELETE FROM shop_cart_item WHERE customer = \(user) AND id = \(item) RETURNING id")
+        } else {
+            try db.rows("""
+                UPDATE shop_cart_item SET quantity = \(quantity) WHERE customer = \(user) AND id = \(item) RETURNING id
+                """)
+        }
+        guard !changed.isEmpty else { throw Failure.unknownItem }
+        return ShopCart(items: try Self.cartItems(of: user, in: db))
+    }
+
+    /// Places an order for the cart and empties it, in `db`.
+    func checkout(for user: String, in db: any SQLDatabase) throws -> ShopOrder {
+        try seedIfNew(user, in: db)
+        // The customer's row is locked first: two checkouts of one cart (on two instances) take
+        // turns, and the second finds the cart empty.
+        _ = try db.rows("SELECT id FROM shop_customer WHERE id = \(user) \(.forUpdate)")
+        let items = try Self.cartItems(of: user, in: db)
+        guard !items.isEmpty else { throw Failure.emptyCart }
+        let number = try db.row("""
+            UPDATE shop_counter SET next_value = next_value + 1 WHERE name = 'order' RETURNING next_value - 1 AS number
+            """)?.int("number") ?? Self.firstOrderNumber
+        let order = ShopOrder(id: "A-\(number)", placedAt: now(), status: .placed, totalCents: ShopCart(items: items).totalCents)
+        try insert(order, of: user, in: db)
+        try db.execute("DELETE FROM shop_cart_item WHERE customer = \(user)")
+        return order
+    }
+
+    /// Rates a past order, in `db`.
+    func rate(order id: String, stars: Int, for user: String, in db: any SQLDatabase) throws -> ShopOrder {
         guard (1...5).contains(stars) else { throw Failure.invalidRating }
-        return try await account(user) { transaction in
-            try await transaction.execute("UPDATE shop_order SET rating = \(stars) WHERE customer = \(user) AND id = \(id)")
-            guard let order = try await Self.orders(of: user, in: transaction, id: id).first else { throw Failure.unknownOrder }
-            try await feed.record(Self.ordersFeed(of: user), id: order.id, value: try ShopCoding.encoder().encode(order))
-            return order
+        try seedIfNew(user, in: db)
+        try db.execute("UPDATE shop_order SET rating = \(stars) WHERE customer = \(user) AND id = \(id)")
+        guard let order = try Self.orders(of: user, in: db, id: id).first else { throw Failure.unknownOrder }
+        try ChangeFeed.record(Self.ordersFeed(of: user), id: order.id, value: try ShopCoding.encoder().encode(order), at: now(), in: db)
+        return order
+    }
+
+    /// Seeds the customer's cart and orders in `db` if this is their first request.
+    private func seedIfNew(_ user: String, in db: any SQLDatabase) throws {
+        let created = try db.rows("INSERT INTO shop_customer (id) VALUES (\(user)) ON CONFLICT (id) DO NOTHING RETURNING id")
+        guard !created.isEmpty else { return }
+        let seed = Self.seed()
+        for (position, item) in seed.cart.enumerated() {
+            try db.execute("""
+                INSERT INTO shop_cart_item (customer, id, name, image_url, quantity, unit_price_cents, sort_order)
+                VALUES (\(user), \(item.id), \(item.name), \(item.imageURL), \(item.quantity), \(item.unitPriceCents), \(position))
+                """)
+        }
+        for order in seed.orders.reversed() {
+            try insert(order, of: user, in: db)
         }
     }
 
-    /// Runs `body` in a transaction, after seeding the customer's cart and orders if this is
-    /// their first request.
-    private func account<T: Sendable>(_ user: String, _ body: (any SQLTransaction) async throws -> T) async throws -> T {
-        try await storage.transaction { transaction in
-            let created = try await transaction.rows("INSERT INTO shop_customer (id) VALUES (\(user)) ON CONFLICT (id) DO NOTHING RETURNING id")
-            if !created.isEmpty {
-                let seed = Self.seed()
-                for (position, item) in seed.cart.enumerated() {
-                    try await transaction.execute("""
-                        INSERT INTO shop_cart_item (customer, id, name, image_url, quantity, unit_price_cents, sort_order)
-                        VALUES (\(user), \(item.id), \(item.name), \(item.imageURL), \(item.quantity), \(item.unitPriceCents), \(position))
-                        """)
-                }
-                for order in seed.orders.reversed() {
-                    try await insert(order, of: user, in: transaction)
-                }
-            }
-            return try await body(transaction)
-        }
-    }
-
-    private func insert(_ order: ShopOrder, of user: String, in transaction: any SQLTransaction) async throws {
-        try await transaction.execute("""
+    private func insert(_ order: ShopOrder, of user: String, in db: any SQLDatabase) throws {
+        try db.execute("""
             INSERT INTO shop_order (customer, id, placed_at, status, total_cents, currency, rating)
             VALUES (\(user), \(order.id), \(order.placedAt), \(order.status.rawValue), \(order.totalCents), \(order.currency), \(nullable: order.rating))
             """)
-        try await feed.record(Self.ordersFeed(of: user), id: order.id, value: try ShopCoding.encoder().encode(order))
+        try ChangeFeed.record(Self.ordersFeed(of: user), id: order.id, value: try ShopCoding.encoder().encode(order), at: now(), in: db)
     }
 
-    private static func cartItems(of user: String, in transaction: any SQLTransaction) async throws -> [ShopCartItem] {
-        try await transaction.rows("""
+    private static func cartItems(of user: String, in db: any SQLDatabase) throws -> [ShopCartItem] {
+        try db.rows("""
             SELECT id, name, image_url, quantity, unit_price_cents FROM shop_cart_item WHERE customer = \(user) ORDER BY sort_order
             """).map {
             ShopCartItem(id: try $0.string("id"), name: try $0.string("name"), imageURL: try $0.string("image_url"),
@@ -184,13 +187,13 @@ struct ShopStore: Sendable {
     }
 
     /// The customer's orders, newest first (or only the one with `id`).
-    private static func orders(of user: String, in transaction: any SQLTransaction, id: String? = nil) async throws -> [ShopOrder] {
+    private static func orders(of user: String, in db: any SQLDatabase, id: String? = nil) throws -> [ShopOrder] {
         let rows = if let id {
-            try await transaction.rows("""
+            try db.rows("""
                 SELECT id, placed_at, status, total_cents, currency, rating FROM shop_order WHERE customer = \(user) AND id = \(id)
                 """)
         } else {
-            try await transaction.rows("""
+            try db.rows("""
                 SELECT id, placed_at, status, total_cents, currency, rating FROM shop_order WHERE customer = \(user) ORDER BY seq DESC
                 """)
         }

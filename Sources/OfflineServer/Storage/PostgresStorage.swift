@@ -1,46 +1,47 @@
 import Foundation
 import Logging
 import NIOCore
+import NIOPosix
 import PostgresNIO
 import ServiceLifecycle
 
 /// Everything in PostgreSQL, for several server instances sharing one database.
 ///
-/// Requests lease connections from a `PostgresClient` pool, which runs as one of the
-/// application's services. Setup (migrations and sample data) runs before the server starts, on a
-/// connection of its own, under an advisory lock so that instances starting together take turns.
+/// Store code is the same synchronous closure over ``SQLDatabase`` as on SQLite. Each
+/// ``write(_:)`` or ``read(_:)`` leases a connection from the `PostgresClient` pool and runs its
+/// closure on a thread of the storage's own `NIOThreadPool`, which has as many threads as the
+/// pool has connections: every statement (and `BEGIN`, `COMMIT`, `ROLLBACK`) is sent with
+/// PostgresNIO's `EventLoopFuture` API and waited for on that thread, never on an event loop and
+/// never on Swift's cooperative pool, whose task stays suspended meanwhile.
+///
+/// The trade-off: one pool thread per open transaction, as there is already one connection per
+/// open transaction; in return no transaction ever spans an `await` of anything else (the
+/// network, a timer, another task), so it holds its row locks only while its statements run, and
+/// store code is written once for both backends. A connection whose `ROLLBACK` failed is closed,
+/// never handed back to the pool inside a transaction.
+///
+/// Setup (migrations and sample data) runs in one write before the server starts, on a connection
+/// of its own, under an advisory lock so that instances starting together take turns. The pool,
+/// the notification listener and the threads run as the application's services.
 struct PostgresStorage: ServerStorage {
     let client: PostgresClient
+    let threads: NIOThreadPool
     let logger: Logger
     let notifications = StorageNotifications()
     /// The channels whose notifications reach ``notifications``.
     let channels: [String]
 
     var services: [any Service] {
-        [client, NotificationListener(client: client, channels: channels, notifications: notifications, logger: logger)]
+        // First, so that a service group stops it last, once nothing runs a transaction.
+        [ShutdownHook { [threads] in try? await threads.shutdownGracefully() },
+         client, NotificationListener(client: client, channels: channels, notifications: notifications, logger: logger)]
     }
-    var identity: ObjectIdentifier { ObjectIdentifier(client) }
 
     /// An arbitrary constant naming the setup lock among the database's advisory locks.
     static let setupLockKey = 0x0FF1_12E5
 
     static func open(url: String, schemas: [StorageSchema], channels: [String], logger: Logger) async throws -> PostgresStorage {
-        let connectionConfiguration = try PostgresIdempotencyKeyStore.configuration(from: url)
-        do {
-            let connection = try await PostgresConnection.connect(configuration: connectionConfiguration, id: 0, logger: logger)
-            do {
-                try await run(on: connection, logger: logger) { transaction in
-                    try await transaction.execute("SELECT pg_advisory_xact_lock(\(setupLockKey))")
-                    try await StorageSchema.apply(schemas, in: transaction)
-                }
-                try await connection.close()
-            } catch {
-                try? await connection.close()
-                throw error
-            }
-        } catch let error as PSQLError {
-            throw PostgresUnavailableError(configuration: connectionConfiguration, error: error)
-        }
+        let connectionConfiguration = try configuration(from: url)
         let clientConfiguration = PostgresClient.Configuration(
             host: connectionConfiguration.host ?? "127.0.0.1",
             port: connectionConfiguration.port ?? 5432,
@@ -48,59 +49,103 @@ struct PostgresStorage: ServerStorage {
             password: connectionConfiguration.password,
             database: connectionConfiguration.database,
             tls: .disable)
-        return PostgresStorage(client: PostgresClient(configuration: clientConfiguration, backgroundLogger: logger), logger: logger,
-                               channels: channels)
+        let threads = NIOThreadPool(numberOfThreads: clientConfiguration.options.maximumConnections)
+        threads.start()
+        do {
+            let connection = try await PostgresConnection.connect(configuration: connectionConfiguration, id: 0, logger: logger)
+            do {
+                try await threads.runIfActive {
+                    try Self.transaction(on: connection, logger: logger) { db in
+                        try db.execute("SELECT pg_advisory_xact_lock(\(setupLockKey))")
+                        try StorageSchema.apply(schemas, in: db)
+                    }
+                }
+                try await connection.close()
+            } catch {
+                try? await connection.close()
+                throw error
+            }
+        } catch let error as PSQLError {
+            try? await threads.shutdownGracefully()
+            throw PostgresUnavailableError(configuration: connectionConfiguration, error: error)
+        } catch {
+            try? await threads.shutdownGracefully()
+            throw error
+        }
+        return PostgresStorage(client: PostgresClient(configuration: clientConfiguration, backgroundLogger: logger), threads: threads,
+                               logger: logger, channels: channels)
     }
 
-    func newTransaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws -> T {
-        try await client.withConnection { connection in
-            try await Self.run(on: connection, logger: logger, body)
+    func write<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) throws -> T) async throws -> T {
+        try await client.withConnection { [threads, logger] connection in
+            try await threads.runIfActive {
+                try Self.transaction(on: connection, logger: logger, body)
+            }
         }
     }
 
-    /// `BEGIN` … `COMMIT`, or `ROLLBACK` when `body` throws; the error `body` threw is rethrown as is,
-    /// so stores' own failures reach the routes unchanged.
-    private nonisolated(nonsending) static func run<T: Sendable>(
-        on connection: PostgresConnection, logger: Logger, _ body: (any SQLTransaction) async throws -> T
-    ) async throws -> T {
-        try await connection.query("BEGIN", logger: logger)
+    func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) throws -> T) async throws -> T {
+        try await client.withConnection { [threads, logger] connection in
+            try await threads.runIfActive {
+                try body(Connection(connection: connection, logger: logger, isWrite: false))
+            }
+        }
+    }
+
+    /// `BEGIN` … `COMMIT`, or `ROLLBACK` when `body` throws, each waited for on the calling thread
+    /// (a thread of ``threads``). The error `body` threw is rethrown as is, so stores' own failures
+    /// reach the routes unchanged.
+    private static func transaction<T>(on connection: PostgresConnection, logger: Logger, _ body: (any SQLDatabase) throws -> T) throws -> T {
+        let db = Connection(connection: connection, logger: logger, isWrite: true)
+        try db.execute("BEGIN")
         do {
-            let result = try await body(Transaction(connection: connection, logger: logger))
-            try await connection.query("COMMIT", logger: logger)
+            let result = try body(db)
+            // PostgreSQL answers COMMIT of a transaction in which a statement failed with ROLLBACK,
+            // and no error.
+            guard try db.result("COMMIT").metadata.command == "COMMIT" else { throw StorageError.rolledBack }
             return result
         } catch {
             do {
-                try await connection.query("ROLLBACK", logger: logger)
+                try db.execute("ROLLBACK")
             } catch {
                 // A connection left inside a transaction must not go back to the pool.
-                try? await connection.close()
+                try? connection.close().wait()
             }
             throw error
         }
     }
 
-    struct Transaction: SQLTransaction {
+    /// One access's statements, on a leased connection.
+    struct Connection: SQLDatabase {
         let connection: PostgresConnection
         let logger: Logger
+        /// Inside `BEGIN` … `COMMIT`, where a notification waits for the commit.
+        let isWrite: Bool
 
-        func execute(_ statement: SQL) async throws {
-            for try await _ in try await connection.query(query(statement), logger: logger) {}
+        func execute(_ statement: SQL) throws {
+            _ = try result(statement)
         }
 
-        func notify(_ channel: String, payload: String) async throws {
+        func rows(_ statement: SQL) throws -> [SQLRow] {
+            let result = try result(statement)
+            guard let first = result.rows.first else { return [] }
+            // The rows of one result share one array of column names.
+            let names = first.map { $0.columnName.lowercased() }
+            return try result.rows.map { row in SQLRow(lowercasedNames: names, values: try row.map { try SQLValue($0) }) }
+        }
+
+        func notify(_ channel: String, payload: String) throws {
+            guard isWrite else { throw StorageError.notificationInRead }
             // PostgreSQL delivers it at commit, once per distinct payload, to every listener.
-            try await execute("SELECT pg_notify(\(channel), \(payload))")
+            try execute("SELECT pg_notify(\(channel), \(payload))")
         }
 
-        func rows(_ statement: SQL) async throws -> [SQLRow] {
-            var rows: [SQLRow] = []
-            for try await row in try await connection.query(query(statement), logger: logger) {
-                rows.append(SQLRow(try row.map { cell in (cell.columnName, try SQLValue(cell)) }))
-            }
-            return rows
+        /// Sends `statement` and waits, on this thread, for its whole result.
+        func result(_ statement: SQL) throws -> PostgresQueryResult {
+            try connection.query(Self.query(statement), logger: logger).wait()
         }
 
-        private func query(_ statement: SQL) -> PostgresQuery {
+        private static func query(_ statement: SQL) -> PostgresQuery {
             let (sql, arguments) = statement.rendered(in: .postgres)
             var bindings = PostgresBindings(capacity: arguments.count)
             for argument in arguments {
@@ -115,6 +160,30 @@ struct PostgresStorage: ServerStorage {
             return PostgresQuery(unsafeSQL: sql, binds: bindings)
         }
     }
+
+    /// The connection settings in `url` (`postgres://user[:password]@host[:port]/database`).
+    ///
+    /// - Throws: ``PostgresURLError`` when it is not such a URL.
+    static func configuration(from url: String) throws -> PostgresConnection.Configuration {
+        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme),
+              let host = components.host, !host.isEmpty else {
+            throw PostgresURLError(url: url)
+        }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        return PostgresConnection.Configuration(
+            host: host,
+            port: components.port ?? 5432,
+            username: components.user ?? "postgres",
+            password: components.password,
+            database: database.isEmpty ? nil : database,
+            tls: .disable)
+    }
+}
+
+/// A PostgreSQL URL that could not be read.
+public struct PostgresURLError: Error, Sendable, CustomStringConvertible {
+    public var url: String
+    public var description: String { "Not a PostgreSQL URL (postgres://user@host:port/database): \(url)" }
 }
 
 /// Holds one pooled connection that listens on the storage's channels and hands what arrives to

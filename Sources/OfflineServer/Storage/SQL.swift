@@ -39,8 +39,8 @@ enum SQLToken: Sendable, Hashable {
     case text
     /// An integer primary key the database numbers itself, in insertion order.
     case serialPrimaryKey
-    /// Locks the selected rows until the transaction ends (PostgreSQL); SQLite's write
-    /// transactions are exclusive already.
+    /// Locks the selected rows until the transaction ends (PostgreSQL); SQLite's writes run one
+    /// at a time already.
     case forUpdate
 
     func rendered(in dialect: SQLDialect) -> String {
@@ -64,8 +64,8 @@ enum SQLToken: Sendable, Hashable {
 /// interpolated tokens become the dialect's words.
 ///
 /// ```swift
-/// try await transaction.execute("INSERT INTO city (id, name) VALUES (\(city.id), \(city.name))")
-/// try await transaction.execute("CREATE TABLE t (id \(.text) PRIMARY KEY, body \(.blob) NOT NULL)")
+/// try db.execute("INSERT INTO city (id, name) VALUES (\(city.id), \(city.name))")
+/// try db.execute("CREATE TABLE t (id \(.text) PRIMARY KEY, body \(.blob) NOT NULL)")
 /// ```
 struct SQL: Sendable, ExpressibleByStringInterpolation {
     enum Fragment: Sendable {
@@ -190,10 +190,17 @@ struct SQLRow: Sendable {
 enum StorageError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A column was missing or held a value of another type than the store expects.
     case unexpectedValue(column: String)
+    /// A read sent a notification: only a write commits, so only a write can send one.
+    case notificationInRead
+    /// PostgreSQL ended the transaction with a rollback where a commit was asked for (a
+    /// statement failed and its error was not passed on).
+    case rolledBack
 
     var description: String {
         switch self {
         case .unexpectedValue(let column): "The database holds an unexpected value in column \(column)."
+        case .notificationInRead: "A notification can only be sent from a write."
+        case .rolledBack: "The transaction was rolled back instead of committed."
         }
     }
 }

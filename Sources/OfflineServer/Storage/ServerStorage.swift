@@ -2,42 +2,67 @@ import Foundation
 import Logging
 import ServiceLifecycle
 
-/// The statements of one transaction, on either backend.
-protocol SQLTransaction: Sendable {
-    func execute(_ statement: SQL) async throws
+/// The database as one ``ServerStorage/write(_:)`` or ``ServerStorage/read(_:)`` sees it: each
+/// statement runs at once, synchronously, inside that access's transaction.
+///
+/// Store functions that change data take one explicitly, so that a route whose effect spans
+/// several stores calls them all inside one `write` and they commit together:
+///
+/// ```swift
+/// try await storage.write { db in
+///     let order = try shop.checkout(for: user, in: db)  // and the order's change in the user's feed
+///     try records.apply(.put(receipt), owner: user, collection: "receipts", id: order.id, key: nil, in: db)
+///     return order
+/// }
+/// ```
+///
+/// Nothing can be awaited while it is open: a transaction never waits for the network, a timer or
+/// another task, so it holds its locks (SQLite's one writer, PostgreSQL's rows) only for the time
+/// its statements take.
+protocol SQLDatabase {
+    func execute(_ statement: SQL) throws
 
-    func rows(_ statement: SQL) async throws -> [SQLRow]
+    func rows(_ statement: SQL) throws -> [SQLRow]
 
     /// Sends `payload` to the storage's listeners on `channel` (``StorageNotifications``) if and
-    /// when this transaction commits; never when it rolls back.
-    func notify(_ channel: String, payload: String) async throws
+    /// when this write commits; never when it rolls back.
+    ///
+    /// - Throws: ``StorageError/notificationInRead`` in a read, which commits nothing.
+    func notify(_ channel: String, payload: String) throws
 }
 
-extension SQLTransaction {
-    func row(_ statement: SQL) async throws -> SQLRow? { try await rows(statement).first }
+extension SQLDatabase {
+    func row(_ statement: SQL) throws -> SQLRow? { try rows(statement).first }
 }
 
 /// Where the reference backend keeps its data: the embedded SQLite database in the data folder
 /// (the default), or PostgreSQL shared by several server instances.
 ///
-/// Stores write their SQL once, against ``SQLTransaction``. Every call runs in one transaction:
-/// on SQLite transactions run one at a time; on PostgreSQL they run concurrently, so a
+/// A store operation is a synchronous closure over an ``SQLDatabase``, run by ``write(_:)`` or
+/// ``read(_:)``; its SQL is written once for both backends (``SQL``). The calling task suspends
+/// while the closure runs elsewhere: on GRDB's own queues for SQLite, on a thread pool of the
+/// storage's own for PostgreSQL, never on a thread of Swift's cooperative pool. On SQLite, writes
+/// run one at a time and reads beside them; on PostgreSQL both run concurrently, so a
 /// read-modify-write locks what it reads (`SELECT … \(.forUpdate)`) or is a single atomic
 /// statement (`INSERT … ON CONFLICT`).
 protocol ServerStorage: Sendable {
-    /// Runs `body` in a new transaction: committed when it returns, rolled back when it throws.
-    /// Call ``transaction(_:)``, which joins a transaction already open in the task.
-    func newTransaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws -> T
+    /// Runs `body` in a new transaction: committed when it returns, rolled back when it throws
+    /// (the error is rethrown as it was thrown).
+    func write<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) throws -> T) async throws -> T
 
-    /// Tells this storage apart from another one in the same process.
-    var identity: ObjectIdentifier { get }
+    /// Runs `body`, which only reads, and changes nothing.
+    ///
+    /// On SQLite it reads one snapshot, beside the writes. On PostgreSQL each statement reads what
+    /// was committed when it started (what `READ COMMITTED`, PostgreSQL's default, gives inside a
+    /// transaction too), without `BEGIN` and `COMMIT`.
+    func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) throws -> T) async throws -> T
 
-    /// What must run beside the server for the storage to work (the PostgreSQL pool, and the
-    /// connection that listens for notifications).
+    /// What must run beside the server for the storage to work (on PostgreSQL: the connection
+    /// pool, the connection that listens for notifications, and the threads transactions run on).
     var services: [any Service] { get }
 
-    /// What committed transactions sent with ``SQLTransaction/notify(_:payload:)``, from this
-    /// server instance and, on PostgreSQL, from every other one.
+    /// What committed writes sent with ``SQLDatabase/notify(_:payload:)``, from this server
+    /// instance and, on PostgreSQL, from every other one.
     var notifications: StorageNotifications { get }
 }
 
@@ -46,26 +71,26 @@ struct StorageSchema: Sendable {
     /// Named migrations, applied once each in order and never edited once shipped.
     var migrations: [(name: String, statements: [SQL])]
     /// Adds the sample data that is missing; runs on every start, so it must be idempotent.
-    var seed: @Sendable (any SQLTransaction) async throws -> Void = { _ in }
+    var seed: @Sendable (any SQLDatabase) throws -> Void = { _ in }
 }
 
 extension StorageSchema {
-    /// Applies `schemas` in one transaction: creates the migrations table, runs the migrations
+    /// Applies `schemas` in `db`, one write: creates the migrations table, runs the migrations
     /// not yet applied, then seeds. Callers hold the backend's setup lock, so instances starting
     /// together never migrate twice.
-    static func apply(_ schemas: [StorageSchema], in transaction: any SQLTransaction) async throws {
-        try await transaction.execute("CREATE TABLE IF NOT EXISTS storage_migrations (name \(.text) PRIMARY KEY)")
-        let applied = Set(try await transaction.rows("SELECT name FROM storage_migrations").map { try $0.string("name") })
+    static func apply(_ schemas: [StorageSchema], in db: any SQLDatabase) throws {
+        try db.execute("CREATE TABLE IF NOT EXISTS storage_migrations (name \(.text) PRIMARY KEY)")
+        let applied = Set(try db.rows("SELECT name FROM storage_migrations").map { try $0.string("name") })
         for schema in schemas {
             for migration in schema.migrations where !applied.contains(migration.name) {
                 for statement in migration.statements {
-                    try await transaction.execute(statement)
+                    try db.execute(statement)
                 }
-                try await transaction.execute("INSERT INTO storage_migrations (name) VALUES (\(migration.name))")
+                try db.execute("INSERT INTO storage_migrations (name) VALUES (\(migration.name))")
             }
         }
         for schema in schemas {
-            try await schema.seed(transaction)
+            try schema.seed(db)
         }
     }
 }
@@ -79,39 +104,4 @@ func openServerStorage(_ configuration: ServerConfiguration, schemas: [StorageSc
         return try await PostgresStorage.open(url: url, schemas: schemas, channels: [ChangeFeed.pokeChannel], logger: logger)
     }
     return try await SQLiteStorage.open(in: configuration.dataDirectory, schemas: schemas)
-}
-
-/// The transaction open in the current task, with the storage it belongs to.
-enum OpenTransaction {
-    @TaskLocal static var current: (storage: ObjectIdentifier, transaction: any SQLTransaction)?
-}
-
-extension ServerStorage {
-    /// Runs `body` in a transaction: committed when it returns, rolled back when it throws.
-    ///
-    /// Called while this task has a transaction of this storage open, `body` joins it, inside a
-    /// savepoint: what `body` did is undone if it throws, and otherwise commits (or not) with the
-    /// outer transaction. This is how a write route's effect, its idempotency key and the response
-    /// stored for the key commit as one (``IdempotentWrites``), while stores keep calling
-    /// `transaction` as if alone. The open transaction is one connection: a route must not reach
-    /// the storage from several child tasks at once while it runs.
-    func transaction<T: Sendable>(_ body: (any SQLTransaction) async throws -> T) async throws -> T {
-        if let open = OpenTransaction.current, open.storage == identity {
-            let outer = open.transaction
-            // Savepoint names may repeat: RELEASE and ROLLBACK TO name the most recent one.
-            try await outer.execute("SAVEPOINT nested")
-            do {
-                let result = try await body(outer)
-                try await outer.execute("RELEASE SAVEPOINT nested")
-                return result
-            } catch {
-                try await outer.execute("ROLLBACK TO SAVEPOINT nested")
-                try await outer.execute("RELEASE SAVEPOINT nested")
-                throw error
-            }
-        }
-        return try await newTransaction { transaction in
-            try await OpenTransaction.$current.withValue((identity, transaction)) { try await body(transaction) }
-        }
-    }
 }

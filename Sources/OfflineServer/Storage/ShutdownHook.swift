@@ -1,10 +1,10 @@
 import ServiceLifecycle
 
-/// Runs `action` when the application shuts down gracefully (or is cancelled): closes what has no
-/// service of its own, such as the PostgreSQL idempotency-key store's connection.
+/// Runs `action` when the application shuts down gracefully (or is cancelled): stops what has no
+/// service of its own, such as the threads PostgreSQL's transactions run on.
 ///
-/// Listed before the server among the application's services, it runs after the server has
-/// stopped taking requests (a service group shuts its services down in reverse order).
+/// Listed before the services that use what it stops, it runs after they have stopped (a service
+/// group shuts its services down in reverse order).
 struct ShutdownHook: Service {
     let action: @Sendable () async -> Void
 

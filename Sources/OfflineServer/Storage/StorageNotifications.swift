@@ -2,9 +2,9 @@ import NIOConcurrencyHelpers
 
 /// Notifications sent by committed transactions, delivered to whoever listens in this process.
 ///
-/// A transaction sends one with ``SQLTransaction/notify(_:payload:)``; it is delivered only if
-/// and when that transaction commits, like PostgreSQL's `NOTIFY`. On SQLite the storage delivers
-/// it after `COMMIT`; on PostgreSQL the database does, to every server instance listening on the
+/// A write sends one with ``SQLDatabase/notify(_:payload:)``; it is delivered only if and when
+/// that write commits, like PostgreSQL's `NOTIFY`. On SQLite GRDB's transaction hook delivers it
+/// once the commit is done; on PostgreSQL the database does, to every server instance listening on the
 /// channel, which is how a write on one instance reaches listeners on another.
 ///
 /// Listeners get payloads in batches, duplicates folded: a burst of a thousand writes to one

@@ -80,39 +80,44 @@ struct ChangeFeed: Sendable {
         ]),
     ])
 
-    /// Records that row `id` of `feed` now holds `value` (nil: it was deleted), in the current
-    /// transaction: call it inside the store's transaction that makes the change, so the change
-    /// and its place in the feed commit together.
+    /// Records, in a write of its own, that row `id` of `feed` now holds `value` (nil: it was
+    /// deleted). A store that changes the row records it with ``record(_:id:value:at:in:)`` inside
+    /// the write that makes the change instead, so the change and its place in the feed commit
+    /// together.
     ///
     /// - Returns: the change's position.
     @discardableResult
     func record(_ feed: Name, id: String, value: Data?) async throws -> Int {
-        try await storage.transaction { transaction in
-            try await Self.record(feed, id: id, value: value, at: now(), in: transaction)
+        let date = now()
+        return try await storage.write { db in
+            try Self.record(feed, id: id, value: value, at: date, in: db)
         }
     }
 
-    /// ``record(_:id:value:)`` in `transaction`, for schema seeds that have no storage yet.
+    /// Records that row `id` of `feed` holds `value` (nil: it was deleted) since `date`, in `db`:
+    /// call it inside the write that makes the change.
+    ///
+    /// - Returns: the change's position.
     @discardableResult
-    static func record(_ feed: Name, id: String, value: Data?, at date: Date, in transaction: any SQLTransaction) async throws -> Int {
-        try await transaction.execute("""
+    static func record(_ feed: Name, id: String, value: Data?, at date: Date, in db: any SQLDatabase) throws -> Int {
+        try db.execute("""
             INSERT INTO sync_feed (audience, collection, epoch, position, horizon)
             VALUES (\(feed.audience), \(feed.collection), \(Self.newEpoch()), 0, 0)
             ON CONFLICT (audience, collection) DO NOTHING
             """)
         // Locks the feed's counter until this transaction ends: see "No gaps" above.
-        guard let position = try await transaction.row("""
+        guard let position = try db.row("""
             UPDATE sync_feed SET position = position + 1
             WHERE audience = \(feed.audience) AND collection = \(feed.collection)
             RETURNING position
             """)?.int("position") else { throw StorageError.unexpectedValue(column: "sync_feed.position") }
-        try await transaction.execute("""
+        try db.execute("""
             INSERT INTO sync_row (audience, collection, id, position, value, changed_at)
             VALUES (\(feed.audience), \(feed.collection), \(id), \(position), \(nullable: value), \(date))
             ON CONFLICT (audience, collection, id)
             DO UPDATE SET position = excluded.position, value = excluded.value, changed_at = excluded.changed_at
             """)
-        try await transaction.notify(pokeChannel, payload: FeedPoke(feed).payload)
+        try db.notify(pokeChannel, payload: FeedPoke(feed).payload)
         return position
     }
 
@@ -123,8 +128,8 @@ struct ChangeFeed: Sendable {
     func page(_ feed: Name, after cursor: SyncCursor?, limit: Int) async throws -> Page {
         // Position 0 is "nothing applied yet", whatever the epoch: the first page of any feed.
         let cursor = cursor?.position == 0 ? nil : cursor
-        return try await storage.transaction { transaction in
-            guard let head = try await transaction.row("""
+        return try await storage.read { db in
+            guard let head = try db.row("""
                 SELECT epoch, position, horizon FROM sync_feed WHERE audience = \(feed.audience) AND collection = \(feed.collection)
                 """) else {
                 // Nothing was ever written to this feed. A cursor from an earlier life of the
@@ -138,12 +143,12 @@ struct ChangeFeed: Sendable {
             }
             let after = cursor?.position ?? 0
             let rows = after == 0
-                ? try await transaction.rows("""
+                ? try db.rows("""
                     SELECT id, position, value FROM sync_row
                     WHERE audience = \(feed.audience) AND collection = \(feed.collection) AND value IS NOT NULL
                     ORDER BY position LIMIT \(limit + 1)
                     """)
-                : try await transaction.rows("""
+                : try db.rows("""
                     SELECT id, position, value FROM sync_row
                     WHERE audience = \(feed.audience) AND collection = \(feed.collection) AND position > \(after)
                     ORDER BY position LIMIT \(limit + 1)
@@ -169,17 +174,17 @@ struct ChangeFeed: Sendable {
     /// - Returns: how many tombstones were dropped.
     @discardableResult
     func purgeTombstones(before: Date) async throws -> Int {
-        try await storage.transaction { transaction in
-            let dropped = try await transaction.rows("""
+        try await storage.write { db in
+            let dropped = try db.rows("""
                 SELECT audience, collection, MAX(position) AS last, COUNT(*) AS count FROM sync_row
                 WHERE value IS NULL AND changed_at < \(before) GROUP BY audience, collection
                 """)
             for row in dropped {
                 let (audience, collection, last) = (try row.string("audience"), try row.string("collection"), try row.int("last"))
-                try await transaction.execute("""
+                try db.execute("""
                     UPDATE sync_feed SET horizon = \(last) WHERE audience = \(audience) AND collection = \(collection) AND horizon < \(last)
                     """)
-                try await transaction.execute("""
+                try db.execute("""
                     DELETE FROM sync_row WHERE audience = \(audience) AND collection = \(collection)
                     AND value IS NULL AND position <= \(last)
                     """)

@@ -21,13 +21,13 @@ package func seedSyncFeed(_ configuration: ServerConfiguration, user: String, co
         try await ChangeFeed(storage: storage, now: { now }).record(feed, id: "r0", value: value)
         for batch in stride(from: 0, to: count, by: 100_000) {
             let size = min(100_000, count - batch)
-            try await storage.transaction { transaction in
-                guard let first = try await transaction.row("""
+            try await storage.write { db in
+                guard let first = try db.row("""
                     UPDATE sync_feed SET position = position + \(size)
                     WHERE audience = \(feed.audience) AND collection = \(feed.collection)
                     RETURNING position - \(size) AS first
                     """)?.int("first") else { throw StorageError.unexpectedValue(column: "sync_feed.position") }
-                try await transaction.execute("""
+                try db.execute("""
                     WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(size))
                     INSERT INTO sync_row (audience, collection, id, position, value, changed_at)
                     SELECT \(feed.audience), \(feed.collection), CAST(\("r") AS TEXT) || CAST(i + \(batch) AS TEXT), i + \(first), \(value), \(now)

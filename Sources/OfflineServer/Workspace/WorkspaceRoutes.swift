@@ -50,10 +50,13 @@ extension Router where Context == OfflineRequestContext {
             case .failure(let problem):
                 return try DomainHTTP.json(problem, status: .unprocessableContent)
             case .success(let member):
-                guard try await store.addMember(member) else {
-                    return try DomainHTTP.problem("\(member.email) is already a member of this workspace.", field: "email", status: .unprocessableContent)
+                return try await context.commitWrite(on: store.storage) { db in
+                    guard try DomainStore.addMember(member, in: db) else {
+                        return try DomainHTTP.problemAnswer("\(member.email) is already a member of this workspace.", field: "email",
+                                                            status: .unprocessableContent)
+                    }
+                    return try DomainHTTP.answer(member, status: .created)
                 }
-                return try DomainHTTP.json(member, status: .created)
             }
         }
         get("/api/workspace/bank-accounts") { _, context in

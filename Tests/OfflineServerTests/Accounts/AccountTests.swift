@@ -64,7 +64,7 @@ struct AccountTests {
             }
             _ = try await client.execute(uri: "/shop/cart", method: .get, headers: try await signedIn(client, "alice")) { $0.status }
         }
-        let customers = try await storage.transaction { try await $0.row("SELECT COUNT(*) AS count FROM shop_customer")?.int("count") }
+        let customers = try await storage.read { try $0.row("SELECT COUNT(*) AS count FROM shop_customer")?.int("count") }
         #expect(customers == 1, "only the signed-in customer's cart was seeded")
     }
 
@@ -168,8 +168,8 @@ struct AccountTests {
         clock.withLockedValue { $0 += 3601 }
         #expect(try await store.refresh(renewed.refreshToken) == nil)
         try await store.purgeExpiredTokens()
-        let left = try await storage.transaction { transaction in
-            try await transaction.row("SELECT (SELECT COUNT(*) FROM access_token) + (SELECT COUNT(*) FROM refresh_token) AS count")?.int("count")
+        let left = try await storage.read { db in
+            try db.row("SELECT (SELECT COUNT(*) FROM access_token) + (SELECT COUNT(*) FROM refresh_token) AS count")?.int("count")
         }
         #expect(left == 0)
     }
@@ -182,9 +182,9 @@ struct AccountTests {
             let put = { (token: String) async throws -> (HTTPResponse.Status, String?) in
                 try await client.execute(uri: "/api/records/notes/refresh", method: .put,
                                          headers: [.authorization: "Bearer " + token, .contentType: "application/json",
-                                                   IdempotencyMiddleware<OfflineRequestContext>.keyField: #""same-write""#],
+                                                   IdempotentWrites.keyField: #""same-write""#],
                                          body: ByteBuffer(string: #"{"text":"once"}"#)) { response in
-                    (response.status, response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField])
+                    (response.status, response.headers[IdempotentWrites.replayedField])
                 }
             }
             #expect(try await put(first.accessToken) == (.ok, nil))
@@ -199,6 +199,55 @@ struct AccountTests {
                 let effects = try #require(try Self.object(response)["effects"] as? [String: Int])
                 #expect(effects["same-write"] == 2, "one run for Ana, one for Ben")
             }
+        }
+    }
+}
+
+extension AccountTests {
+    /// The race a client that sends one refresh twice (two tabs, a retry) starts: the token is
+    /// used once, so one refresh gets a pair and the other finds it used and revokes its sign-in.
+    /// That revocation must take the winner's new pair with it; a pair that outlives it would
+    /// leave a sign-in the server believes ended.
+    @Test("of two refreshes of one token at once, 40 times over: one gets a pair, never while the other's revocation leaves that pair working",
+          arguments: StorageBackend.available)
+    func simultaneousRefreshes(backend: StorageBackend) async throws {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "offline-refresh-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let configuration = try await backend.configuration(.testing(dataDirectory: folder))
+        let storage = try await openServerStorage(configuration, schemas: [AccountStore.schema(seeds: TestAccounts.seeds)],
+                                                  logger: .init(label: "test.refresh"))
+        let accounts = AccountStore(storage: storage, accessLifetime: .seconds(900), refreshLifetime: .seconds(3600), now: { Date() })
+        try await withThrowingTaskGroup(of: Void.self) { services in
+            for service in storage.services {
+                services.addTask { try? await service.run() }
+            }
+            var signIns: [AccountStore.Tokens] = []
+            for _ in 0..<40 {
+                signIns.append(try #require(try await accounts.signIn(name: "ben", password: AccountSeed.demoPassword)))
+            }
+            // Every pair of refreshes at once, so that pairs overlap in every order.
+            let outcomes = try await withThrowingTaskGroup(of: (AccountStore.Tokens?, AccountStore.Tokens?).self) { group in
+                for signedIn in signIns {
+                    group.addTask {
+                        async let first = accounts.refresh(signedIn.refreshToken)
+                        async let second = accounts.refresh(signedIn.refreshToken)
+                        return try await (first, second)
+                    }
+                }
+                return try await group.reduce(into: [(AccountStore.Tokens?, AccountStore.Tokens?)]()) { $0.append($1) }
+            }
+            var (pairs, outlived) = (0, 0)
+            for (first, second) in outcomes {
+                #expect(first == nil || second == nil, "one used token gives one new pair")
+                guard let winner = first ?? second else { continue }
+                pairs += 1
+                let accessWorks = try await accounts.user(forAccessToken: winner.accessToken) != nil
+                let refreshWorks = try await accounts.refresh(winner.refreshToken) != nil
+                if accessWorks || refreshWorks { outlived += 1 }
+            }
+            #expect(pairs == 40, "each token gave one new pair")
+            #expect(outlived == 0, "in \(outlived) of 40 trials the new pair outlived the revocation of its sign-in")
+            services.cancelAll()
         }
     }
 }

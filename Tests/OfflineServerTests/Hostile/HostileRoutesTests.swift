@@ -266,7 +266,7 @@ struct HostileRoutesTests {
                     #expect(response.status.code < 500, "\(route.testDescription)")
                     #expect(response.status != .unprocessableContent || route.path == "/api/workspace/invitations",
                             "\(route.testDescription): the key was not used by the refused body")
-                    #expect(response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField] == nil, "\(route.testDescription)")
+                    #expect(response.headers[IdempotentWrites.replayedField] == nil, "\(route.testDescription)")
                 }
             }
         }

@@ -12,9 +12,9 @@ struct ExpiredDataPurgeTests {
         let now: @Sendable () -> Date = { clock.withLockedValue { $0 } }
         let storage = try await SQLiteStorage.open(in: nil, schemas: [AccountStore.schema(seeds: AccountSeed.demo), IdempotentWrites.schema])
         let accounts = AccountStore(storage: storage, accessLifetime: .seconds(900), refreshLifetime: .seconds(7200), now: now)
-        try await storage.transaction { transaction in
+        try await storage.write { db in
             for (key, age) in [("old", 90_000.0), ("older", 200_000), ("recent", 3_600), ("new", 0)] {
-                try await transaction.execute("""
+                try db.execute("""
                     INSERT INTO write_key (scope, key, fingerprint, created_at, status, headers, body)
                     VALUES ('user:ana', \(key), 'f', \(start.addingTimeInterval(-age)), 201, \(Data("[]".utf8)), \(Data()))
                     """)
@@ -27,10 +27,10 @@ struct ExpiredDataPurgeTests {
                                      clock: ContinuousClock(), now: now, logger: .init(label: "test"))
         purge.batchSize = 1  // batches of one: the loop goes on until none is left
         try await purge.purge()
-        let (keys, access, refresh) = try await storage.transaction { transaction in
-            (try await transaction.rows("SELECT key FROM write_key ORDER BY key").map { try $0.string("key") },
-             try await transaction.rows("SELECT account_id FROM access_token").map { try $0.string("account_id") },
-             try await transaction.rows("SELECT account_id FROM refresh_token ORDER BY account_id").map { try $0.string("account_id") })
+        let (keys, access, refresh) = try await storage.read { db in
+            (try db.rows("SELECT key FROM write_key ORDER BY key").map { try $0.string("key") },
+             try db.rows("SELECT account_id FROM access_token").map { try $0.string("account_id") },
+             try db.rows("SELECT account_id FROM refresh_token ORDER BY account_id").map { try $0.string("account_id") })
         }
         #expect(keys == ["new", "recent"])
         #expect(access == ["ben"], "Ana's expired access token is gone")

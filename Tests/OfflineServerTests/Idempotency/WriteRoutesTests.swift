@@ -71,7 +71,7 @@ struct WriteRoutesTests {
             var answers: [(HTTPResponse.Status, String, String?)] = []
             for _ in 0..<3 {
                 try await client.execute(uri: "/shop/checkout", method: .post, headers: headers) { response in
-                    answers.append((response.status, String(buffer: response.body), response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField]))
+                    answers.append((response.status, String(buffer: response.body), response.headers[IdempotentWrites.replayedField]))
                 }
             }
             #expect(answers.map(\.0) == [.created, .created, .created])
@@ -84,29 +84,37 @@ struct WriteRoutesTests {
         }
     }
 
-    @Test("a route that fails leaves neither its effect nor the key: the retry runs and succeeds")
+    @Test("an effect that throws, or answers 5xx, leaves neither its effect nor the key: the retry runs and succeeds")
     func failureLeavesNothing() async throws {
         let storage = try await SQLiteStorage.open(in: nil, schemas: [IdempotentWrites.schema, RecordStore.schema, ChangeFeed.schema])
         let records = RecordStore(storage: storage)
         let attempts = CallCounter()
         let router = Router(context: OfflineRequestContext.self)
         router.add(middleware: IdempotentWrites(storage: storage, retention: .seconds(3600), now: { Date() }))
-        router.post("/flaky") { _, _ in
-            // The effect is written, then the route fails the first time: both must be undone.
-            _ = try await records.apply(.put(["n": .number("1")]), owner: "ana", collection: "flaky", id: "x", key: "flaky-write")
-            if attempts.next() == 1 { throw HTTPError(.serviceUnavailable) }
-            return Response(status: .created)
+        router.post("/flaky") { _, context in
+            try await context.commitWrite(on: storage) { db in
+                // The effect is written, then the first attempt throws and the second answers 503:
+                // both times, the effect must be undone.
+                _ = try records.apply(.put(["n": .number("1")]), owner: "ana", collection: "flaky", id: "x", key: "flaky-write", in: db)
+                switch attempts.next() {
+                case 1: throw HTTPError(.serviceUnavailable)
+                case 2: return WriteAnswer(status: .serviceUnavailable)
+                default: return WriteAnswer(status: .created)
+                }
+            }
         }
         try await Application(router: router).test(.router) { client in
             let headers = keyed()
             try await client.execute(uri: "/flaky", method: .post, headers: headers) { #expect($0.status == .serviceUnavailable) }
-            #expect(try await records.list("flaky", owner: "ana").isEmpty, "the failed attempt's effect was rolled back")
+            #expect(try await records.list("flaky", owner: "ana").isEmpty, "the thrown attempt's effect was rolled back")
+            try await client.execute(uri: "/flaky", method: .post, headers: headers) { #expect($0.status == .serviceUnavailable) }
+            #expect(try await records.list("flaky", owner: "ana").isEmpty, "the 503 attempt's effect was rolled back")
             try await client.execute(uri: "/flaky", method: .post, headers: headers) { response in
                 #expect(response.status == .created)
-                #expect(response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField] == nil)
+                #expect(response.headers[IdempotentWrites.replayedField] == nil)
             }
             try await client.execute(uri: "/flaky", method: .post, headers: headers) { response in
-                #expect(response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField] == "true")
+                #expect(response.headers[IdempotentWrites.replayedField] == "true")
             }
             #expect(try await records.effects()["flaky-write"] == 1, "one effect in all")
             #expect(try await records.list("flaky", owner: "ana").map(\.version) == [1])
@@ -123,14 +131,16 @@ extension WriteRoutesTests {
         let runs = CallCounter()
         let router = Router(context: OfflineRequestContext.self)
         router.add(middleware: IdempotentWrites(storage: storage, retention: .seconds(3600), now: { clock.withLockedValue { $0 } }))
-        router.post("/run") { _, _ in Response(status: .ok, body: ResponseBody(byteBuffer: ByteBuffer(string: "run \(runs.next())"))) }
+        router.post("/run") { _, context in
+            try await context.commitWrite(on: storage) { _ in WriteAnswer(status: .ok, body: ByteBuffer(string: "run \(runs.next())")) }
+        }
         // Live: the application runs the storage's services (PostgreSQL's pool) beside the server.
         let app = Application(router: router, services: storage.services)
         try await app.test(.live) { client in
             let headers = keyed()
             let answer = { (body: String) async throws -> (String, Bool) in
                 try await client.execute(uri: "/run", method: .post, headers: headers, body: ByteBuffer(string: body)) { response in
-                    (String(buffer: response.body), response.headers[IdempotencyMiddleware<OfflineRequestContext>.replayedField] == "true")
+                    (String(buffer: response.body), response.headers[IdempotentWrites.replayedField] == "true")
                 }
             }
             let first = try await answer("a")
@@ -151,4 +161,6 @@ extension WriteRoutesTests {
 final class CallCounter: Sendable {
     private let value = NIOLockedValueBox(0)
     func next() -> Int { value.withLockedValue { $0 += 1; return $0 } }
+    /// How many calls there were.
+    var count: Int { value.withLockedValue { $0 } }
 }

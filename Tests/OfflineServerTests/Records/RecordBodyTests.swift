@@ -142,13 +142,15 @@ struct RecordBodyTests {
         let storage = try await openServerStorage(ServerConfiguration(port: 0), schemas: [RecordStore.schema, ChangeFeed.schema], logger: .init(label: "test"))
         let records = RecordStore(storage: storage)
         let blob = try JSONEncoder().encode(Earlier())
-        try await storage.transaction { transaction in
-            try await transaction.execute("INSERT INTO records (owner, collection, id, body, version) VALUES ('ana', 'notes', 'old', \(blob), 1)")
+        try await storage.write { db in
+            try db.execute("INSERT INTO records (owner, collection, id, body, version) VALUES ('ana', 'notes', 'old', \(blob), 1)")
         }
         let record = try #require(try await records.record("notes", id: "old", owner: "ana"))
         #expect(record.body["title"] == .string("Tea/Coffee"))
         #expect(record.body["tags"] == .array([.string("é"), .string("\u{0}")]))
-        let patched = try #require(try await records.apply(.patch(["done": .bool(true)]), owner: "ana", collection: "notes", id: "old", key: nil))
+        let patched = try #require(try await storage.write { db in
+            try records.apply(.patch(["done": .bool(true)]), owner: "ana", collection: "notes", id: "old", key: nil, in: db)
+        })
         #expect(patched.body["count"] == record.body["count"])
         #expect(try await records.list("notes", owner: "ana").first?.body == patched.body)
     }

@@ -50,7 +50,7 @@ func signedInJSON(_ client: some TestClientProtocol, _ name: String) async throw
 /// write route once per key, and refuses writes without one).
 func keyed(_ headers: HTTPFields = [:]) -> HTTPFields {
     var headers = headers
-    headers[IdempotencyMiddleware<OfflineRequestContext>.keyField] = "\"\(UUID().uuidString)\""
+    headers[IdempotentWrites.keyField] = "\"\(UUID().uuidString)\""
     return headers
 }
 

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -108,14 +109,15 @@ struct ChangeFeedTests {
           .enabled(if: TemporaryPostgres.isEnabled))
     func lateCommitIsNotSkipped() async throws {
         try await Self.withInstances(.postgres, count: 3) { instances in
-            let (first, second, reader) = (Self.feed(instances[0]), Self.feed(instances[1]), Self.feed(instances[2]))
+            let (second, reader) = (Self.feed(instances[1]), Self.feed(instances[2]))
             let (taken, tookPosition) = AsyncStream.makeStream(of: Int.self)
-            let (release, releaseFirst) = AsyncStream.makeStream(of: Void.self)
+            let release = DispatchSemaphore(value: 0)
             let slow = Task {
-                try await instances[0].transaction { _ in
-                    let position = try await first.record(Self.notes, id: "slow", value: Self.value("slow"))
+                try await instances[0].write { db in
+                    let position = try ChangeFeed.record(Self.notes, id: "slow", value: Self.value("slow"), at: Date(), in: db)
                     tookPosition.yield(position)
-                    for await _ in release { break }
+                    // Holds the transaction open (on the storage's own thread) until the reader has looked.
+                    _ = release.wait(timeout: .now() + 30)
                 }
             }
             var positions = taken.makeAsyncIterator()
@@ -135,7 +137,7 @@ struct ChangeFeedTests {
             }
             #expect(seen.isEmpty, "nothing is visible before the first writer commits: \(seen.map(\.id))")
 
-            releaseFirst.yield()
+            release.signal()
             try await slow.value
             let fastPosition = try await fast.value
             #expect(fastPosition == 2, "the later writer took the next position after the first committed")
@@ -168,14 +170,12 @@ struct ChangeFeedTests {
             }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for (index, storage) in instances.prefix(2).enumerated() {
-                    let feed = Self.feed(storage)
                     for number in 0..<writesPerInstance {
                         group.addTask {
-                            try await storage.transaction { transaction in
-                                try await feed.record(Self.notes, id: "\(index)-\(number)", value: Self.value("v"))
+                            try await storage.write { db in
+                                try ChangeFeed.record(Self.notes, id: "\(index)-\(number)", value: Self.value("v"), at: Date(), in: db)
                                 // Work after taking the position, so commits and readers interleave.
-                                for _ in 0..<Int.random(in: 0...20) { await Task.yield() }
-                                _ = try await transaction.rows("SELECT 1 AS one")
+                                for _ in 0...Int.random(in: 0...20) { _ = try db.rows("SELECT 1 AS one") }
                             }
                         }
                     }

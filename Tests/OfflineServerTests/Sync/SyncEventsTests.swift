@@ -21,22 +21,25 @@ struct SyncEventsTests {
         #expect(events.events([poke("user:ana", "orders"), .anythingMayHaveChanged]) == "event: change\ndata: *\n\n")
     }
 
-    @Test("a committed transaction's notifications are delivered once it commits, folded; a rolled-back one's never")
+    @Test("a write's notifications are delivered once it commits, folded; a rolled-back write's never, and a read cannot send one")
     func notificationsFollowCommits() async throws {
         let storage = try await SQLiteStorage.open(in: nil, schemas: [])
         try await storage.notifications.listen("feed") { listening in
             var batches = listening.makeAsyncIterator()
             struct Rollback: Error {}
             await #expect(throws: Rollback.self) {
-                try await storage.transaction { transaction in
-                    try await transaction.notify("feed", payload: "lost")
+                try await storage.write { db in
+                    try db.notify("feed", payload: "lost")
                     throw Rollback()
                 }
             }
-            try await storage.transaction { transaction in
-                try await transaction.notify("feed", payload: "a")
-                try await transaction.notify("feed", payload: "a")
-                try await transaction.notify("other channel", payload: "b")
+            await #expect(throws: StorageError.notificationInRead, "a read commits nothing, so it sends nothing") {
+                try await storage.read { db in try db.notify("feed", payload: "read") }
+            }
+            try await storage.write { db in
+                try db.notify("feed", payload: "a")
+                try db.notify("feed", payload: "a")
+                try db.notify("other channel", payload: "b")
             }
             #expect(await batches.next() == [.payload("a")])
             listening.wakeUp()

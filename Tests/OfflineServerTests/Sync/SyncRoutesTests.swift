@@ -135,7 +135,10 @@ struct OrdersSyncTests {
             let shop = ShopStore(storage: storage, now: { Date() })
             _ = try await shop.orders(for: "someone")
             // As a database from before: the history is not in the feed.
-            try await storage.transaction { try await $0.execute("DELETE FROM sync_feed"); try await $0.execute("DELETE FROM sync_row") }
+            try await storage.write { db in
+                try db.execute("DELETE FROM sync_feed")
+                try db.execute("DELETE FROM sync_row")
+            }
         }
         let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: Logger(label: "test"))
         let page = try await ChangeFeed(storage: storage, now: { Date() }).page(ShopStore.ordersFeed(of: "someone"), after: nil, limit: 100)
