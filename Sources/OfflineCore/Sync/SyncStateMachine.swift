@@ -1,0 +1,410 @@
+/// Decides what the sync engine does next: when to pull, what a page does to the app's tables,
+/// when to retry and after how long, when to hold the live stream open.
+///
+/// Pure and synchronous, like ``ConnectivityStateMachine``: every event takes the current instant
+/// and returns the ``Action``s to perform; ``nextDeadline`` says when to call ``tick(now:)``.
+/// The shell (`SyncEngine`) sends the requests, writes the database and sleeps on its clock.
+///
+/// The rules:
+/// - **Pulls** run one at a time. Asked for while one runs (a poke, a reconnect, the app), the
+///   next starts when it ends, from where it ended. Offline, none starts; the first one after the
+///   connection comes back starts at once.
+/// - **Pages.** A first sync (nothing pulled yet, or starting again after the server forgot the
+///   cursor) applies each page as it comes: the tables fill page by page, and
+///   ``SyncStatus/isFirstSync`` says so. Every later pull is applied whole: a pull of one page
+///   lands with its cursor; a pull of several keeps its pages aside and lands them together with
+///   the last one, so a screen never shows part of a server transaction, nor rows from two
+///   different moments of the server.
+/// - **Retries** back off with full jitter (``SyncPolicy/retry``) after a transport failure, an
+///   error status or a malformed page; a page the server no longer follows (`410`) starts the
+///   pull again from nothing at once, and more than ``SyncPolicy/restartsPerPull`` of those in
+///   one pull count as a failure.
+/// - **Read your writes.** Writes that reached the server are only certain to be in a pull once
+///   the server's capture has passed them: after writes settle, the engine asks for the server's
+///   checkpoint, and rows held for those writes settle only with a page captured through it
+///   (``Action/applyPage(settlingHeldRows:)``); until then the engine pulls again, a little later
+///   each time.
+/// - **The live stream** is held while the server is reachable. When it opens, everything is
+///   pulled (what changed while it was closed was not announced). One that ends before
+///   ``SyncPolicy/streamUsefulLife`` without an event backs off like a failure, so a server that
+///   answers and drops at once is not asked again four times a second.
+public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
+    /// What the shell must do, in order.
+    public enum Action: Sendable, Hashable {
+        /// Ask the server for the next page after the current cursor and report it with
+        /// ``SyncStateMachine/pageFetched(_:now:)`` or ``SyncStateMachine/pullFailed(_:now:)``.
+        case fetchPage
+        /// Apply the fetched page to the app's tables with the cursor after it, in one
+        /// transaction; rows held for settled writes take the server's version when
+        /// `settlingHeldRows`. Report ``SyncStateMachine/pageApplied(now:)``.
+        case applyPage(settlingHeldRows: Bool)
+        /// Keep the fetched page aside (nothing shows yet) and report
+        /// ``SyncStateMachine/pageApplied(now:)``.
+        case stagePage
+        /// Apply what was kept aside and the fetched page together, in one transaction, with the
+        /// cursor after it. Report ``SyncStateMachine/pageApplied(now:)``.
+        case applyStaged(settlingHeldRows: Bool)
+        /// Drop what was kept aside: the pull failed before its last page.
+        case discardStaged
+        /// The server no longer follows the cursor: forget it and start again from nothing,
+        /// removing at the end of that pull the rows the server no longer has.
+        case forgetCursor
+        /// Ask for the server's checkpoint and report ``SyncStateMachine/checkpointFetched(_:now:)``.
+        case fetchCheckpoint
+        /// Open the live stream and report ``SyncStateMachine/streamOpened(now:)`` or
+        /// ``SyncStateMachine/streamEnded(_:now:)``.
+        case openStream
+        /// The status changed: publish ``SyncStateMachine/status``.
+        case publishStatus
+    }
+
+    /// What a fetched page said, as far as decisions go.
+    public struct Page: Sendable, Hashable {
+        /// More pages follow at once.
+        public var hasMore: Bool
+        /// How far the server's capture had come when it answered.
+        public var through: Int64?
+        /// How far through the pull, `0...1`, when the server says.
+        public var progress: Double?
+
+        public init(hasMore: Bool, through: Int64? = nil, progress: Double? = nil) {
+            self.hasMore = hasMore
+            self.through = through
+            self.progress = progress
+        }
+    }
+
+    /// How the live stream ended.
+    public enum StreamEnd: Sendable, Hashable {
+        /// It was open and closed (by the server, the network, or silence past its limit);
+        /// `useful` when it carried an event.
+        case closed(useful: Bool)
+        /// It did not open: a transport failure.
+        case failed
+        /// The server answered with this status instead of a stream.
+        case refused(status: Int)
+    }
+
+    private enum Pull: Sendable, Hashable {
+        case idle
+        /// Waiting for a page; `first` when the pull applies its pages as they come.
+        case fetching(first: Bool, pages: Int, staged: Bool)
+        /// Waiting for the page's rows to be written (applied or staged).
+        case writing(first: Bool, pages: Int, staged: Bool, last: Bool)
+        /// Waiting for the checkpoint.
+        case checkpointing
+    }
+
+    private enum Stream: Sendable, Hashable {
+        case off
+        case closed
+        case opening
+        case open(since: Instant)
+        case waiting(until: Instant)
+    }
+
+    public let policy: SyncPolicy
+    public private(set) var status: SyncStatus<Instant>
+
+    private let random: @Sendable () -> Double
+    private var reachable = false
+    private var pull = Pull.idle
+    private var wanted = false
+    private var hasCursor: Bool
+    private var restarts = 0
+    private var failures = 0
+    private var retryAt: Instant?
+    private var rePullAt: Instant?
+    private var rePulls = 0
+    private var requiredCheckpoint: Int64?
+    private var checkpointWanted = false
+    private var lastThrough: Int64?
+    private var stream: Stream
+    private var streamFailures = 0
+
+    /// - Parameters:
+    ///   - hasCursor: whether a pull already completed on this device (the next one is a delta).
+    ///   - holdsRows: whether rows are held for writes that may have settled (after a restart):
+    ///     the checkpoint is asked for before they may settle.
+    ///   - liveStream: whether to hold the server's live stream.
+    ///   - random: a number in `0 ..< 1`, for the jitter of backoffs.
+    public init(policy: SyncPolicy = SyncPolicy(), hasCursor: Bool, holdsRows: Bool, liveStream: Bool,
+                random: @escaping @Sendable () -> Double, now: Instant) {
+        self.policy = policy
+        self.hasCursor = hasCursor
+        self.random = random
+        checkpointWanted = holdsRows
+        stream = liveStream ? .closed : .off
+        status = SyncStatus(isFirstSync: !hasCursor)
+    }
+
+    /// When ``tick(now:)`` is due next, if anything waits on time.
+    public var nextDeadline: Instant? {
+        var deadlines: [Instant] = []
+        if let retryAt { deadlines.append(retryAt) }
+        if let rePullAt { deadlines.append(rePullAt) }
+        if case .waiting(let until) = stream { deadlines.append(until) }
+        return deadlines.min()
+    }
+
+    // MARK: Events
+
+    /// Whether the server can be reached changed (the connectivity monitor's verdict).
+    public mutating func connectivityChanged(reachable: Bool, now: Instant) -> [Action] {
+        let wasReachable = self.reachable
+        self.reachable = reachable
+        var actions: [Action] = []
+        if reachable, !wasReachable {
+            // Whatever failed before says nothing about the connection that just came.
+            retryAt = nil
+            failures = 0
+            streamFailures = 0
+            wanted = true
+            if case .waiting = stream { stream = .closed }
+        }
+        if status.isConnected != (reachable && isStreamOpen) {
+            status.isConnected = reachable && isStreamOpen
+            actions.append(.publishStatus)
+        }
+        return actions + settle(now: now)
+    }
+
+    /// Something asks for a pull: the app, a poke from the live stream, writes that settled.
+    public mutating func pullRequested(now: Instant) -> [Action] {
+        wanted = true
+        return settle(now: now)
+    }
+
+    /// Writes to synced rows reached the server: pull, and let their rows settle only once the
+    /// server's capture has passed them.
+    public mutating func writesSettled(now: Instant) -> [Action] {
+        checkpointWanted = true
+        wanted = true
+        return settle(now: now)
+    }
+
+    /// The server's checkpoint: a pull captured through it has every write that settled before.
+    public mutating func checkpointFetched(_ checkpoint: Int64?, now: Instant) -> [Action] {
+        guard case .checkpointing = pull else { return [] }
+        pull = .idle
+        if let checkpoint { requiredCheckpoint = max(requiredCheckpoint ?? checkpoint, checkpoint) }
+        rePulls = 0
+        wanted = true
+        return settle(now: now)
+    }
+
+    /// A page arrived.
+    public mutating func pageFetched(_ page: Page, now: Instant) -> [Action] {
+        guard case .fetching(let first, let pages, let staged) = pull else { return [] }
+        if let through = page.through { lastThrough = max(lastThrough ?? through, through) }
+        let settling = requiredCheckpoint.map { required in page.through.map { $0 >= required } ?? false } ?? true
+        let action: Action
+        if first {
+            action = .applyPage(settlingHeldRows: settling)
+        } else if page.hasMore {
+            action = .stagePage
+        } else if staged {
+            action = .applyStaged(settlingHeldRows: settling)
+        } else {
+            action = .applyPage(settlingHeldRows: settling)
+        }
+        pull = .writing(first: first, pages: pages + 1, staged: staged || action == .stagePage, last: !page.hasMore)
+        status.isPulling = true
+        status.progress = page.hasMore ? page.progress : 1
+        return [action, .publishStatus]
+    }
+
+    /// The fetched page was applied or staged.
+    public mutating func pageApplied(now: Instant) -> [Action] {
+        guard case .writing(let first, let pages, let staged, let last) = pull else { return [] }
+        guard last else {
+            pull = .fetching(first: first, pages: pages, staged: staged)
+            return [.fetchPage]
+        }
+        pull = .idle
+        hasCursor = true
+        restarts = 0
+        failures = 0
+        status.isPulling = false
+        status.isFirstSync = false
+        status.lastSyncedAt = now
+        status.lastFailure = nil
+        if let required = requiredCheckpoint {
+            if let through = lastThrough, through >= required {
+                requiredCheckpoint = nil
+                rePulls = 0
+            } else {
+                // The server's capture has not reached the settled writes yet: look again soon.
+                rePulls += 1
+                rePullAt = now.advanced(by: policy.capturePoll.delay(afterFailedAttempts: rePulls, unit: 1))
+            }
+        }
+        return [.publishStatus] + settle(now: now)
+    }
+
+    /// The pull failed.
+    public mutating func pullFailed(_ failure: SyncFailure, now: Instant) -> [Action] {
+        let wasStaged: Bool
+        switch pull {
+        case .fetching(_, _, let staged), .writing(_, _, let staged, _): wasStaged = staged
+        case .checkpointing: wasStaged = false
+        case .idle: return []
+        }
+        var actions: [Action] = wasStaged ? [.discardStaged] : []
+        pull = .idle
+        if failure == .gone, restarts < policy.restartsPerPull {
+            restarts += 1
+            hasCursor = false
+            wanted = true
+            status.isFirstSync = true
+            return actions + [.forgetCursor] + settle(now: now)
+        }
+        restarts = 0
+        failures += 1
+        retryAt = now.advanced(by: policy.retry.delay(afterFailedAttempts: failures, unit: random()))
+        status.isPulling = false
+        status.lastFailure = failure
+        actions.append(.publishStatus)
+        return actions + settle(now: now)
+    }
+
+    /// The live stream opened: everything changed while it was closed is pulled.
+    public mutating func streamOpened(now: Instant) -> [Action] {
+        guard case .opening = stream else { return [] }
+        stream = .open(since: now)
+        status.isConnected = reachable
+        wanted = true
+        return [.publishStatus] + settle(now: now)
+    }
+
+    /// The live stream said something changed.
+    public mutating func streamAnnounced(now: Instant) -> [Action] {
+        streamFailures = 0
+        return pullRequested(now: now)
+    }
+
+    /// The live stream ended or could not open.
+    public mutating func streamEnded(_ end: StreamEnd, now: Instant) -> [Action] {
+        let lived: Duration?
+        if case .open(let since) = stream { lived = since.duration(to: now) } else { lived = nil }
+        guard stream != .off else { return [] }
+        let delay: Duration
+        switch end {
+        case .closed(let useful) where useful || (lived ?? .zero) >= policy.streamUsefulLife:
+            // A stream that did its job: open again soon.
+            streamFailures = 0
+            delay = policy.streamReopen
+        case .refused:
+            streamFailures += 1
+            delay = policy.streamRefused.delay(afterFailedAttempts: streamFailures, unit: 0.5 + random() / 2)
+        case .closed, .failed:
+            streamFailures += 1
+            delay = max(policy.streamReopen, policy.streamRetry.delay(afterFailedAttempts: streamFailures, unit: 0.5 + random() / 2))
+        }
+        stream = .waiting(until: now.advanced(by: delay))
+        var actions: [Action] = []
+        if status.isConnected {
+            status.isConnected = false
+            actions.append(.publishStatus)
+        }
+        return actions + settle(now: now)
+    }
+
+    /// Time passed: retries and stream reopenings that came due.
+    public mutating func tick(now: Instant) -> [Action] {
+        settle(now: now)
+    }
+
+    // MARK: Deciding
+
+    private var isStreamOpen: Bool {
+        if case .open = stream { return true }
+        return false
+    }
+
+    private mutating func settle(now: Instant) -> [Action] {
+        var actions: [Action] = []
+        if case .waiting(let until) = stream, until <= now { stream = .closed }
+        if stream == .closed, reachable {
+            stream = .opening
+            actions.append(.openStream)
+        }
+        if let due = rePullAt, due <= now {
+            rePullAt = nil
+            wanted = true
+        }
+        if let due = retryAt {
+            guard due <= now else { return actions }
+            retryAt = nil
+            wanted = true
+        }
+        guard pull == .idle, reachable else { return actions }
+        if checkpointWanted {
+            checkpointWanted = false
+            pull = .checkpointing
+            return actions + [.fetchCheckpoint]
+        }
+        guard wanted else { return actions }
+        wanted = false
+        pull = .fetching(first: !hasCursor, pages: 0, staged: false)
+        if !status.isPulling || status.progress != nil {
+            status.isPulling = true
+            status.progress = nil
+            actions.append(.publishStatus)
+        }
+        return actions + [.fetchPage]
+    }
+}
+
+/// The numbers ``SyncStateMachine`` decides by.
+public struct SyncPolicy: Sendable, Hashable {
+    /// The wait before a failed pull is tried again: full jitter up to 1 s, doubling to a minute.
+    public var retry = OutboxBackoff(base: .seconds(1), cap: .seconds(60))
+    /// How many times one pull may start again from nothing (`410`) before it counts as failed.
+    public var restartsPerPull = 2
+    /// The wait before pulling again when the server's capture had not reached settled writes:
+    /// 20 ms, doubling to 2 s.
+    public var capturePoll = OutboxBackoff(base: .milliseconds(20), cap: .seconds(2))
+    /// How long a stream must stay open, without an event, to count as having worked.
+    public var streamUsefulLife: Duration = .seconds(5)
+    /// The wait before opening a stream again after one that worked.
+    public var streamReopen: Duration = .milliseconds(250)
+    /// The wait after a stream that failed or dropped at once: half to all of 1 s, doubling to a minute.
+    public var streamRetry = OutboxBackoff(base: .seconds(1), cap: .seconds(60))
+    /// The wait after the server refused the stream: half to all of 1 s, doubling to a minute.
+    public var streamRefused = OutboxBackoff(base: .seconds(1), cap: .seconds(60))
+
+    public init() {}
+}
+
+/// What sync is doing, for a status line or a settings screen.
+public struct SyncStatus<Instant: InstantProtocol>: Sendable, Hashable {
+    /// The live stream is open: changes on the server arrive as they happen.
+    public var isConnected = false
+    /// A pull is under way.
+    public var isPulling = false
+    /// How far through the current pull, `0...1`, when the server says.
+    public var progress: Double?
+    /// No pull has completed on this device yet: tables fill page by page until one does.
+    public var isFirstSync: Bool
+    /// When the last pull completed.
+    public var lastSyncedAt: Instant?
+    /// Why the last pull failed, until one succeeds.
+    public var lastFailure: SyncFailure?
+
+    public init(isFirstSync: Bool) {
+        self.isFirstSync = isFirstSync
+    }
+}
+
+/// Why a pull failed.
+public enum SyncFailure: Sendable, Hashable {
+    /// The request did not complete (no connection, a timeout, a dropped connection).
+    case unreachable
+    /// The server answered with this status instead of a page.
+    case serverError(status: Int)
+    /// The page could not be read, or broke the protocol.
+    case malformed
+    /// The server no longer follows the cursor (`410`), more often than one pull allows.
+    case gone
+}

@@ -1,0 +1,244 @@
+import OfflineCore
+import Testing
+
+/// Drives the sync machine by hand: time moves only when a test moves it.
+struct SyncHarness {
+    typealias Machine = SyncStateMachine<TestInstant>
+    var machine: Machine
+    var now = TestInstant.seconds(0)
+    var log: [Machine.Action] = []
+
+    init(hasCursor: Bool = false, holdsRows: Bool = false, liveStream: Bool = false, random: Double = 0.5) {
+        machine = Machine(hasCursor: hasCursor, holdsRows: holdsRows, liveStream: liveStream, random: { random }, now: now)
+    }
+
+    /// The actions of the last event, without status publications.
+    var last: [Machine.Action] = []
+
+    mutating func record(_ actions: [Machine.Action]) {
+        last = actions.filter { $0 != .publishStatus }
+        log += last
+    }
+
+    mutating func online() { record(machine.connectivityChanged(reachable: true, now: now)) }
+    mutating func offline() { record(machine.connectivityChanged(reachable: false, now: now)) }
+    mutating func want() { record(machine.pullRequested(now: now)) }
+    mutating func page(hasMore: Bool, through: Int64? = nil) { record(machine.pageFetched(.init(hasMore: hasMore, through: through), now: now)) }
+    mutating func applied() { record(machine.pageApplied(now: now)) }
+    mutating func fail(_ failure: SyncFailure) { record(machine.pullFailed(failure, now: now)) }
+    mutating func settled() { record(machine.writesSettled(now: now)) }
+    mutating func checkpoint(_ value: Int64) { record(machine.checkpointFetched(value, now: now)) }
+    mutating func opened() { record(machine.streamOpened(now: now)) }
+    mutating func ended(_ end: Machine.StreamEnd) { record(machine.streamEnded(end, now: now)) }
+
+    /// Moves time to `instant`, ticking at every deadline on the way.
+    mutating func advance(to instant: TestInstant) {
+        while let deadline = machine.nextDeadline, deadline <= instant {
+            now = max(now, deadline)
+            record(machine.tick(now: now))
+            if !last.isEmpty { return }
+        }
+        now = instant
+    }
+
+    mutating func advance(by duration: Duration) { advance(to: now.advanced(by: duration)) }
+}
+
+@Suite("Sync state machine")
+struct SyncStateMachineTests {
+    @Test("a first sync applies each page as it comes, then the next pull is a delta")
+    func firstSync() {
+        var sync = SyncHarness()
+        sync.want()
+        #expect(sync.last.isEmpty, "offline: nothing is sent")
+        sync.online()
+        #expect(sync.last == [.fetchPage])
+        #expect(sync.machine.status.isFirstSync && sync.machine.status.isPulling)
+        sync.page(hasMore: true)
+        #expect(sync.last == [.applyPage(settlingHeldRows: true)])
+        sync.applied()
+        #expect(sync.last == [.fetchPage])
+        sync.page(hasMore: false)
+        #expect(sync.last == [.applyPage(settlingHeldRows: true)])
+        sync.now = .seconds(3)
+        sync.applied()
+        #expect(sync.last.isEmpty)
+        #expect(!sync.machine.status.isFirstSync && !sync.machine.status.isPulling)
+        #expect(sync.machine.status.lastSyncedAt == .seconds(3))
+    }
+
+    @Test("a later pull of several pages keeps them aside and applies them with the last one")
+    func deltaIsWhole() {
+        var sync = SyncHarness(hasCursor: true)
+        sync.online()
+        #expect(sync.last == [.fetchPage])
+        sync.page(hasMore: true)
+        #expect(sync.last == [.stagePage])
+        sync.applied()
+        sync.page(hasMore: true)
+        #expect(sync.last == [.stagePage])
+        sync.applied()
+        sync.page(hasMore: false)
+        #expect(sync.last == [.applyStaged(settlingHeldRows: true)])
+        sync.applied()
+        // A pull of one page lands directly.
+        sync.want()
+        sync.page(hasMore: false)
+        #expect(sync.last == [.applyPage(settlingHeldRows: true)])
+    }
+
+    @Test("pulls take turns: one asked for meanwhile starts when the running one ends")
+    func oneAtATime() {
+        var sync = SyncHarness(hasCursor: true)
+        sync.online()
+        sync.want()
+        sync.want()
+        #expect(sync.log == [.fetchPage], "still one pull")
+        sync.page(hasMore: false)
+        sync.applied()
+        #expect(sync.last == [.fetchPage])
+        sync.page(hasMore: false)
+        sync.applied()
+        #expect(sync.last.isEmpty, "two requests meanwhile make one more pull, not two")
+    }
+
+    @Test("failed pulls back off with jitter, doubling to a minute; staged pages are dropped")
+    func backoff() {
+        var sync = SyncHarness(hasCursor: true, random: 1)
+        sync.online()
+        sync.page(hasMore: true)
+        sync.applied()
+        sync.fail(.unreachable)
+        #expect(sync.last == [.discardStaged])
+        #expect(sync.machine.status.lastFailure == .unreachable)
+        var delays: [Duration] = []
+        for _ in 0..<9 {
+            let failedAt = sync.now
+            sync.want()
+            #expect(sync.last.isEmpty, "a request during the wait does not skip it")
+            sync.advance(by: .seconds(120))
+            #expect(sync.last == [.fetchPage])
+            delays.append(failedAt.duration(to: sync.now))
+            sync.fail(.serverError(status: 503))
+        }
+        #expect(delays == [1, 2, 4, 8, 16, 32, 60, 60, 60].map { Duration.seconds($0) })
+        // Jitter: with the random number at its smallest, the retry goes at once.
+        var eager = SyncHarness(hasCursor: true, random: 0)
+        eager.online()
+        eager.fail(.malformed)
+        #expect(eager.last == [.fetchPage])
+    }
+
+    @Test("offline nothing is retried; a connection that comes back forgets the backoff and pulls at once")
+    func reconnect() {
+        var sync = SyncHarness(hasCursor: true)
+        sync.online()
+        sync.fail(.unreachable)
+        sync.advance(by: .seconds(5))
+        sync.fail(.unreachable)
+        sync.offline()
+        let fetches = sync.log.filter { $0 == .fetchPage }.count
+        sync.advance(by: .seconds(100))
+        sync.want()
+        #expect(sync.log.filter { $0 == .fetchPage }.count == fetches, "nothing is sent offline")
+        sync.online()
+        #expect(sync.last == [.fetchPage])
+    }
+
+    @Test("a cursor the server forgot starts the pull again from nothing, at most twice a pull")
+    func gone() {
+        var sync = SyncHarness(hasCursor: true)
+        sync.online()
+        sync.page(hasMore: true)
+        sync.applied()
+        sync.fail(.gone)
+        #expect(sync.last == [.discardStaged, .forgetCursor, .fetchPage])
+        #expect(sync.machine.status.isFirstSync)
+        sync.page(hasMore: true)
+        #expect(sync.last == [.applyPage(settlingHeldRows: true)], "starting again fills the tables page by page")
+        sync.applied()
+        sync.fail(.gone)
+        #expect(sync.last == [.forgetCursor, .fetchPage])
+        sync.fail(.gone)
+        #expect(sync.last.isEmpty, "the third time in one pull waits like any failure")
+        #expect(sync.machine.status.lastFailure == .gone)
+    }
+
+    @Test("held rows settle only with a page captured through the checkpoint taken after the writes settled")
+    func readYourWrites() {
+        var sync = SyncHarness(hasCursor: true)
+        sync.online()
+        sync.page(hasMore: false, through: 90)
+        sync.applied()
+        sync.settled()
+        #expect(sync.last == [.fetchCheckpoint])
+        sync.checkpoint(100)
+        #expect(sync.last == [.fetchPage])
+        sync.page(hasMore: false, through: 95)
+        #expect(sync.last == [.applyPage(settlingHeldRows: false)], "capture has not reached the writes yet")
+        sync.applied()
+        #expect(sync.machine.nextDeadline == sync.now.advanced(by: .milliseconds(20)))
+        sync.advance(by: .milliseconds(20))
+        #expect(sync.last == [.fetchPage])
+        sync.page(hasMore: false, through: 100)
+        #expect(sync.last == [.applyPage(settlingHeldRows: true)])
+        sync.applied()
+        #expect(sync.machine.nextDeadline == nil)
+        // Rows held when the app starts wait for a checkpoint too.
+        var restarted = SyncHarness(hasCursor: true, holdsRows: true)
+        restarted.online()
+        #expect(restarted.last == [.fetchCheckpoint])
+    }
+
+    @Test("the live stream opens with the connection, pulls when it opens and when it announces changes")
+    func stream() {
+        var sync = SyncHarness(hasCursor: true, liveStream: true)
+        sync.online()
+        #expect(sync.last == [.openStream, .fetchPage])
+        sync.page(hasMore: false)
+        sync.applied()
+        sync.now = .seconds(1)
+        sync.opened()
+        #expect(sync.last == [.fetchPage], "what changed while it was closed")
+        #expect(sync.machine.status.isConnected)
+        sync.page(hasMore: false)
+        sync.applied()
+        sync.record(sync.machine.streamAnnounced(now: sync.now))
+        #expect(sync.last == [.fetchPage])
+        sync.page(hasMore: false)
+        sync.applied()
+        // A stream that served for a while and closed opens again soon.
+        sync.now = .seconds(60)
+        sync.ended(.closed(useful: false))
+        #expect(!sync.machine.status.isConnected)
+        #expect(sync.machine.nextDeadline == .seconds(60.25))
+        sync.advance(by: .seconds(1))
+        #expect(sync.last == [.openStream])
+    }
+
+    @Test("a stream that answers and drops at once is opened less and less often, not four times a second")
+    func droppingStream() {
+        var sync = SyncHarness(hasCursor: true, liveStream: true, random: 1)
+        sync.online()
+        var opens = 1
+        while sync.now < .seconds(60) {
+            sync.opened()
+            if sync.last.contains(.fetchPage) {
+                sync.page(hasMore: false)
+                sync.applied()
+            }
+            sync.ended(.closed(useful: false))
+            sync.advance(by: .seconds(120))
+            if sync.last.contains(.openStream) { opens += 1 }
+        }
+        #expect(opens <= 7, "opened \(opens) times in a minute")
+        // Refused streams back off too.
+        var refused = SyncHarness(hasCursor: true, liveStream: true, random: 1)
+        refused.online()
+        refused.ended(.refused(status: 401))
+        #expect(refused.machine.nextDeadline == .seconds(1))
+        refused.advance(by: .seconds(1))
+        refused.ended(.refused(status: 401))
+        #expect(refused.machine.nextDeadline == .seconds(3))
+    }
+}
