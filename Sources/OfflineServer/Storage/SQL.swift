@@ -18,6 +18,7 @@ extension Int: SQLBindable { var sqlValue: SQLValue { .integer(Int64(self)) } }
 extension Double: SQLBindable { var sqlValue: SQLValue { .double(self) } }
 extension String: SQLBindable { var sqlValue: SQLValue { .text(self) } }
 extension Data: SQLBindable { var sqlValue: SQLValue { .blob(self) } }
+extension SQLValue: SQLBindable { var sqlValue: SQLValue { self } }
 /// Instants are stored as seconds since 1970, which both databases compare and order alike.
 extension Date: SQLBindable { var sqlValue: SQLValue { .double(timeIntervalSince1970) } }
 
@@ -42,6 +43,9 @@ enum SQLToken: Sendable, Hashable {
     /// Locks the selected rows until the transaction ends (PostgreSQL); SQLite's writes run one
     /// at a time already.
     case forUpdate
+    /// The current time as seconds since 1970, for a column's default: what ``Date``'s binding
+    /// stores, so rows written by `psql` or `sqlite3` without it read like the server's.
+    case epochNow
 
     func rendered(in dialect: SQLDialect) -> String {
         switch (self, dialect) {
@@ -56,6 +60,8 @@ enum SQLToken: Sendable, Hashable {
         case (.serialPrimaryKey, .postgres): "BIGSERIAL PRIMARY KEY"
         case (.forUpdate, .sqlite): ""
         case (.forUpdate, .postgres): "FOR UPDATE"
+        case (.epochNow, .sqlite): "((julianday('now') - 2440587.5) * 86400.0)"
+        case (.epochNow, .postgres): "(extract(epoch from now()))"
         }
     }
 }
@@ -94,6 +100,30 @@ struct SQL: Sendable, ExpressibleByStringInterpolation {
         /// A value that may be NULL, labelled so an optional is never bound by accident.
         mutating func appendInterpolation(nullable value: (some SQLBindable)?) { fragments.append(.value(value?.sqlValue ?? .null)) }
         mutating func appendInterpolation(_ token: SQLToken) { fragments.append(.token(token)) }
+        /// Values separated by commas, each bound, for `IN (…)`; at least one is needed.
+        mutating func appendInterpolation(list values: [some SQLBindable]) {
+            precondition(!values.isEmpty, "IN () is not SQL")
+            for (index, value) in values.enumerated() {
+                if index > 0 { fragments.append(.text(", ")) }
+                fragments.append(.value(value.sqlValue))
+            }
+        }
+        /// Another statement's fragments, in place.
+        mutating func appendInterpolation(_ fragment: SQL) { fragments += fragment.fragments }
+        /// Text written into the statement as it is: only for what the code itself spells (an
+        /// alias's number), never for a value from outside.
+        mutating func appendInterpolation(raw text: String) { fragments.append(.text(text)) }
+    }
+
+    /// Adds `other` at the end.
+    mutating func append(_ other: SQL) {
+        fragments += other.fragments
+    }
+
+    static func + (lhs: SQL, rhs: SQL) -> SQL {
+        var sum = lhs
+        sum.append(rhs)
+        return sum
     }
 
     /// The statement's text in `dialect` (`?` or `$1, $2…` placeholders) and its arguments in order.
@@ -140,6 +170,9 @@ struct SQLRow: Sendable {
         self.names = names
         self.values = values
     }
+
+    /// Every column's lower-cased name and value, in the result's order.
+    var columns: Zip2Sequence<[String], [SQLValue]> { zip(names, values) }
 
     subscript(column: String) -> SQLValue? {
         // The stores name columns in lower case already; any other spelling is looked up folded.

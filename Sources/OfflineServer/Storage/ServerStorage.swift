@@ -101,7 +101,7 @@ extension StorageSchema {
 /// - Throws: `PostgresURLError` for a URL it cannot read; connection and database errors.
 func openServerStorage(_ configuration: ServerConfiguration, schemas: [StorageSchema], logger: Logger) async throws -> any ServerStorage {
     if let url = configuration.postgresURL {
-        return try await PostgresStorage.open(url: url, schemas: schemas, channels: [ChangeFeed.pokeChannel], logger: logger)
+        return try await PostgresStorage.open(url: url, schemas: schemas, channels: [SyncFeed.pokeChannel], logger: logger)
     }
     return try await SQLiteStorage.open(in: configuration.dataDirectory, schemas: schemas)
 }

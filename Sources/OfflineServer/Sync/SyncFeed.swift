@@ -1,0 +1,191 @@
+import Foundation
+import Logging
+
+/// The feed every client pulls from: the latest state of every row the sync rules send, once per
+/// audience that sees it, each at the position of its last change, and tombstones for rows that
+/// left an audience.
+///
+/// **One writer, commit order.** Only capture writes the feed (``record(_:mapping:now:in:logger:)``),
+/// one source transaction after another in the order the database committed them, so positions
+/// are handed out by a plain counter: the app's own writers never touch the feed, never wait on
+/// it, and never queue behind each other because they share an audience.
+///
+/// **Published whole.** Readers see rows up to the feed's head only. Capture moves the head past
+/// a source transaction once all of its rows are recorded, so a transaction too large for one
+/// feed write is recorded in several and still seen whole or not at all.
+///
+/// **Bounded.** A row keeps only its latest change, so the feed holds the live rows plus recent
+/// tombstones. Tombstones older than the retention are purged and the horizon moves past them: a
+/// cursor from before the horizon might have missed a deletion, and must sync again.
+enum SyncFeed {
+    /// The feed's state row: where the head is, what capture has recorded.
+    struct State: Sendable, Hashable {
+        /// Changes from another epoch (the feed was built again) cannot be followed.
+        var epoch: String
+        /// The last position readers see.
+        var head: Int64
+        /// The next position to hand out; above `head + 1` while a large transaction is recorded.
+        var next: Int64
+        /// The newest position whose tombstones were purged.
+        var horizon: Int64
+        /// How far capture has read its source (a PostgreSQL LSN, or SQLite's capture sequence),
+        /// for changes published up to the head.
+        var through: Int64
+        /// The rules the feed was built with, so a start with other rules builds it again.
+        var rules: String
+    }
+
+    /// The notification channel on which capture announces what it published: a JSON array of
+    /// the audiences whose rows changed, or `["*"]`.
+    static let pokeChannel = "offline_sync"
+
+    static let schema = StorageSchema(migrations: [
+        ("sync-feed.v2-shared", [
+            // The per-user feeds of the first version are replaced: their cursors are from
+            // another epoch, so every client syncs again from the start.
+            "DROP TABLE IF EXISTS sync_row",
+            "DROP TABLE IF EXISTS sync_feed",
+            """
+            CREATE TABLE sync_change (
+                collection \(.text) NOT NULL, audience \(.text) NOT NULL, id \(.text) NOT NULL,
+                position \(.integer) NOT NULL, value \(.blob), source \(.text) NOT NULL, changed_at \(.double) NOT NULL,
+                PRIMARY KEY (collection, audience, id))
+            """,
+            "CREATE INDEX sync_change_audience ON sync_change (audience, position)",
+            "CREATE INDEX sync_change_source ON sync_change (source)",
+            "CREATE INDEX sync_change_tombstone ON sync_change (changed_at) WHERE value IS NULL",
+            """
+            CREATE TABLE sync_feed_state (
+                id \(.integer) PRIMARY KEY, epoch \(.text) NOT NULL, head \(.integer) NOT NULL, next \(.integer) NOT NULL,
+                horizon \(.integer) NOT NULL, through \(.integer) NOT NULL, rules \(.text) NOT NULL)
+            """,
+        ]),
+    ])
+
+    // MARK: State
+
+    static func state(in db: any SQLDatabase) throws -> State? {
+        guard let row = try db.row("SELECT epoch, head, next, horizon, through, rules FROM sync_feed_state WHERE id = 1") else { return nil }
+        return State(epoch: try row.string("epoch"), head: Int64(try row.int("head")), next: Int64(try row.int("next")),
+                     horizon: Int64(try row.int("horizon")), through: Int64(try row.int("through")), rules: try row.string("rules"))
+    }
+
+    /// Empties the feed and starts a new epoch for `rules`: every client's cursor is then from
+    /// another epoch, and its next pull starts again from nothing.
+    static func reset(rules fingerprint: String, through: Int64, in db: any SQLDatabase) throws {
+        try db.execute("DELETE FROM sync_change")
+        try db.execute("DELETE FROM sync_feed_state")
+        try db.execute("""
+            INSERT INTO sync_feed_state (id, epoch, head, next, horizon, through, rules)
+            VALUES (1, \(newEpoch()), 0, 1, 0, \(Int(through)), \(fingerprint))
+            """)
+    }
+
+    private static func newEpoch() -> String {
+        String(UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased())
+    }
+
+    // MARK: Capture
+
+    /// Records `changes`, in commit order, in `db`'s transaction.
+    ///
+    /// Each change's row is compared with what the feed holds for it (found by its source):
+    /// feed rows it no longer belongs in become tombstones, before the rows it belongs in are
+    /// written, each at a new position; a feed row whose JSON did not change is left alone (an
+    /// update of columns nobody is sent costs clients nothing).
+    ///
+    /// - Parameter publishThrough: the source position these changes end at, when they complete
+    ///   their source transactions: the head then moves past them. Nil while a transaction's
+    ///   rows are still coming: they are recorded past the head, unseen.
+    /// - Returns: the audiences whose rows changed.
+    @discardableResult
+    static func record(_ changes: some Sequence<CapturedChange>, mapping: FeedMapping, publishThrough: Int64?,
+                       now: Date, in db: any SQLDatabase, logger: Logger) throws -> Set<String> {
+        guard var state = try state(in: db) else { throw StorageError.unexpectedValue(column: "sync_feed_state") }
+        var touched = Set<String>()
+        func write(_ key: FeedRowKey, _ value: [UInt8]?, source: String) throws {
+            try db.execute("""
+                INSERT INTO sync_change (collection, audience, id, position, value, source, changed_at)
+                VALUES (\(key.collection), \(key.audience), \(key.id), \(Int(state.next)), \(nullable: value.map { Data($0) }), \(source), \(now))
+                ON CONFLICT (collection, audience, id) DO UPDATE SET position = excluded.position, value = excluded.value,
+                    source = excluded.source, changed_at = excluded.changed_at
+                """)
+            state.next += 1
+            touched.insert(key.audience)
+        }
+        for change in changes {
+            if change.kind == .truncate {
+                let (from, to) = CapturedChange.sourceRange(table: change.table)
+                for row in try db.rows("""
+                    SELECT collection, audience, id, source FROM sync_change
+                    WHERE source >= \(from) AND source < \(to) AND value IS NOT NULL ORDER BY position
+                    """) {
+                    try write(FeedRowKey(collection: try row.string("collection"), audience: try row.string("audience"), id: try row.string("id")),
+                              nil, source: try row.string("source"))
+                }
+                continue
+            }
+            let source = change.source
+            var existing: [FeedRowKey: [UInt8]?] = [:]
+            for row in try db.rows("SELECT collection, audience, id, value FROM sync_change WHERE source = \(source)") {
+                let key = FeedRowKey(collection: try row.string("collection"), audience: try row.string("audience"), id: try row.string("id"))
+                existing[key] = row["value"] == .null ? .some(nil) : .some(Array(try row.data("value")))
+            }
+            let desired = mapping.rows(of: change, previous: { existing[$0] ?? nil }, logger: logger)
+            for (key, value) in existing.sorted(by: { $0.key < $1.key }) where value != nil && desired[key] == nil {
+                try write(key, nil, source: source)
+            }
+            for (key, value) in desired.sorted(by: { $0.key < $1.key }) {
+                if case .some(.some(let old)) = existing[key], old == value { continue }
+                try write(key, value, source: source)
+            }
+        }
+        if let publishThrough {
+            try db.execute("""
+                UPDATE sync_feed_state SET next = \(Int(state.next)), head = \(Int(state.next - 1)), through = \(Int(max(publishThrough, state.through)))
+                WHERE id = 1
+                """)
+        } else {
+            try db.execute("UPDATE sync_feed_state SET next = \(Int(state.next)) WHERE id = 1")
+        }
+        return touched
+    }
+
+    /// Moves `through` on when the source moved without a change the rules read: a checkpoint a
+    /// client holds is passed as soon as capture has read that far.
+    static func advance(through: Int64, in db: any SQLDatabase) throws {
+        try db.execute("UPDATE sync_feed_state SET through = \(Int(through)) WHERE id = 1 AND through < \(Int(through)) AND next = head + 1")
+    }
+
+    /// The poke payload for `audiences`: few enough to name, or `*`.
+    static func pokePayload(_ audiences: Set<String>) -> String {
+        var bytes: [UInt8] = [UInt8(ascii: "[")]
+        for (index, audience) in audiences.sorted().enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            JSONValue.write(audience, to: &bytes)
+        }
+        bytes.append(UInt8(ascii: "]"))
+        // PostgreSQL's NOTIFY takes under 8,000 bytes.
+        return bytes.count < 4_000 ? String(decoding: bytes, as: UTF8.self) : #"["*"]"#
+    }
+
+    /// The audiences a poke names; `*` for all.
+    static func pokedAudiences(_ payload: String) -> Set<String> {
+        guard case .array(let items)? = try? JSONValue.parse(Array(payload.utf8), limits: .stored) else { return ["*"] }
+        return Set(items.compactMap { if case .string(let audience) = $0 { audience } else { nil } })
+    }
+
+    // MARK: Purge
+
+    /// Drops tombstones recorded before `before` and moves the horizon past them.
+    ///
+    /// - Returns: how many were dropped.
+    static func purgeTombstones(before: Date, in db: any SQLDatabase) throws -> Int {
+        guard let newest = try db.row("SELECT MAX(position) AS newest FROM sync_change WHERE value IS NULL AND changed_at < \(before)"),
+              let horizon = try newest.optionalInt("newest") else { return 0 }
+        let count = try db.row("SELECT COUNT(*) AS count FROM sync_change WHERE value IS NULL AND position <= \(horizon)")?.int("count") ?? 0
+        try db.execute("DELETE FROM sync_change WHERE value IS NULL AND position <= \(horizon)")
+        try db.execute("UPDATE sync_feed_state SET horizon = \(horizon) WHERE id = 1 AND horizon < \(horizon)")
+        return count
+    }
+}

@@ -1,0 +1,302 @@
+import Foundation
+
+/// A page of the feed for one user: the rows of every audience they belong to, for the
+/// collections their device syncs, after the device's cursor.
+///
+/// The cursor is opaque to clients; it says where the device stands (`p`: everything up to that
+/// position, in every audience it had), how far memberships were followed (`m`), which
+/// collections it syncs, and the work still to do before it can go on from `p`:
+/// - **Snapshots**: a first sync, a collection the device did not sync before, an audience the
+///   user just joined (move-in). The audience's live rows up to the head at the time, page by
+///   page; from then on the audience goes on from `p` with the others (rows changed in between
+///   come again, which changes nothing).
+/// - **Move-outs**: an audience the user left. Its rows are sent as deletions, except those the
+///   user still sees through another audience.
+///
+/// Audiences come from the feed itself (the user's `$members` rows up to the head), not from
+/// the membership tables, so a page's rows and its memberships are of one moment. A cursor is
+/// checked, never trusted: a snapshot only ever covers audiences the user belongs to now.
+enum SyncPull {
+    struct Request: Sendable, Hashable {
+        var user: String
+        var collections: [String]
+        var cursor: String?
+        var limit: Int
+        var maxBytes: Int
+    }
+
+    struct Change: Sendable, Hashable {
+        var collection: String
+        var id: String
+        /// The row's JSON; nil when the device should delete the row.
+        var value: [UInt8]?
+    }
+
+    struct Page: Sendable, Hashable {
+        var changes: [Change]
+        var cursor: String
+        var hasMore: Bool
+        /// How far capture had read its source: a client's checkpoint at or below it is in.
+        var through: Int64
+        /// How far through the work the cursor had left, `0...1`, when it can be told.
+        var progress: Double?
+    }
+
+    enum Refusal: Error, Sendable, Hashable {
+        /// The cursor cannot be followed (another epoch, tombstones it needs were purged, ahead of
+        /// the head): sync again from the start.
+        case gone(String)
+        /// The cursor is not one this server gave out.
+        case badCursor
+        /// A collection the rules do not define.
+        case unknownCollection(String)
+    }
+
+    /// The page after `request.cursor`.
+    ///
+    /// - Throws: ``Refusal``; database errors.
+    static func page(_ request: Request, rules: SyncRules, in db: any SQLDatabase) throws -> Page {
+        for collection in request.collections where !rules.serves(collection) {
+            throw Refusal.unknownCollection(collection)
+        }
+        guard let state = try SyncFeed.state(in: db) else { throw Refusal.gone("the feed is being built") }
+        let head = state.head
+        let wanted = Array(Set(request.collections)).sorted()
+        var cursor: Cursor
+        if let text = request.cursor {
+            cursor = try Cursor(text)
+            guard cursor.e == state.epoch else { throw Refusal.gone("the feed was built again") }
+            guard cursor.p >= state.horizon else { throw Refusal.gone("deletions after this position were purged") }
+            // A move-out goes on past its `h`: rows of the audience it left that changed
+            // meanwhile must go too.
+            guard cursor.p <= head, cursor.m <= head, cursor.t.allSatisfy({ $0.h <= head && $0.s <= ($0.k == .moveOut ? head : $0.h) }) else {
+                throw Refusal.gone("the cursor is ahead of the feed")
+            }
+        } else {
+            cursor = Cursor(e: state.epoch, p: head, m: head, c: wanted, t: [Cursor.Task(k: .snapshot, c: wanted, a: nil, h: head, s: 0)])
+        }
+        let userAudience = SyncRules.audience(SyncRules.userKind, request.user)
+        let audiences = try Set(db.rows("""
+            SELECT id FROM sync_change WHERE collection = \(FeedMapping.membersCollection) AND audience = \(userAudience)
+            AND value IS NOT NULL AND position <= \(Int(head))
+            """).map { try $0.string("id") }).union([userAudience])
+
+        // Collections the device did not sync before come whole.
+        let added = wanted.filter { !cursor.c.contains($0) }
+        if !added.isEmpty { cursor.t.append(Cursor.Task(k: .snapshot, c: added, a: nil, h: head, s: 0)) }
+        cursor.c = wanted
+        // Memberships that came and went since the cursor.
+        if cursor.m < head {
+            for row in try db.rows("""
+                SELECT id, value FROM sync_change WHERE collection = \(FeedMapping.membersCollection) AND audience = \(userAudience)
+                AND position > \(Int(cursor.m)) AND position <= \(Int(head)) ORDER BY position
+                """) {
+                let audience = try row.string("id")
+                cursor.t.removeAll { $0.a == [audience] }
+                cursor.t.append(row["value"] == .null
+                    ? Cursor.Task(k: .moveOut, c: wanted, a: [audience], h: head, s: 0)
+                    : Cursor.Task(k: .snapshot, c: wanted, a: [audience], h: head, s: 0))
+            }
+            cursor.m = head
+        }
+        // A page fills from the work left first, then from what changed after the cursor, so a
+        // snapshot that ends mid-page does not cost a request of its own.
+        var changes: [Change] = []
+        var room = max(1, request.limit)
+        var bytesLeft = request.maxBytes
+        var progress: Double?
+        while let task = cursor.t.first {
+            let collections = task.c.filter(wanted.contains)
+            switch task.k {
+            case .snapshot:
+                // Only what the user sees now, whatever the cursor says.
+                let covered = task.a.map { Set($0).intersection(audiences) } ?? audiences
+                let (rows, bytes) = try feedRows(audiences: covered, collections: collections, after: task.s, through: task.h,
+                                                 liveOnly: true, limit: room, maxBytes: bytesLeft, in: db)
+                changes += rows.map { Change(collection: $0.collection, id: $0.id, value: $0.value) }
+                if rows.count >= room || bytes >= bytesLeft {
+                    cursor.t[0].s = rows.last!.position
+                    progress = task.h > 0 ? Double(rows.last!.position) / Double(task.h) : nil
+                    return Page(changes: changes, cursor: cursor.encoded, hasMore: true, through: state.through, progress: progress)
+                }
+                (room, bytesLeft) = (room - rows.count, bytesLeft - bytes)
+            case .moveOut:
+                // Only audiences the user was in and left: a forged cursor learns nothing, not even
+                // ids, of an audience it never belonged to.
+                let left = try leftAudiences(Set(task.a ?? []).subtracting(audiences), user: userAudience, in: db)
+                let (rows, _) = try feedRows(audiences: left, collections: collections, after: task.s, through: Int64.max,
+                                             liveOnly: true, limit: room, maxBytes: .max, in: db)
+                for row in rows where try !seenElsewhere(row, audiences: audiences, in: db) {
+                    changes.append(Change(collection: row.collection, id: row.id, value: nil))
+                }
+                if rows.count >= room {
+                    cursor.t[0].s = rows.last!.position
+                    return Page(changes: changes, cursor: cursor.encoded, hasMore: true, through: state.through, progress: nil)
+                }
+                room -= rows.count
+            }
+            cursor.t.removeFirst()
+        }
+        let (rows, bytes) = try feedRows(audiences: audiences, collections: wanted, after: cursor.p, through: head,
+                                         liveOnly: false, limit: room, maxBytes: bytesLeft, in: db)
+        let full = rows.count >= room || bytes >= bytesLeft
+        let start = cursor.p
+        cursor.p = full ? rows.last!.position : head
+        changes.reserveCapacity(changes.count + rows.count)
+        for row in rows {
+            // A row that left this audience but that the user still sees through another stays.
+            if row.value == nil, try seenElsewhere(row, audiences: audiences, in: db) { continue }
+            changes.append(Change(collection: row.collection, id: row.id, value: row.value))
+        }
+        progress = full && head > start ? Double(cursor.p - start) / Double(head - start) : nil
+        return Page(changes: changes, cursor: cursor.encoded, hasMore: full, through: state.through, progress: progress)
+    }
+
+    // MARK: Reading the feed
+
+    struct FeedRow {
+        var collection: String
+        var audience: String
+        var id: String
+        var position: Int64
+        var value: [UInt8]?
+    }
+
+    /// The rows of `audiences`' `collections` after position `after` up to `through`, in position
+    /// order, at most `limit` and, past the first, about `maxBytes` of values.
+    private static func feedRows(audiences: Set<String>, collections: [String], after: Int64, through: Int64, liveOnly: Bool,
+                                 limit: Int, maxBytes: Int, in db: any SQLDatabase) throws -> (rows: [FeedRow], bytes: Int) {
+        guard !audiences.isEmpty, !collections.isEmpty else { return ([], 0) }
+        let upper = Int(min(through, Int64(Int.max)))
+        let live: SQL = liveOnly ? " AND value IS NOT NULL" : ""
+        let sorted = audiences.sorted()
+        let statement: SQL
+        if sorted.count <= 32 {
+            // One ordered index range per audience, merged: each reads at most a page.
+            var union = SQL(stringLiteral: "")
+            for (index, audience) in sorted.enumerated() {
+                if index > 0 { union.append(" UNION ALL ") }
+                union.append("""
+                    SELECT * FROM (SELECT collection, audience, id, position, value FROM sync_change
+                    WHERE audience = \(audience) AND position > \(Int(after)) AND position <= \(upper)
+                    AND collection IN (\(list: collections))\(live) ORDER BY position LIMIT \(limit)) AS a\(raw: String(index))
+                    """)
+            }
+            statement = union + " ORDER BY position LIMIT \(limit)"
+        } else {
+            statement = """
+                SELECT collection, audience, id, position, value FROM sync_change
+                WHERE audience IN (\(list: sorted)) AND position > \(Int(after)) AND position <= \(upper)
+                AND collection IN (\(list: collections))\(live) ORDER BY position LIMIT \(limit)
+                """
+        }
+        var rows: [FeedRow] = []
+        var bytes = 0
+        for row in try db.rows(statement) {
+            let value: [UInt8]? = row["value"] == .null ? nil : Array(try row.data("value"))
+            rows.append(FeedRow(collection: try row.string("collection"), audience: try row.string("audience"), id: try row.string("id"),
+                                position: Int64(try row.int("position")), value: value))
+            bytes += 48 + (value?.count ?? 0)
+            if bytes >= maxBytes { break }
+        }
+        return (rows, bytes)
+    }
+
+    /// Those of `candidates` the user was a member of and is no longer: their membership row in
+    /// the feed is a deletion.
+    private static func leftAudiences(_ candidates: Set<String>, user: String, in db: any SQLDatabase) throws -> Set<String> {
+        guard !candidates.isEmpty else { return [] }
+        return try Set(db.rows("""
+            SELECT id FROM sync_change WHERE collection = \(FeedMapping.membersCollection) AND audience = \(user)
+            AND value IS NULL AND id IN (\(list: candidates.sorted()))
+            """).map { try $0.string("id") })
+    }
+
+    /// Whether the user sees `row`'s row through another of `audiences`.
+    private static func seenElsewhere(_ row: FeedRow, audiences: Set<String>, in db: any SQLDatabase) throws -> Bool {
+        let others = audiences.subtracting([row.audience]).sorted()
+        guard !others.isEmpty else { return false }
+        return try db.row("""
+            SELECT 1 AS seen FROM sync_change WHERE collection = \(row.collection) AND id = \(row.id)
+            AND audience IN (\(list: others)) AND value IS NOT NULL LIMIT 1
+            """) != nil
+    }
+
+    // MARK: The cursor
+
+    /// Where a device stands, sent to it as an opaque string (base64url of JSON).
+    struct Cursor: Codable, Sendable, Hashable {
+        /// The feed's epoch.
+        var e: String
+        /// Every change up to this position, in every audience the device had.
+        var p: Int64
+        /// Membership changes up to this position were turned into tasks.
+        var m: Int64
+        /// The collections the device syncs.
+        var c: [String]
+        /// Snapshots and move-outs to do before going on from `p`, first first.
+        var t: [Task]
+
+        struct Task: Codable, Sendable, Hashable {
+            enum Kind: String, Codable, Sendable { case snapshot = "s", moveOut = "o" }
+            var k: Kind
+            var c: [String]
+            /// The audiences; nil for all the user's.
+            var a: [String]?
+            /// A snapshot covers rows up to this position.
+            var h: Int64
+            /// The last position served.
+            var s: Int64
+        }
+
+        static let maximumLength = 16 << 10
+
+        init(e: String, p: Int64, m: Int64, c: [String], t: [Task]) {
+            (self.e, self.p, self.m, self.c, self.t) = (e, p, m, c, t)
+        }
+
+        /// - Throws: ``Refusal/badCursor`` for anything this server could not have given out.
+        init(_ text: String) throws {
+            guard text.utf8.count <= Self.maximumLength, let data = Self.base64URLDecoded(text),
+                  let cursor = try? JSONDecoder().decode(Cursor.self, from: data),
+                  !cursor.e.isEmpty, cursor.e.count <= 32, cursor.p >= 0, cursor.m >= 0, cursor.t.count <= 64,
+                  cursor.c.count <= 256, cursor.t.allSatisfy({ $0.s >= 0 && $0.h >= 0 && ($0.a?.count ?? 0) <= 4096 })
+            else { throw Refusal.badCursor }
+            self = cursor
+        }
+
+        var encoded: String {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            // Strings, numbers and arrays of them always encode.
+            let data = (try? encoder.encode(self)) ?? Data()
+            return data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+        }
+
+        static func base64URLDecoded(_ text: String) -> Data? {
+            guard text.utf8.allSatisfy({ $0.isBase64URL }) else { return nil }
+            var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+            base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+            return Data(base64Encoded: base64)
+        }
+    }
+}
+
+private extension UInt8 {
+    var isBase64URL: Bool {
+        (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || self == UInt8(ascii: "-") || self == UInt8(ascii: "_")
+    }
+}
+
+extension SyncRules {
+    /// Whether a client may ask for `collection`: a collection of the rules, or `NAME/PART` of
+    /// one split by a column. A split collection's bare `NAME` is refused: no row is sent in it,
+    /// so a client asking for it would wait for rows that never come.
+    func serves(_ collection: String) -> Bool {
+        if let named = self.collection(named: collection) { return named.splitBy == nil }
+        guard let slash = collection.firstIndex(of: "/"), collection.index(after: slash) < collection.endIndex else { return false }
+        return self.collection(named: String(collection[..<slash]))?.splitBy != nil
+    }
+}
