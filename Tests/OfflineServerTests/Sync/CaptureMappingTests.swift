@@ -185,3 +185,23 @@ struct CaptureMappingTests {
                             Array(#"{"id":"m1","body":"long text","meta":"not json","sentAt":"1970-01-01T00:00:00Z"}"#.utf8)])
     }
 }
+
+extension CaptureMappingTests {
+    @Test("pgoutput rows become captured changes: a changed key is a deletion and an insertion, other tables pass by")
+    func changes() throws {
+        var changes = PgOutputChanges(tables: ["messages"])
+        let relation = try PgOutput(PgOutputBytes.relation(id: 7, name: "messages", columns: [("id", 25, true), ("n", 20, false)]))
+        let other = try PgOutput(PgOutputBytes.relation(id: 8, name: "audit", columns: [("id", 25, true)]))
+        #expect(try changes.events(relation).isEmpty)
+        #expect(try changes.events(other).isEmpty)
+        #expect(try changes.events(.insert(relation: 8, new: [.text(Array("x".utf8))])).isEmpty, "not a table the rules read")
+        let update = try changes.events(.update(relation: 7, old: [.text(Array("a".utf8)), .null], new: [.text(Array("b".utf8)), .unchanged]))
+        #expect(update == [
+            .change(CapturedChange(table: "messages", kind: .delete, columns: ["id": .text("a"), "n": .null], key: [.text("a")])),
+            .change(CapturedChange(table: "messages", kind: .upsert, columns: ["id": .text("b"), "n": .unchanged], key: [.text("b")])),
+        ])
+        #expect(try changes.events(.commit(commitLSN: 10, endLSN: 12)) == [.commit(end: 12)])
+        #expect(throws: PgOutput.Malformed.self) { try changes.events(.insert(relation: 99, new: [])) }
+        #expect(throws: PgOutput.Malformed.self) { try changes.events(.insert(relation: 7, new: [.null])) }
+    }
+}

@@ -172,6 +172,8 @@ struct SyncCatalog: Sendable, Hashable {
         var columns: [String: String]
         /// The primary key's columns, lower case; empty when the table has none.
         var primaryKey: [String]
+        /// The columns of each unique constraint or index, lower case (the primary key's too).
+        var uniqueKeys: [[String]] = []
     }
 
     var tables: [String: Table]
@@ -182,7 +184,8 @@ extension SyncRules {
     ///
     /// - Throws: ``SyncRulesError`` naming the rule's line when a table or column is missing, a
     ///   table has no primary key, or a collection's key, split and audience columns together do
-    ///   not cover its table's primary key (two rows could then share an id on a device).
+    ///   not cover its table's primary key or one of its unique keys (two rows could then share
+    ///   an id on a device).
     func check(against catalog: SyncCatalog) throws {
         for audience in audiences.values.sorted(by: { $0.origin.line < $1.origin.line }) {
             let table = try Self.table(audience.table, in: catalog, audience.origin, for: "the audience \(audience.kind)")
@@ -213,7 +216,8 @@ extension SyncRules {
                 if case .column(let column) = reader.source { identifying.insert(column.lowercased()) }
             }
             let uncovered = table.primaryKey.filter { !identifying.contains($0) }
-            guard uncovered.isEmpty else {
+            let unique = ([table.primaryKey] + table.uniqueKeys).contains { !$0.isEmpty && Set($0).isSubset(of: identifying) }
+            guard unique else {
                 throw SyncRulesError(collection.origin, "rows of \(collection.table) are told apart by \(table.primaryKey.joined(separator: ", ")), but the collection \(collection.name) sends \(uncovered.joined(separator: ", ")) in none of key, split_by or seen_by: two rows could share an id on a device")
             }
         }
