@@ -16,11 +16,19 @@ import Darwin
 ///
 /// Needs Debian's `postgresql` package and root (the cluster runs as `postgres`, through
 /// `runuser`). `initdb` takes seconds; a fresh database with ``createDatabase(named:)`` a
-/// fraction of one, so callers share one cluster and take a database each.
+/// fraction of one, so callers share one cluster and take a database each, and drop it after
+/// (``dropDatabase(url:)``).
+///
+/// The cluster runs with `wal_level = logical`, as the reference backend's sync capture needs,
+/// and room for ``maximumReplicationSlots`` slots: capture takes one per database it serves.
 public struct LoopbackPostgres: Sendable {
     public let directory: URL
     public let port: Int
     let bin: String
+
+    /// How many replication slots the cluster keeps: one per database whose server captured
+    /// changes and that is not dropped yet.
+    public static let maximumReplicationSlots = 64
 
     /// Whether this machine can start a cluster: PostgreSQL installed and running as root.
     public static var isAvailable: Bool {
@@ -47,7 +55,8 @@ public struct LoopbackPostgres: Sendable {
         }
         for _ in 0..<5 {
             let port = Int.random(in: 30_000..<60_000)
-            let options = "-p \(port) -k \(directory.path) -c listen_addresses=127.0.0.1"
+            let options = "-p \(port) -k \(directory.path) -c listen_addresses=127.0.0.1 -c wal_level=logical "
+                + "-c max_replication_slots=\(maximumReplicationSlots)"
             if (try? run("/usr/sbin/runuser", ["-u", "postgres", "--", "\(bin)/pg_ctl", "-D", data, "-o", options,
                                                  "-l", directory.appendingPathComponent("log").path, "-w", "start"])) != nil {
                 return LoopbackPostgres(directory: directory, port: port, bin: bin)
@@ -71,6 +80,23 @@ public struct LoopbackPostgres: Sendable {
     public func createDatabase(named name: String = "db_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")) throws -> String {
         try Self.run("\(bin)/createdb", ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres", name])
         return url(database: name)
+    }
+
+    /// Drops the database at `url` (from ``createDatabase(named:)``) and its replication slots.
+    ///
+    /// PostgreSQL refuses to drop a database a slot still reads, and a slot left behind holds
+    /// the cluster's WAL from its last read on, however long the cluster runs. Connections still
+    /// open to the database are closed first.
+    public func dropDatabase(url: String) throws {
+        guard let name = url.split(separator: "/").last.map(String.init), name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+            throw LoopbackPostgresError.failed("dropping \(url)")
+        }
+        let quoted = "'" + name + "'"
+        try Self.run("\(bin)/psql", ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres", "-d", "postgres", "-X", "-q",
+                                     "-v", "ON_ERROR_STOP=1",
+                                     "-c", "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = \(quoted) AND pid <> pg_backend_pid()",
+                                     "-c", "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = \(quoted)",
+                                     "-c", "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"])
     }
 
     /// Runs a tool to completion (see ``ChildProcess``: the server `pg_ctl start` leaves

@@ -39,8 +39,10 @@ kill_at_random() {
 
 # A throwaway PostgreSQL cluster under FOLDER (created here), as the postgres user, on a free port
 # of 30000..59999, with database DB. Durability settings are off: the labs kill servers and
-# clients, never PostgreSQL. Sets `pg_bin`, `pg_port`, `pg_url` (postgres://…/DB) and
-# `pg_folder`; `stop_lab_postgres` stops it (call it from the lab's cleanup). Needs root.
+# clients, never PostgreSQL. `wal_level = logical`: the server's sync capture reads the WAL
+# through a logical replication slot, and the server does not start without it. Sets `pg_bin`,
+# `pg_port`, `pg_url` (postgres://…/DB) and `pg_folder`; `stop_lab_postgres` stops it (call it
+# from the lab's cleanup). Needs root.
 #   start_lab_postgres LAB FOLDER DB
 start_lab_postgres() {
     local lab=$1 db=$3
@@ -56,7 +58,7 @@ start_lab_postgres() {
     for _ in 1 2 3 4 5; do
         port=$((30000 + RANDOM % 30000))
         if as_postgres "$pg_bin/pg_ctl" -D "$pg_folder/data" -l "$pg_folder/log" -w \
-            -o "-p $port -k $pg_folder -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200" \
+            -o "-p $port -k $pg_folder -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200 -c wal_level=logical" \
             start >/dev/null 2>&1; then
             pg_port=$port
             break

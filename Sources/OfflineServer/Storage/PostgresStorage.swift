@@ -25,6 +25,8 @@ import ServiceLifecycle
 /// the notification listener and the threads run as the application's services.
 struct PostgresStorage: ServerStorage {
     let client: PostgresClient
+    /// Where ``client`` connects, for the connections of ``setup(_:)``.
+    let connection: PostgresConnection.Configuration
     let threads: NIOThreadPool
     let logger: Logger
     let notifications = StorageNotifications()
@@ -72,8 +74,23 @@ struct PostgresStorage: ServerStorage {
             try? await threads.shutdownGracefully()
             throw error
         }
-        return PostgresStorage(client: PostgresClient(configuration: clientConfiguration, backgroundLogger: logger), threads: threads,
+        return PostgresStorage(client: PostgresClient(configuration: clientConfiguration, backgroundLogger: logger),
+                               connection: connectionConfiguration, threads: threads,
                                logger: logger, channels: channels)
+    }
+
+    /// Runs `body` in one transaction on a connection of its own, outside ``client``'s pool: for
+    /// what the server checks while it is built, before its services (``client`` among them) run.
+    func setup<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) throws -> T) async throws -> T {
+        let session = try await PostgresConnection.connect(configuration: connection, id: 0, logger: logger)
+        do {
+            let value = try await threads.runIfActive { [logger] in try Self.transaction(on: session, logger: logger, body) }
+            try await session.close()
+            return value
+        } catch {
+            try? await session.close()
+            throw error
+        }
     }
 
     func write<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) throws -> T) async throws -> T {

@@ -36,6 +36,12 @@ enum TemporaryPostgres {
     static func freshDatabase() async throws -> String {
         try await offPool { try shared().createDatabase() }
     }
+
+    /// Drops a database of ``freshDatabase()`` with its replication slot (the server's sync
+    /// capture made one): a slot left behind would hold the cluster's WAL until the run ends.
+    static func drop(_ url: String) async throws {
+        try await offPool { try shared().dropDatabase(url: url) }
+    }
 }
 
 /// Where a test's server keeps its data: the route tests run once per backend.
@@ -49,10 +55,29 @@ enum StorageBackend: String, Sendable, CaseIterable, CustomTestStringConvertible
     var testDescription: String { rawValue }
 
     /// `configuration` pointed at this backend: unchanged for SQLite, a fresh database for PostgreSQL.
+    /// Prefer ``withConfiguration(_:_:)``, which drops the database after.
     func configuration(_ configuration: ServerConfiguration = .testing()) async throws -> ServerConfiguration {
         guard self == .postgres else { return configuration }
         var configuration = configuration
         configuration.postgresURL = try await TemporaryPostgres.freshDatabase()
         return configuration
+    }
+
+    /// Runs `body` with `configuration` pointed at this backend (``configuration(_:)``), then drops
+    /// the PostgreSQL database, whether `body` threw or not. Whatever `body` ran on the database
+    /// (servers, capture) must have stopped by then.
+    func withConfiguration<Value: Sendable>(
+        _ configuration: ServerConfiguration = .testing(), _ body: (ServerConfiguration) async throws -> Value
+    ) async throws -> Value {
+        let configuration = try await self.configuration(configuration)
+        let value: Value
+        do {
+            value = try await body(configuration)
+        } catch {
+            if let url = configuration.postgresURL { try? await TemporaryPostgres.drop(url) }
+            throw error
+        }
+        if let url = configuration.postgresURL { try await TemporaryPostgres.drop(url) }
+        return value
     }
 }

@@ -1,0 +1,304 @@
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+import ServiceLifecycle
+
+/// Capture on PostgreSQL: every committed change to a table the rules read, by any writer,
+/// read from the database's write-ahead log through a logical replication slot, in commit order,
+/// and recorded in the feed.
+///
+/// - **One capturer.** Every server instance runs this service; the one holding a session
+///   advisory lock captures, the others wait to take over (the lock goes with its connection, so
+///   a killed instance hands over within a second).
+/// - **The slot keeps what was not read.** The slot (`offlinekit_OID`, for the database of that
+///   OID, over the publication `offlinekit`) makes PostgreSQL keep the WAL from the last
+///   position capture confirmed. A sync
+///   server down for an hour costs the database an hour of WAL on disk and nothing else: the
+///   app's writes are not slowed, and capture reads the backlog when it returns. Set
+///   `max_slot_wal_keep_size` to bound that disk: past it PostgreSQL invalidates the slot, and
+///   capture builds the feed again from the tables (a new epoch: every client syncs again).
+/// - **Exactly once into the feed.** Changes are peeked, not consumed; the feed records the
+///   position it has read through in the same transaction as the rows; only then is the slot
+///   advanced. A capturer killed in between reads the same transactions again and passes over
+///   those the feed already has.
+/// - **Polled.** PostgreSQL cannot wake a reader of a slot through SQL; the capturer asks every
+///   `pollInterval` (5 ms by default: an empty answer costs the database a fraction of a
+///   millisecond) and at once again after a batch.
+struct PostgresCapture: Service {
+    let connection: PostgresConnection.Configuration
+    let storage: any ServerStorage
+    let rules: SyncRules
+    let pollInterval: Duration
+    let logger: Logger
+    var now: @Sendable () -> Date = { Date() }
+
+    static let publication = "offlinekit"
+    /// Slots are named across the whole cluster, publications within a database: each database
+    /// capture serves needs a slot of its own, or capture on a second database of the cluster
+    /// finds the first's slot and cannot read it ("replication slot was not created in this
+    /// database").
+    static func slot(database oid: Int64) -> String { "offlinekit_\(oid)" }
+    /// An arbitrary constant naming capture's lock among the database's advisory locks.
+    static let lockKey = 0x0FF1_CA97
+    /// Feed rows recorded per transaction while a large source transaction is read.
+    static let chunk = 2_000
+
+    func run() async throws {
+        // Ends with the server's graceful shutdown, like every other service: the feed holds
+        // every transaction it published, and the next capturer goes on from the slot.
+        await cancelWhenGracefulShutdown {
+            var failures = 0
+            while !Task.isCancelled {
+                do {
+                    try await captureWhileLeader()
+                    failures = 0
+                } catch is CancellationError {
+                    return
+                } catch {
+                    if Task.isCancelled { return }
+                    failures += 1
+                    logger.error("Sync capture stopped; starting again", metadata: ["error": "\(String(reflecting: error))"])
+                }
+                try? await Task.sleep(for: .seconds(min(10, failures + 1)))
+            }
+        }
+    }
+
+    /// Connects, takes the capture lock (or waits for it), prepares the slot and the feed, and
+    /// captures until cancelled or the connection fails.
+    private func captureWhileLeader() async throws {
+        let session = try await PostgresConnection.connect(configuration: connection, id: 1, logger: logger)
+        do {
+            try await session.query("SET DateStyle = ISO", logger: logger)
+            try await session.query("SET TimeZone = 'UTC'", logger: logger)
+            while try await !lock(session) {
+                try await Task.sleep(for: .seconds(1))
+            }
+            logger.notice("Capturing changes for sync")
+            let slot = Self.slot(database: try await databaseOID(session))
+            try await prepare(session, slot: slot)
+            var changes = PgOutputChanges(tables: rules.tables)
+            while !Task.isCancelled {
+                let decoded = try await pass(session, slot: slot, &changes)
+                if !decoded { try await Task.sleep(for: pollInterval) }
+            }
+            try await session.close()
+        } catch {
+            try? await session.close()
+            throw error
+        }
+    }
+
+    private func lock(_ session: PostgresConnection) async throws -> Bool {
+        for try await (locked) in try await session.query("SELECT pg_try_advisory_lock(\(Self.lockKey))", logger: logger).decode(Bool.self) {
+            return locked
+        }
+        return false
+    }
+
+    private func databaseOID(_ session: PostgresConnection) async throws -> Int64 {
+        for try await (oid) in try await session.query("SELECT oid::bigint FROM pg_database WHERE datname = current_database()",
+                                                        logger: logger).decode(Int64.self) {
+            return oid
+        }
+        throw PgOutput.Malformed(reason: "the database's OID could not be read")
+    }
+
+    /// Makes the publication name exactly the rules' tables, creates the slot if missing (or lost),
+    /// and builds the feed from the tables when it is new, lost, or was built with other rules.
+    private func prepare(_ session: PostgresConnection, slot: String) async throws {
+        let tables = rules.tables.sorted()
+        let list = tables.map { "\"\($0)\"" }.joined(separator: ", ")
+        var published: Set<String> = []
+        var exists = false
+        for try await (name) in try await session.query("""
+            SELECT tablename FROM pg_publication_tables WHERE pubname = \(Self.publication)
+            """, logger: logger).decode(String.self) {
+            published.insert(name)
+        }
+        for try await (_) in try await session.query("SELECT 1 FROM pg_publication WHERE pubname = \(Self.publication)", logger: logger).decode(Int32.self) {
+            exists = true
+        }
+        if !exists {
+            try await session.query(PostgresQuery(unsafeSQL: "CREATE PUBLICATION \(Self.publication) FOR TABLE \(list)"), logger: logger)
+        } else if published != Set(tables) {
+            try await session.query(PostgresQuery(unsafeSQL: "ALTER PUBLICATION \(Self.publication) SET TABLE \(list)"), logger: logger)
+        }
+        var slotStatus: String?
+        for try await (status) in try await session.query("""
+            SELECT COALESCE(wal_status, 'reserved') FROM pg_replication_slots WHERE slot_name = \(slot)
+            """, logger: logger).decode(String.self) {
+            slotStatus = status
+        }
+        var rebuild = false
+        if slotStatus == "lost" {
+            logger.error("The sync slot was invalidated (its WAL was removed): building the feed again; every client syncs again")
+            try await session.query("SELECT pg_drop_replication_slot(\(slot))", logger: logger)
+            slotStatus = nil
+        }
+        if slotStatus == nil {
+            try await session.query("SELECT pg_create_logical_replication_slot(\(slot), 'pgoutput')", logger: logger)
+            rebuild = true
+        }
+        let fingerprint = rules.fingerprint
+        let state = try await storage.read { db in try SyncFeed.state(in: db) }
+        if rebuild || state == nil || state?.rules != fingerprint {
+            try await build(session, fingerprint: fingerprint)
+        }
+    }
+
+    /// Fills a new feed with every row of the rules' tables. Changes committed meanwhile are also
+    /// in the slot, which began first: read again after the snapshot, they change nothing.
+    private func build(_ session: PostgresConnection, fingerprint: String) async throws {
+        let start = try await currentLSN(session)
+        let mapping = FeedMapping(rules: rules)
+        let logger = logger
+        let now = now()
+        try await storage.write { db in try SyncFeed.reset(rules: fingerprint, through: Int64(start), in: db) }
+        var rows = 0
+        for table in rules.tables.sorted() {
+            let columns = try await storage.read { db in try Self.columns(of: table, in: db) }
+            let key = columns.filter(\.isKey)
+            guard !key.isEmpty else { continue }
+            let select = columns.map { "\"\($0.name)\"::text" }.joined(separator: ", ")
+            let order = key.map { "\"\($0.name)\"" }.joined(separator: ", ")
+            var offset = 0
+            while true {
+                // Keyset pages would be faster on huge tables; the build runs once per epoch.
+                let page = try await storage.read { [offset] db in
+                    try db.rows("SELECT \(raw: select) FROM \(raw: "\"\(table)\"") ORDER BY \(raw: order) LIMIT \(Self.chunk) OFFSET \(offset)")
+                }
+                guard !page.isEmpty else { break }
+                let changes = page.map { row in
+                    var values: [String: CapturedValue] = [:]
+                    for (column, (_, value)) in zip(columns, row.columns) {
+                        values[column.name] = if case .text(let text) = value {
+                            CapturedValue(postgresText: Array(text.utf8), type: column.type)
+                        } else { .null }
+                    }
+                    return CapturedChange(table: table, kind: .upsert, columns: values, key: key.map { values[$0.name] ?? .null })
+                }
+                _ = try await storage.write { db in
+                    try SyncFeed.record(changes, mapping: mapping, publishThrough: nil, now: now, in: db, logger: logger)
+                }
+                rows += page.count
+                offset += page.count
+            }
+        }
+        try await storage.write { db in
+            let touched = try SyncFeed.record([], mapping: mapping, publishThrough: Int64(start), now: now, in: db, logger: logger)
+            try db.notify(SyncFeed.pokeChannel, payload: #"["*"]"#)
+            _ = touched
+        }
+        logger.notice("Sync feed built", metadata: ["rows": "\(rows)"])
+    }
+
+    struct Column: Sendable {
+        var name: String
+        var type: UInt32
+        var isKey: Bool
+    }
+
+    /// `table`'s columns with their type ids, and which form its primary key.
+    static func columns(of table: String, in db: any SQLDatabase) throws -> [Column] {
+        try db.rows("""
+            SELECT a.attname AS name, a.atttypid::bigint AS type,
+                   COALESCE(a.attnum = ANY (i.indkey), false) AS key
+            FROM pg_attribute a
+            LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
+            WHERE a.attrelid = \(table)::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum
+            """).map { row in
+            Column(name: try row.string("name").lowercased(), type: UInt32(try row.int("type")), isKey: try row.int("key") == 1)
+        }
+    }
+
+    private func currentLSN(_ session: PostgresConnection) async throws -> UInt64 {
+        for try await (text) in try await session.query("SELECT pg_current_wal_lsn()::text", logger: logger).decode(String.self) {
+            if let lsn = PgOutput.lsn(text) { return lsn }
+        }
+        throw PgOutput.Malformed(reason: "the current WAL position could not be read")
+    }
+
+    /// Reads the slot up to the WAL's current end, records every transaction the feed does not
+    /// have yet, and confirms the position to the slot.
+    ///
+    /// - Returns: whether anything was decoded (then the next pass runs at once).
+    private func pass(_ session: PostgresConnection, slot: String, _ changes: inout PgOutputChanges) async throws -> Bool {
+        let mapping = FeedMapping(rules: rules)
+        let logger = logger
+        let through = try await storage.read { db in try SyncFeed.state(in: db)?.through } ?? 0
+        var upto: UInt64?
+        var decoded = false
+        // Whole transactions read and not yet recorded, and the commit position of the last:
+        // recorded together, one feed write for many small source transactions, always ending
+        // on a commit so the feed never publishes part of one.
+        var committed: [CapturedChange] = []
+        var committedThrough: UInt64?
+        // The changes of the transaction being read.
+        var pending: [CapturedChange] = []
+        var touched = Set<String>()
+        func record(_ changes: [CapturedChange], publishing end: UInt64?) async throws {
+            let now = now()
+            let already = touched
+            touched = try await storage.write { db in
+                let all = already.union(try SyncFeed.record(changes, mapping: mapping, publishThrough: end.map { Int64($0) }, now: now,
+                                                            in: db, logger: logger))
+                if end != nil, !all.isEmpty { try db.notify(SyncFeed.pokeChannel, payload: SyncFeed.pokePayload(all)) }
+                return end == nil ? all : []
+            }
+        }
+        // Up to where the WAL is flushed, not written: decoding reads flushed WAL only, so a
+        // transaction committed asynchronously (`synchronous_commit = off`) and not yet flushed
+        // would be passed over for good if the slot advanced beyond it.
+        let rows = try await session.query("""
+            WITH upto AS MATERIALIZED (SELECT pg_current_wal_flush_lsn() AS lsn)
+            SELECT (SELECT lsn FROM upto)::text AS upto, NULL::bytea AS data
+            UNION ALL
+            SELECT NULL, c.data FROM upto, pg_logical_slot_peek_binary_changes(\(slot), upto.lsn, NULL,
+                'proto_version', '1', 'publication_names', \(Self.publication)) AS c
+            """, logger: logger)
+        for try await (uptoText, data) in rows.decode((String?, ByteBuffer?).self) {
+            if let uptoText {
+                upto = PgOutput.lsn(uptoText)
+                continue
+            }
+            guard let data else { continue }
+            decoded = true
+            for event in try changes.events(try PgOutput(data.readableBytesView)) {
+                switch event {
+                case .begin:
+                    pending.removeAll()
+                case .change(let change):
+                    pending.append(change)
+                    if committed.count + pending.count >= Self.chunk {
+                        // A large transaction: its rows go in parts, published at its commit.
+                        try await record(committed + pending, publishing: nil)
+                        committed.removeAll()
+                        pending.removeAll()
+                    }
+                case .commit(let end):
+                    // Recorded before a capturer was stopped: the feed has it.
+                    guard Int64(end) > through else { pending.removeAll(); continue }
+                    committed += pending
+                    committedThrough = end
+                    pending.removeAll()
+                    if committed.count >= Self.chunk {
+                        try await record(committed, publishing: end)
+                        committed.removeAll()
+                        committedThrough = nil
+                    }
+                }
+            }
+        }
+        if let end = committedThrough {
+            try await record(committed, publishing: end)
+        }
+        guard let upto else { return decoded }
+        if Int64(upto) > through {
+            try await storage.write { db in try SyncFeed.advance(through: Int64(upto), in: db) }
+            try await session.query("SELECT pg_replication_slot_advance(\(slot), \(PgOutput.lsnText(upto))::pg_lsn)", logger: logger)
+        }
+        return decoded
+    }
+}
