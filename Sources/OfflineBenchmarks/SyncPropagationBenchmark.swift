@@ -48,7 +48,7 @@ private func measurePropagation(writer: Int, reader: Int, rounds: Int) async thr
         let (applied, arrival) = AsyncStream.makeStream(of: (id: String, at: ContinuousClock.Instant).self)
         let database = try OfflineDatabase.inMemory()
         try await database.writer.write { db in try db.execute(sql: "CREATE TABLE note (id TEXT PRIMARY KEY, body BLOB NOT NULL)") }
-        let notes = SyncedCollection("notes",
+        let notes = SyncedCollection("records/notes",
             upsert: { db, row in
                 try db.execute(sql: "INSERT OR REPLACE INTO note (id, body) VALUES (?, ?)", arguments: [row.id, row.value])
                 arrival.yield((row.id, ContinuousClock.now))
@@ -56,7 +56,7 @@ private func measurePropagation(writer: Int, reader: Int, rounds: Int) async thr
             delete: { db, id in try db.execute(sql: "DELETE FROM note WHERE id = ?", arguments: [id]) },
             ids: { db in try String.fetchAll(db, sql: "SELECT id FROM note") })
         let engine = SyncEngine(database: database, baseURL: readerURL, transport: reading,
-                                connectivity: FakeConnectivityMonitor(.online), collections: [notes], eventsPath: "api/sync/events")
+                                connectivity: FakeConnectivityMonitor(.online), collections: [notes])
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await engine.run() }
             defer { group.cancelAll() }

@@ -29,6 +29,10 @@ extension Offline {
         var requestBodyTimeout: Double = 30
         @Option(name: .customLong("max-connections"), help: "Connections served at once; more wait in the listen queue until one closes.")
         var maxConnections = 2048
+        @Option(name: .customLong("sync-rules"), help: "A YAML file of sync rules: which of the database's tables are synced, and to whom (added to the built-in ones).")
+        var syncRules: String?
+        @Option(name: .customLong("tombstone-retention"), help: "Days to keep deleted rows' tombstones in the sync feed; a device offline longer syncs everything again.")
+        var tombstoneRetention: Double = 30
 
         func validate() throws {
             guard (0...65_535).contains(port) else { throw ValidationError("--port must be between 0 and 65535.") }
@@ -38,6 +42,7 @@ extension Offline {
                 throw ValidationError("\(name) must be positive.")
             }
             guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive.") }
+            guard tombstoneRetention > 0 else { throw ValidationError("--tombstone-retention must be positive.") }
         }
 
         func run() async throws {
@@ -53,7 +58,9 @@ extension Offline {
                 idleTimeout: .seconds(idleTimeout),
                 requestHeadTimeout: .seconds(requestHeadTimeout),
                 requestBodyTimeout: .seconds(requestBodyTimeout),
-                maxConnections: maxConnections
+                maxConnections: maxConnections,
+                syncRules: syncRules.map { URL(fileURLWithPath: $0) },
+                tombstoneRetention: .seconds(tombstoneRetention * 24 * 3600)
             )
             let app = try await buildApplication(configuration) { port in
                 print("offline serve: listening on http://\(configuration.host):\(port)")

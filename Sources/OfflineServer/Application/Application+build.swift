@@ -16,23 +16,28 @@ public func buildApplication(
 ) async throws -> some ApplicationProtocol {
     let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: logger)
     try await PackSeed.seed(configuration)
-    return try buildApplication(configuration, storage: storage, logger: logger, onServerRunning: onServerRunning)
+    return try await buildApplication(configuration, storage: storage, logger: logger, onServerRunning: onServerRunning)
 }
 
 /// The reference backend over storage that is already open (tests reach the same storage), and
 /// over packs already seeded (``PackSeed/seed(_:now:)``).
+///
+/// - Throws: ``SyncRulesError`` when the sync rules do not fit the database; what preparing
+///   capture throws (``SyncCaptureError``).
 func buildApplication(
     _ configuration: ServerConfiguration,
     storage: any ServerStorage,
     exactlyOnce: Bool = true,
     logger: Logger,
     onServerRunning: @escaping @Sendable (Int) async -> Void
-) throws -> some ApplicationProtocol {
+) async throws -> some ApplicationProtocol {
+    let sync = try await SyncRuntime.prepare(configuration, rules: try SyncRules.serving(configuration), storage: storage, logger: logger)
     let purge = ExpiredDataPurge(
         storage: storage, accounts: accountStore(configuration, storage: storage), retention: configuration.idempotencyRetention,
+        tombstoneRetention: configuration.tombstoneRetention,
         interval: configuration.purgeInterval, clock: ContinuousClock(), now: { Date() }, logger: logger)
     return Application(
-        router: try buildRouter(configuration, storage: storage, exactlyOnce: exactlyOnce),
+        router: try buildRouter(configuration, storage: storage, sync: sync.service, exactlyOnce: exactlyOnce),
         // Slow and silent clients are closed, and however many there are, they hold at most
         // `maxConnections`: past it, new connections wait in the listen queue until one closes.
         server: .http1(idleTimeout: configuration.idleTimeout, requestHeadTimeout: configuration.requestHeadTimeout,
@@ -42,23 +47,26 @@ func buildApplication(
             serverName: "OfflineServer",
             availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections, logger: logger)
         ),
-        services: storage.services + [purge],
+        services: storage.services + [sync.capture, purge],
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger
     )
 }
 
-/// Every feature's tables, in the order they are created.
+/// Every feature's tables, in the order they are created. SQLite's capture table only on
+/// SQLite: PostgreSQL's changes are read from its write-ahead log.
 func serverSchemas(_ configuration: ServerConfiguration) -> [StorageSchema] {
     [AccountStore.schema(seeds: configuration.accounts), IdempotentWrites.schema,
-     DomainStore.schema, ShopStore.schema, RecordStore.schema, ChangeFeed.schema]
+     DomainStore.schema, ShopStore.schema, RecordStore.schema, ChatStore.schema(members: configuration.accounts.map(\.user.id)),
+     SyncFeed.schema] + (configuration.postgresURL == nil ? [SQLiteCapture.schema] : [])
 }
 
 /// Every route of the reference backend over `storage`.
 ///
 /// - Parameter exactlyOnce: false leaves out ``IdempotentWrites``, for the benchmark that
 ///   measures what it costs; never on a server anyone uses.
-func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorage, exactlyOnce: Bool = true) throws -> Router<OfflineRequestContext> {
+func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorage, sync: SyncService,
+                 exactlyOnce: Bool = true) throws -> Router<OfflineRequestContext> {
     // HEAD runs the GET route and drops its body, so a client can check a resource's headers
     // (a pack file's length and ETag) without fetching it.
     let router = Router(context: OfflineRequestContext.self, options: .autoGenerateHeadEndpoints)
@@ -77,7 +85,8 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     router.addDomainRoutes(configuration, storage: storage)
     router.addPackRoutes(configuration)
     router.addRecordsRoutes(storage: storage, faultsEnabled: configuration.faultsEnabled)
-    router.addSyncRoutes(storage: storage, heartbeat: configuration.syncHeartbeat)
+    router.addChatRoutes(storage: storage)
+    router.addSyncRoutes(sync)
     return router
 }
 

@@ -69,6 +69,7 @@ package func measureKeyPurge(_ configuration: ServerConfiguration, expiredKeys c
         let before = try await measure()
         let purge = ExpiredDataPurge(
             storage: storage, accounts: accountStore(configuration, storage: storage), retention: configuration.idempotencyRetention,
+            tombstoneRetention: configuration.tombstoneRetention,
             interval: configuration.purgeInterval, clock: clock, now: { Date() }, logger: logger)
         // Writes go on while the purge runs, as on a live server.
         let writing = Task {

@@ -61,7 +61,7 @@ func withRunningServer<Value: Sendable>(
 ) async throws -> Value {
     try await PackSeed.seed(configuration)
     let (ports, reportPort) = AsyncStream.makeStream(of: Int.self)
-    let app = try buildApplication(configuration, storage: storage, exactlyOnce: exactlyOnce, logger: logger) { port in reportPort.yield(port) }
+    let app = try await buildApplication(configuration, storage: storage, exactlyOnce: exactlyOnce, logger: logger) { port in reportPort.yield(port) }
     var groupConfiguration = ServiceGroupConfiguration(services: [app], logger: logger)
     groupConfiguration.maximumGracefulShutdownDuration = gracePeriod
     let services = ServiceGroup(configuration: groupConfiguration)

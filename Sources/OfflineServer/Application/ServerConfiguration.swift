@@ -38,6 +38,13 @@ public struct ServerConfiguration: Sendable {
     /// How often the live sync stream (`GET /api/sync/events`) sends a heartbeat when nothing
     /// changed, so a client notices a connection the network silently dropped.
     public var syncHeartbeat: Duration
+    /// The app's own sync rules (YAML), added to the built-in ones; see the DocC article Sync.
+    public var syncRules: URL?
+    /// How long a deleted row's tombstone stays in the sync feed. A device offline for longer
+    /// syncs everything again when it comes back.
+    public var tombstoneRetention: Duration
+    /// How often capture looks for changes when it found none the last time.
+    public var capturePollInterval: Duration
 
     public init(
         host: String = "127.0.0.1",
@@ -55,7 +62,10 @@ public struct ServerConfiguration: Sendable {
         requestHeadTimeout: Duration = .seconds(10),
         requestBodyTimeout: Duration = .seconds(30),
         maxConnections: Int = 2048,
-        syncHeartbeat: Duration = .seconds(15)
+        syncHeartbeat: Duration = .seconds(15),
+        syncRules: URL? = nil,
+        tombstoneRetention: Duration = .seconds(30 * 24 * 3600),
+        capturePollInterval: Duration = .milliseconds(5)
     ) {
         self.host = host
         self.port = port
@@ -73,5 +83,8 @@ public struct ServerConfiguration: Sendable {
         self.requestBodyTimeout = requestBodyTimeout
         self.maxConnections = maxConnections
         self.syncHeartbeat = syncHeartbeat
+        self.syncRules = syncRules
+        self.tombstoneRetention = tombstoneRetention
+        self.capturePollInterval = capturePollInterval
     }
 }

@@ -3,8 +3,9 @@ import Logging
 import ServiceLifecycle
 
 /// Deletes what has expired, on a schedule, so the server's storage stays bounded: idempotency
-/// keys (with their stored responses) older than the retention, and access and refresh tokens
-/// past their expiry.
+/// keys (with their stored responses) older than the retention, access and refresh tokens past
+/// their expiry, and the sync feed's tombstones older than theirs (a device offline for longer
+/// syncs everything again, told so by a `410`).
 ///
 /// Runs in the server's service group: one purge at start, then one every `interval`, until
 /// graceful shutdown. Keys go in batches of ``batchSize``, one short write each, found on the
@@ -14,6 +15,7 @@ struct ExpiredDataPurge<C: Clock>: Service where C.Duration == Duration {
     let storage: any ServerStorage
     let accounts: AccountStore
     let retention: Duration
+    let tombstoneRetention: Duration
     let interval: Duration
     let clock: C
     let now: @Sendable () -> Date
@@ -56,5 +58,8 @@ struct ExpiredDataPurge<C: Clock>: Service where C.Duration == Duration {
             if deleted < batchSize { break }
         }
         try await accounts.purgeExpiredTokens()
+        let tombstonesBefore = now().addingTimeInterval(-tombstoneRetention.timeInterval)
+        let purged = try await storage.write { db in try SyncFeed.purgeTombstones(before: tombstonesBefore, in: db) }
+        if purged > 0 { logger.info("Purged the sync feed's old tombstones", metadata: ["count": "\(purged)"]) }
     }
 }

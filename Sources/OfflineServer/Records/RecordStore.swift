@@ -5,18 +5,14 @@ import Foundation
 /// counts), in the server's storage (SQLite or PostgreSQL).
 ///
 /// Records belong to the account that wrote them: every read and write names its owner, and one
-/// owner never sees another's records. Every write is also recorded, in its transaction, in the
-/// owner's change feed `records/COLLECTION`, which `GET /api/sync/records/COLLECTION` serves.
+/// owner never sees another's records. Sync captures every change of the table, whoever makes it,
+/// and sends a record to its owner's devices in the collection `records/COLLECTION` (the built-in
+/// sync rules).
 /// Writes run in the caller's `write` (``apply(_:owner:collection:id:key:in:)``), so a write
 /// route commits them with its idempotency key; reads open their own.
 struct RecordStore: Sendable {
     let storage: any ServerStorage
     var now: @Sendable () -> Date = { Date() }
-
-    /// The feed of `owner`'s `collection`.
-    static func feed(of owner: String, _ collection: String) -> ChangeFeed.Name {
-        ChangeFeed.Name(audience: ChangeFeed.audience(ofUser: owner), collection: "records/" + collection)
-    }
 
     struct Record: Sendable, Equatable {
         var id: String
@@ -117,7 +113,6 @@ struct RecordStore: Sendable {
         case .delete:
             try db.execute("DELETE FROM records WHERE owner = \(owner) AND collection = \(collection) AND id = \(id)")
         }
-        try ChangeFeed.record(Self.feed(of: owner, collection), id: id, value: result.map { Data($0.jsonBytes) }, at: now(), in: db)
         if let key {
             try db.execute("""
                 INSERT INTO record_effects (idempotencyKey, count) VALUES (\(key), 1)

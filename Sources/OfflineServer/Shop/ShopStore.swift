@@ -24,9 +24,6 @@ struct ShopStore: Sendable {
     let storage: any ServerStorage
     let now: @Sendable () -> Date
 
-    /// The customer's orders as a change feed.
-    static func ordersFeed(of user: String) -> ChangeFeed.Name { ChangeFeed.Name(audience: ChangeFeed.audience(ofUser: user), collection: "orders") }
-
     /// The first order number the shop hands out.
     static let firstOrderNumber = 1_042
 
@@ -53,18 +50,6 @@ struct ShopStore: Sendable {
             try db.execute("""
                 INSERT INTO shop_counter (name, next_value) VALUES ('order', \(firstOrderNumber)) ON CONFLICT (name) DO NOTHING
                 """)
-            // Customers from before orders were synced: their history enters the feed once.
-            let unsynced = try db.rows("""
-                SELECT id FROM shop_customer AS customer WHERE NOT EXISTS (
-                    SELECT 1 FROM sync_feed WHERE audience = 'user:' || customer.id AND collection = 'orders')
-                """)
-            for row in unsynced {
-                let user = try row.string("id")
-                for order in try orders(of: user, in: db).reversed() {
-                    try ChangeFeed.record(ordersFeed(of: user), id: order.id, value: try ShopCoding.encoder().encode(order),
-                                          at: Date(), in: db)
-                }
-            }
         })
 
     static func seed() -> Account {
@@ -149,7 +134,6 @@ struct ShopStore: Sendable {
         try seedIfNew(user, in: db)
         try db.execute("UPDATE shop_order SET rating = \(stars) WHERE customer = \(user) AND id = \(id)")
         guard let order = try Self.orders(of: user, in: db, id: id).first else { throw Failure.unknownOrder }
-        try ChangeFeed.record(Self.ordersFeed(of: user), id: order.id, value: try ShopCoding.encoder().encode(order), at: now(), in: db)
         return order
     }
 
@@ -174,7 +158,6 @@ struct ShopStore: Sendable {
             INSERT INTO shop_order (customer, id, placed_at, status, total_cents, currency, rating)
             VALUES (\(user), \(order.id), \(order.placedAt), \(order.status.rawValue), \(order.totalCents), \(order.currency), \(nullable: order.rating))
             """)
-        try ChangeFeed.record(Self.ordersFeed(of: user), id: order.id, value: try ShopCoding.encoder().encode(order), at: now(), in: db)
     }
 
     private static func cartItems(of user: String, in db: any SQLDatabase) throws -> [ShopCartItem] {

@@ -1,77 +1,101 @@
 import Foundation
 import Hummingbird
+import Logging
 import NIOCore
 
-extension Router where Context == OfflineRequestContext {
-    /// The signed-in user's changes, a page at a time, from the feeds of the synced collections:
-    /// `GET /api/sync/orders` (the shop's order history) and `GET /api/sync/records/COLLECTION`
-    /// (the user's records of a collection).
-    ///
-    /// - `GET /api/sync/FEED?cursor=…&limit=…` →
-    ///   `{"changes": [{"id", "position", "value"} or {"id", "position", "deleted": true}], "cursor", "hasMore", "head"}`.
-    ///   Without a cursor, the live rows; with one, every change after it, tombstones included.
-    ///   Send the answer's `cursor` next time, at once while `hasMore` is true.
-    /// - `410` problem: the cursor cannot be followed (too old, or the server's data was reset);
-    ///   sync again from the start, without a cursor.
-    ///
-    /// The feed is the user's own (`user:ID`): no one reads another user's changes.
-    ///
-    /// `GET /api/sync/events` is the live stream that says when to pull (``SyncEvents``).
-    func addSyncRoutes(storage: any ServerStorage, heartbeat: Duration) {
-        let feed = ChangeFeed(storage: storage, now: { Date() })
-        get("/api/sync/orders") { request, context in
-            try await syncPage(ShopStore.ordersFeed(of: try context.requireUser().id), feed, request)
+/// What the sync routes serve from: the rules, the feed's storage, and where capture stands.
+struct SyncService: Sendable {
+    let rules: SyncRules
+    let storage: any ServerStorage
+    let heartbeat: Duration
+    /// The source position a client waits for after its writes settle (``SQLiteCapture/checkpoint(in:)``,
+    /// or PostgreSQL's current WAL position).
+    let checkpoint: @Sendable () async throws -> Int64
+
+    /// The audiences `user` belongs to as the feed has them at its head.
+    func audiences(of user: String) async throws -> Set<String> {
+        try await storage.read { db in
+            guard let head = try SyncFeed.state(in: db)?.head else { return [] }
+            let userAudience = SyncRules.audience(SyncRules.userKind, user)
+            return try Set(db.rows("""
+                SELECT id FROM sync_change WHERE collection = \(FeedMapping.membersCollection) AND audience = \(userAudience)
+                AND value IS NOT NULL AND position <= \(Int(head))
+                """).map { try $0.string("id") }).union([userAudience])
         }
-        get("/api/sync/records/:collection") { request, context in
-            try await syncPage(RecordStore.feed(of: try context.requireUser().id, try context.pathParameter("collection")), feed, request)
+    }
+}
+
+extension Router where Context == OfflineRequestContext {
+    /// The signed-in user's rows, from every audience they belong to:
+    ///
+    /// - `GET /api/sync?collections=A,B&cursor=…&limit=…` →
+    ///   `{"changes": [{"collection", "id", "value"} or {"collection", "id", "deleted": true}], "cursor", "hasMore", "through", "progress"?}`.
+    ///   Without a cursor, a first sync; with one, what changed after it (a workspace joined comes
+    ///   whole, one left goes). Send the answer's `cursor` next time, at once while `hasMore`.
+    /// - `410` problem: the cursor cannot be followed; sync again without one.
+    /// - `GET /api/sync/checkpoint` → `{"checkpoint": N}`: once a page says `through` ≥ N, every
+    ///   write committed before the checkpoint was asked for is in the pulls.
+    /// - `GET /api/sync/events`: the live stream that says when to pull (``SyncEvents``).
+    func addSyncRoutes(_ sync: SyncService) {
+        get("/api/sync") { request, context in
+            let user = try context.requireUser().id
+            let query = request.uri.queryParameters
+            let collections = (query["collections"].map(String.init) ?? "").split(separator: ",").map(String.init)
+            guard !collections.isEmpty, collections.count <= 64 else {
+                throw BadRequest(detail: "Name the collections to sync: collections=A,B (at most 64).")
+            }
+            var limit = SyncLimits.defaultPage
+            if let text = query["limit"] {
+                guard let parsed = Int(text), parsed > 0 else { throw BadRequest(detail: "The limit must be a positive number.") }
+                limit = Swift.min(parsed, SyncLimits.maximumPage)
+            }
+            let cursor = query["cursor"].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
+            let pull = SyncPull.Request(user: user, collections: collections, cursor: cursor, limit: limit, maxBytes: SyncLimits.maximumPageBytes)
+            do {
+                let page = try await sync.storage.read { db in try SyncPull.page(pull, rules: sync.rules, in: db) }
+                return Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
+                                body: ResponseBody(byteBuffer: ByteBuffer(bytes: page.jsonBytes)))
+            } catch let refusal as SyncPull.Refusal {
+                switch refusal {
+                case .gone: return problemResponse(.gone, "This sync position is no longer kept. Sync again from the start.")
+                case .badCursor: throw BadRequest(detail: "The cursor is not one this server gave out.")
+                case .unknownCollection(let name): throw BadRequest(detail: "No collection \(name) is synced by this server.")
+                }
+            }
+        }
+        get("/api/sync/checkpoint") { _, context in
+            _ = try context.requireUser()
+            let checkpoint = try await sync.checkpoint()
+            return Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
+                            body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"checkpoint":\#(checkpoint)}"#)))
         }
         get("/api/sync/events") { _, context in
-            SyncEvents(audience: ChangeFeed.audience(ofUser: try context.requireUser().id),
-                       notifications: storage.notifications, heartbeat: heartbeat).response()
+            let user = try context.requireUser().id
+            return SyncEvents(user: user, sync: sync).response()
         }
     }
 }
 
-/// A page of `name` after the request's cursor, as JSON; `410` when the cursor cannot be followed.
-private func syncPage(_ name: ChangeFeed.Name, _ feed: ChangeFeed, _ request: Request) async throws -> Response {
-    var cursor: SyncCursor?
-    if let text = request.uri.queryParameters["cursor"].map(String.init), !text.isEmpty {
-        guard let parsed = SyncCursor(text) else { throw BadRequest(detail: "The cursor is not one this server gave out.") }
-        cursor = parsed
-    }
-    var limit = SyncLimits.defaultPage
-    if let text = request.uri.queryParameters["limit"] {
-        guard let parsed = Int(text), parsed > 0 else { throw BadRequest(detail: "The limit must be a positive number.") }
-        limit = Swift.min(parsed, SyncLimits.maximumPage)
-    }
-    do {
-        let page = try await feed.page(name, after: cursor, limit: limit)
-        return Response(status: .ok, headers: [.contentType: "application/json"],
-                        body: ResponseBody(byteBuffer: ByteBuffer(bytes: page.jsonBytes)))
-    } catch is ChangeFeed.ResyncRequired {
-        return problemResponse(.gone, "This sync position is no longer kept. Sync again from the start.")
-    }
-}
-
-/// How many changes a page carries.
+/// How much a page carries.
 enum SyncLimits {
     static let defaultPage = 500
     static let maximumPage = 2_000
+    /// Past this many bytes of rows a page ends early, whatever its limit.
+    static let maximumPageBytes = 4 << 20
 }
 
-extension ChangeFeed.Page {
-    /// The page as JSON, each stored value copied in as it is (it was written as JSON by the
-    /// store that recorded the change), never decoded to answer.
+extension SyncPull.Page {
+    /// The page as JSON, each row's JSON copied in as capture wrote it.
     var jsonBytes: [UInt8] {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(changes.reduce(64 + cursor.description.utf8.count) { $0 + 48 + $1.id.utf8.count + ($1.value?.count ?? 0) })
+        bytes.reserveCapacity(changes.reduce(96 + cursor.utf8.count) { $0 + 48 + $1.collection.utf8.count + $1.id.utf8.count + ($1.value?.count ?? 0) })
         bytes += #"{"changes":["#.utf8
         for (index, change) in changes.enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
-            bytes += #"{"id":"#.utf8
+            bytes += #"{"collection":"#.utf8
+            JSONValue.write(change.collection, to: &bytes)
+            bytes += #","id":"#.utf8
             JSONValue.write(change.id, to: &bytes)
-            bytes += #","position":"#.utf8
-            bytes += String(change.position).utf8
             if let value = change.value {
                 bytes += #","value":"#.utf8
                 bytes += value
@@ -81,8 +105,10 @@ extension ChangeFeed.Page {
             bytes.append(UInt8(ascii: "}"))
         }
         bytes += #"],"cursor":"#.utf8
-        JSONValue.write(cursor.description, to: &bytes)
-        bytes += #","hasMore":\#(hasMore),"head":\#(head)}"#.utf8
+        JSONValue.write(cursor, to: &bytes)
+        bytes += #","hasMore":\#(hasMore),"through":\#(through)"#.utf8
+        if let progress { bytes += #","progress":\#((progress * 1000).rounded() / 1000)"#.utf8 }
+        bytes.append(UInt8(ascii: "}"))
         return bytes
     }
 }

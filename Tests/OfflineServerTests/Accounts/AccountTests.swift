@@ -55,8 +55,8 @@ struct AccountTests {
     @Test("requests with made-up tokens create nothing: no customer rows are seeded for them")
     func madeUpTokensSeedNothing() async throws {
         let configuration = ServerConfiguration.testing()
-        let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: .init(label: "test"))
-        try await Application(router: try buildRouter(configuration, storage: storage)).test(.router) { client in
+        let server = try await SyncTestBackend.prepare(.sqlite, configuration)
+        try await Application(router: try server.router()).test(.router) { client in
             for index in 0..<50 {
                 try await client.execute(uri: "/shop/cart", method: .get, headers: [.authorization: "Bearer customer-\(index)"]) { response in
                     #expect(response.status == .unauthorized)
@@ -64,7 +64,7 @@ struct AccountTests {
             }
             _ = try await client.execute(uri: "/shop/cart", method: .get, headers: try await signedIn(client, "alice")) { $0.status }
         }
-        let customers = try await storage.read { try $0.row("SELECT COUNT(*) AS count FROM shop_customer")?.int("count") }
+        let customers = try await server.storage.read { try $0.row("SELECT COUNT(*) AS count FROM shop_customer")?.int("count") }
         #expect(customers == 1, "only the signed-in customer's cart was seeded")
     }
 

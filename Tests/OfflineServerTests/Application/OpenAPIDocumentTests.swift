@@ -45,8 +45,8 @@ struct OpenAPIDocumentTests {
         let root = FileManager.default.temporaryDirectory.appending(path: "offline-openapi-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
         let configuration = ServerConfiguration.testing(packsDirectory: root.appending(path: "packs"), faultsEnabled: true)
-        let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: .init(label: "test"))
-        return try buildRouter(configuration, storage: storage)
+        let server = try await SyncTestBackend.prepare(.sqlite, configuration)
+        return try server.router()
     }
 
     /// `reference` (`#/components/kind/Name`) resolved in `document`, or `object` itself.

@@ -15,8 +15,7 @@ struct DomainRoutesTests {
 
     @Test("city search answers prefix matches first, for the autocomplete", arguments: StorageBackend.available)
     func citySearch(backend: StorageBackend) async throws {
-        let app = try await buildApplication(try await backend.configuration())
-        try await app.test(.router) { client in
+        try await backend.testApplication() { client in
             try await client.execute(uri: "/api/cities?q=po", method: .get) { response throws in
                 #expect(response.status == .ok)
                 let cities = try #require(try Self.object(response)["cities"] as? [[String: Any]])
@@ -32,8 +31,7 @@ struct DomainRoutesTests {
 
     @Test("planner: suggestions for the open tasks; backup stored and read back; bad documents refused", arguments: StorageBackend.available)
     func planner(backend: StorageBackend) async throws {
-        let app = try await buildApplication(try await backend.configuration())
-        try await app.test(.router) { client in
+        try await backend.testApplication() { client in
             let ana = try await signedInJSON(client, "ana")
             try await client.execute(uri: "/api/planner/suggestions", method: .post, headers: keyed(ana),
                                      body: ByteBuffer(string: #"{"tasks":["Essay","Lab"]}"#)) { response throws in
@@ -56,8 +54,7 @@ struct DomainRoutesTests {
 
     @Test("sessions list their packs; generate makes a new variation; unknown sessions are explained", arguments: StorageBackend.available)
     func sessions(backend: StorageBackend) async throws {
-        let app = try await buildApplication(try await backend.configuration())
-        try await app.test(.router) { client in
+        try await backend.testApplication() { client in
             let ana = try await signedInJSON(client, "ana")
             try await client.execute(uri: "/api/sessions", method: .get) { response throws in
                 let sessions = try #require(try Self.object(response)["sessions"] as? [[String: Any]])
@@ -77,8 +74,7 @@ struct DomainRoutesTests {
 
     @Test("invitations are validated by the server: bad address, blocked domain, existing member, then created", arguments: StorageBackend.available)
     func invitations(backend: StorageBackend) async throws {
-        let app = try await buildApplication(try await backend.configuration())
-        try await app.test(.router) { client in
+        try await backend.testApplication() { client in
             let ana = try await signedInJSON(client, "ana")
             for (body, message) in [
                 (#"{"email":"not-an-address"}"#, "Enter a valid email address."),

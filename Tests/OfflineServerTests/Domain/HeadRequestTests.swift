@@ -14,8 +14,8 @@ struct HeadRequestTests {
     func head() async throws {
         try await PackPathTests.withFolders { packs, _, _ in
             let configuration = ServerConfiguration.testing(packsDirectory: packs, faultsEnabled: true)
-            let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: .init(label: "test"))
-            let router = try buildRouter(configuration, storage: storage)
+            let server = try await SyncTestBackend.prepare(.sqlite, configuration)
+            let router = try server.router()
             // Parameters filled with names that exist where they can, so most routes answer 2xx.
             let samples = ["{id}": "paris", "{version}": "1", "**": "media/a.bin", "{collection}": "notes"]
             let gets = router.routes.filter { $0.method == .get }.map { route in

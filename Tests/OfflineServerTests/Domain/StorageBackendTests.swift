@@ -20,8 +20,7 @@ struct StorageBackendTests {
 
     @Test("records: put, patch, delete and list; each applied write's effect counted once", arguments: StorageBackend.available)
     func records(backend: StorageBackend) async throws {
-        let app = try await buildApplication(try await backend.configuration(.testing(faultsEnabled: true)))
-        try await app.test(.router) { client in
+        try await backend.testApplication(.testing(faultsEnabled: true)) { client in
             let client = try await signedInClient(client, "ana")
             try await client.execute(uri: "/api/records/notes/a", method: .put, headers: Self.key("k1"),
                                      body: ByteBuffer(string: #"{"title":"Tea","done":false}"#)) { response throws in
@@ -64,7 +63,11 @@ struct StorageBackendTests {
     @Test("two instances on one PostgreSQL database: one checkout per cart, one invitation per address, every write versioned",
           .enabled(if: TemporaryPostgres.isEnabled))
     func twoInstances() async throws {
-        let configuration = try await StorageBackend.postgres.configuration()
+        try await StorageBackend.postgres.withConfiguration { configuration in try await Self.twoInstances(on: configuration) }
+    }
+
+    /// Two instances of the whole backend over the PostgreSQL database of `configuration`.
+    static func twoInstances(on configuration: ServerConfiguration) async throws {
         let first = try await buildApplication(configuration)
         let second = try await buildApplication(configuration)
         let customers = (0..<6).map { "customer-\($0)" }
@@ -164,7 +167,7 @@ struct StorageBackendTests {
     func rollback(backend: StorageBackend) async throws {
         struct Refused: Error {}
         let configuration = try await backend.configuration()
-        let storage = try await openServerStorage(configuration, schemas: [RecordStore.schema, ChangeFeed.schema], logger: Logger(label: "test.storage"))
+        let storage = try await openServerStorage(configuration, schemas: [RecordStore.schema], logger: Logger(label: "test.storage"))
         let records = RecordStore(storage: storage)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for service in storage.services {

@@ -84,11 +84,19 @@ struct HostileRoutesTests {
         route("PUT /api/records/{collection}/{id}", "/api/records/notes/1", body: #"{"title":"Hostile"}"#, effect: "/api/records/notes"),
         route("PATCH /api/records/{collection}/{id}", "/api/records/notes/1", body: #"{"title":"Patched"}"#, effect: "/api/records/notes"),
         route("DELETE /api/records/{collection}/{id}", "/api/records/notes/1", effect: "/api/records/notes"),
-        route("GET /api/sync/orders", "/api/sync/orders"),
-        route("GET /api/sync/records/{collection}", "/api/sync/records/notes"),
+        route("PUT /api/workspaces/{workspace}/messages/{id}", "/api/workspaces/northwind/messages/h1",
+              body: #"{"chat":"general","text":"Hostile"}"#, effect: messages),
+        route("PATCH /api/workspaces/{workspace}/messages/{id}", "/api/workspaces/northwind/messages/h1", body: #"{"text":"Edited"}"#,
+              effect: messages),
+        route("DELETE /api/workspaces/{workspace}/messages/{id}", "/api/workspaces/northwind/messages/h1", effect: messages),
+        route("GET /api/sync", "/api/sync?collections=records/notes,orders,messages"),
+        route("GET /api/sync/checkpoint", "/api/sync/checkpoint"),
         // The live stream: only its refusal is a single answer (SyncEventsTests read it open).
         route("GET /api/sync/events", "/api/sync/events"),
     ]
+
+    /// The workspace chat as its members' devices get it: the rows of a first sync.
+    static let messages = "/api/sync?collections=messages"
 
     /// The records collections that take less than a record: their limit is tested too.
     static let collectionRoutes: [Route] = [
@@ -188,9 +196,20 @@ struct HostileRoutesTests {
         try await app.test(.live) { client in try await body(client) }
     }
 
+    /// What a GET of `uri` answers; for a sync pull, the rows it brings once capture has read
+    /// every write made so far (cursors and positions move with any write, of anyone).
     static func read(_ uri: String?, _ client: any TestClientProtocol, _ headers: HTTPFields) async throws -> String? {
         guard let uri else { return nil }
-        return try await client.execute(uri: uri, method: .get, headers: headers) { String(buffer: $0.body) }
+        guard uri.hasPrefix("/api/sync?") else {
+            return try await client.execute(uri: uri, method: .get, headers: headers) { String(buffer: $0.body) }
+        }
+        let collections = uri.split(separator: "=", maxSplits: 1).last.map { $0.split(separator: ",").map(String.init) } ?? []
+        var device = SyncDevice(headers, collections)
+        try await device.pullSettled(client)
+        return device.rows.sorted { $0.key < $1.key }.map { collection, rows in
+            collection + ": " + rows.sorted { $0.key < $1.key }.map { "\($0.key)=\(String(decoding: $0.value.jsonBytes, as: UTF8.self))" }
+                .joined(separator: ", ")
+        }.joined(separator: "\n")
     }
 
     // MARK: - Tests
@@ -200,8 +219,8 @@ struct HostileRoutesTests {
         let root = FileManager.default.temporaryDirectory.appending(path: "offline-hostile-routes-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
         let configuration = ServerConfiguration.testing(packsDirectory: root.appending(path: "packs"), faultsEnabled: true)
-        let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: .init(label: "test"))
-        let router = try buildRouter(configuration, storage: storage)
+        let server = try await SyncTestBackend.prepare(.sqlite, configuration)
+        let router = try server.router()
         let listed = Set(router.routes.filter { $0.method != .head }.map { "\($0.method) \($0.path)" })
         let covered = Set(Self.routes.map(\.route))
         for route in listed.subtracting(covered).sorted() {
@@ -313,7 +332,7 @@ struct HostileRoutesTests {
         var expected: HTTPResponse.Status
     }
 
-    @Test("another user never reads or changes Ana's records, planner, orders or cart, and only admins invite")
+    @Test("another user never reads or changes Ana's records, planner, orders, cart or messages, and only admins invite")
     func otherUsers() async throws {
         try await Self.withServer { client in
             let ana = try await signedInJSON(client, "ana")
@@ -328,8 +347,10 @@ struct HostileRoutesTests {
                 try #require(response.status == .created)
                 return try #require(try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any])["id"] as! String
             }
+            try await client.execute(uri: "/api/workspaces/northwind/messages/ana-msg", method: .put, headers: keyed(ana),
+                                     body: ByteBuffer(string: #"{"chat":"general","text":"\#(secret)"}"#)) { #expect($0.status == .ok) }
             let anaBefore = try await [Self.read("/shop/cart", client, ana), Self.read("/shop/orders", client, ana),
-                                       Self.read("/api/records/notes/mine", client, ana)]
+                                       Self.read("/api/records/notes/mine", client, ana), Self.read(Self.messages, client, ana)]
 
             let cases: [CrossUser] = [
                 CrossUser(route: "GET /api/records/{collection}/{id}", user: "ben", uri: "/api/records/notes/mine", expected: .notFound),
@@ -344,6 +365,16 @@ struct HostileRoutesTests {
                 CrossUser(route: "POST /api/workspace/invitations", user: "ben", uri: "/api/workspace/invitations",
                           body: #"{"email":"friend@northwind.example","role":"admin"}"#, expected: .forbidden),
                 CrossUser(route: "GET /api/workspace/members", user: "alice", uri: "/api/workspace/members", expected: .forbidden),
+                // Ben shares the workspace with Ana, not her messages.
+                CrossUser(route: "PUT /api/workspaces/{workspace}/messages/{id}", user: "ben", uri: "/api/workspaces/northwind/messages/ana-msg",
+                          body: #"{"chat":"general","text":"ben"}"#, expected: .forbidden),
+                CrossUser(route: "PATCH /api/workspaces/{workspace}/messages/{id}", user: "ben", uri: "/api/workspaces/northwind/messages/ana-msg",
+                          body: #"{"text":"ben"}"#, expected: .forbidden),
+                CrossUser(route: "DELETE /api/workspaces/{workspace}/messages/{id}", user: "ben", uri: "/api/workspaces/northwind/messages/ana-msg",
+                          expected: .forbidden),
+                // Nor a workspace he is not a member of.
+                CrossUser(route: "PUT /api/workspaces/{workspace}/messages/{id}", user: "ben", uri: "/api/workspaces/elsewhere/messages/b1",
+                          body: #"{"chat":"general","text":"ben"}"#, expected: .forbidden),
             ]
             for cross in cases {
                 let other = try await signedInJSON(client, cross.user)
@@ -355,12 +386,13 @@ struct HostileRoutesTests {
             }
             // Ben's reads of his own lists never show Ana's things.
             let ben = try await signedInJSON(client, "ben")
-            for uri in ["/api/records/notes", "/api/sync/records/notes", "/api/planner", "/shop/orders", "/api/sync/orders"] {
+            for uri in ["/api/records/notes", "/api/sync?collections=records/notes,orders", "/api/planner", "/shop/orders"] {
                 let answer = try await Self.read(uri, client, ben) ?? ""
                 #expect(!answer.contains(secret) && !answer.contains(order), "ben: GET \(uri)")
             }
             #expect(try await [Self.read("/shop/cart", client, ana), Self.read("/shop/orders", client, ana),
-                               Self.read("/api/records/notes/mine", client, ana)] == anaBefore, "Ana's cart, orders and record as they were")
+                               Self.read("/api/records/notes/mine", client, ana), Self.read(Self.messages, client, ana)] == anaBefore,
+                    "Ana's cart, orders, record and message as they were")
             let members = try await Self.read("/api/workspace/members", client, ana) ?? ""
             #expect(!members.contains("friend@northwind.example"))
         }

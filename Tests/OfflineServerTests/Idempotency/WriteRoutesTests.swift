@@ -28,8 +28,8 @@ struct WriteRoutesTests {
         let folder = FileManager.default.temporaryDirectory.appending(path: "offline-write-routes-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         let configuration = ServerConfiguration.testing(packsDirectory: folder.appending(path: "packs"), faultsEnabled: true)
-        let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: .init(label: "test"))
-        let router = try buildRouter(configuration, storage: storage)
+        let server = try await SyncTestBackend.prepare(.sqlite, configuration)
+        let router = try server.router()
         let writes = Self.writeRoutes(router)
         #expect(writes.count >= 10, "\(writes)")
         let listed = Set(writes.map { "\($0.method) \($0.path)" })
@@ -38,6 +38,7 @@ struct WriteRoutesTests {
             let ana = try await signedInJSON(client, "ana")
             for (method, path) in writes where !Self.unguarded.contains("\(method) \(path)") {
                 let uri = path.replacingOccurrences(of: "{collection}", with: "notes").replacingOccurrences(of: "{id}", with: "1")
+                    .replacingOccurrences(of: "{workspace}", with: ChatStore.workspace)
                 try await client.execute(uri: uri, method: method, headers: ana, body: ByteBuffer(string: "{}")) { response throws in
                     #expect(response.status == .badRequest, "\(method) \(path)")
                     let problem = try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any]
@@ -86,7 +87,7 @@ struct WriteRoutesTests {
 
     @Test("an effect that throws, or answers 5xx, leaves neither its effect nor the key: the retry runs and succeeds")
     func failureLeavesNothing() async throws {
-        let storage = try await SQLiteStorage.open(in: nil, schemas: [IdempotentWrites.schema, RecordStore.schema, ChangeFeed.schema])
+        let storage = try await SQLiteStorage.open(in: nil, schemas: [IdempotentWrites.schema, RecordStore.schema])
         let records = RecordStore(storage: storage)
         let attempts = CallCounter()
         let router = Router(context: OfflineRequestContext.self)

@@ -139,7 +139,7 @@ struct RecordBodyTests {
     @Test("a row written by the earlier JSONEncoder-based store still reads, and a patch keeps its values")
     func earlierRows() async throws {
         struct Earlier: Encodable { var title = "Tea/Coffee"; var count = 2.0; var tags = ["é", "\u{0}"]; var done = false }
-        let storage = try await openServerStorage(ServerConfiguration(port: 0), schemas: [RecordStore.schema, ChangeFeed.schema], logger: .init(label: "test"))
+        let storage = try await openServerStorage(ServerConfiguration(port: 0), schemas: [RecordStore.schema], logger: .init(label: "test"))
         let records = RecordStore(storage: storage)
         let blob = try JSONEncoder().encode(Earlier())
         try await storage.write { db in

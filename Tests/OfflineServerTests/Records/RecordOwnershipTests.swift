@@ -53,23 +53,25 @@ struct RecordOwnershipTests {
         }
     }
 
-    @Test("every write lands in its owner's feed: put, patch and delete, in order, and nothing in anyone else's")
-    func writesFeedTheOwnersSync() async throws {
+    @Test("every write reaches its owner's devices by sync: put, patch and delete; nothing reaches anyone else's")
+    func writesReachTheOwnersSync() async throws {
+        // The whole application: capture runs as its service, and the pulls wait for it.
         try await buildApplication(ServerConfiguration.testing()).test(.router) { client in
             let ana = try await signedInJSON(client, "ana")
             let ben = try await signedInJSON(client, "ben")
-            _ = try await Self.status(client, "/api/records/notes/a", .put, keyed(ana), body: #"{"text":"one"}"#)
-            _ = try await Self.status(client, "/api/records/notes/b", .put, keyed(ana), body: #"{"text":"two"}"#)
-            _ = try await Self.status(client, "/api/records/notes/a", .patch, keyed(ana), body: #"{"done":true}"#)
-            _ = try await Self.status(client, "/api/records/notes/b", .delete, keyed(ana))
-            try await client.execute(uri: "/api/sync/records/notes", method: .get, headers: ana) { response in
-                let page = String(buffer: response.body)
-                #expect(page.contains(#""id":"a","position":3,"value":{"body":{"done":true,"text":"one"},"id":"a","version":2}"#), "\(page)")
-                #expect(!page.contains(#""id":"b""#), "a first page leaves deletions out")
-            }
-            try await client.execute(uri: "/api/sync/records/notes", method: .get, headers: ben) { response in
-                #expect(String(buffer: response.body).hasPrefix(#"{"changes":[]"#))
-            }
+            var anaDevice = SyncDevice(ana, ["records/notes"])
+            try await anaDevice.pullSettled(client)
+            #expect(try await Self.status(client, "/api/records/notes/a", .put, keyed(ana), body: #"{"text":"one"}"#) == .ok)
+            #expect(try await Self.status(client, "/api/records/notes/b", .put, keyed(ana), body: #"{"text":"two"}"#) == .ok)
+            #expect(try await Self.status(client, "/api/records/notes/a", .patch, keyed(ana), body: #"{"done":true}"#) == .ok)
+            #expect(try await Self.status(client, "/api/records/notes/b", .delete, keyed(ana)) == .noContent)
+            try await anaDevice.pullSettled(client)
+            #expect(anaDevice.rows["records/notes"] == [
+                "a": .object(["body": .object(["done": .bool(true), "text": .string("one")]), "id": .string("a"), "version": .number("2")]),
+            ], "a as patched; b put, then deleted")
+            var benDevice = SyncDevice(ben, ["records/notes"])
+            try await benDevice.pullSettled(client)
+            #expect(benDevice.rows.isEmpty)
         }
     }
 }

@@ -13,8 +13,7 @@ struct ShopRoutesTests {
 
     @Test("the cart is cacheable: ETag, Cache-Control, and 304 for a matching If-None-Match", arguments: StorageBackend.available)
     func cartCaching(backend: StorageBackend) async throws {
-        let app = try await buildApplication(try await backend.configuration())
-        try await app.test(.router) { client in
+        try await backend.testApplication() { client in
             let alice = try await signedIn(client, "alice")
             let etag = try await client.execute(uri: "/shop/cart", method: .get, headers: alice) { response throws in
                 #expect(response.status == .ok)
@@ -45,8 +44,7 @@ struct ShopRoutesTests {
 
     @Test("checkout moves the cart into the order history; tracking and rating work on it", arguments: StorageBackend.available)
     func checkoutFlow(backend: StorageBackend) async throws {
-        let app = try await buildApplication(try await backend.configuration())
-        try await app.test(.router) { client in
+        try await backend.testApplication() { client in
             let alice = try await signedIn(client, "alice")
             let order = try await client.execute(uri: "/shop/checkout", method: .post, headers: keyed(alice)) { response throws in
                 #expect(response.status == .created)
@@ -74,8 +72,7 @@ struct ShopRoutesTests {
 
     @Test("customers are kept apart, and bad input is refused clearly", arguments: StorageBackend.available)
     func isolationAndValidation(backend: StorageBackend) async throws {
-        let app = try await buildApplication(try await backend.configuration())
-        try await app.test(.router) { client in
+        try await backend.testApplication() { client in
             let alice = try await signedIn(client, "alice")
             let bob = try await signedIn(client, "bob")
             try await client.execute(uri: "/shop/cart/items/map", method: .patch, headers: keyed(alice), body: ByteBuffer(string: #"{"quantity":0}"#)) { response throws in

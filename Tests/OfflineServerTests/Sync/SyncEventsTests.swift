@@ -3,23 +3,9 @@ import Logging
 @testable import OfflineServer
 import Testing
 
-@Suite("Live sync stream", .timeLimit(.minutes(1)))
+@Suite("Live sync stream", .timeLimit(.minutes(2)))
 struct SyncEventsTests {
-    // MARK: Events from notifications
-
-    @Test("a batch becomes one event per feed of the stream's user, sorted; other users' feeds are left out; nothing for the user is a heartbeat")
-    func eventsFromBatches() {
-        let events = SyncEvents(audience: "user:ana", notifications: StorageNotifications(), heartbeat: .seconds(15))
-        let poke = { (audience: String, collection: String) in
-            StorageNotifications.Delivery.payload(FeedPoke(ChangeFeed.Name(audience: audience, collection: collection)).payload)
-        }
-        #expect(events.events([poke("user:ana", "records/notes"), poke("user:ana", "orders"), poke("user:ben", "records/secret")])
-            == "event: change\ndata: orders\n\nevent: change\ndata: records/notes\n\n")
-        #expect(events.events([poke("user:ben", "orders")]) == ": heartbeat\n\n")
-        #expect(events.events([]) == ": heartbeat\n\n")
-        #expect(events.events([.payload("not json")]) == ": heartbeat\n\n")
-        #expect(events.events([poke("user:ana", "orders"), .anythingMayHaveChanged]) == "event: change\ndata: *\n\n")
-    }
+    // MARK: Notifications
 
     @Test("a write's notifications are delivered once it commits, folded; a rolled-back write's never, and a read cannot send one")
     func notificationsFollowCommits() async throws {
@@ -50,21 +36,69 @@ struct SyncEventsTests {
 
     // MARK: Live server
 
-    @Test("a signed-in stream says which of the user's feeds changed, right after the write; not another user's; 401 without a token",
+    static let change = "event: change\ndata: sync\n\n"
+
+    /// Runs `body` with a live server over `backend` and its storage, with `heartbeat`, once the
+    /// server is quiet: capture has built the feed and published a first write, and the server
+    /// hears its notifications (on PostgreSQL its listener starts, and the feed is built, with a
+    /// change for everyone). Drops the PostgreSQL database after.
+    static func withLiveSync(_ backend: StorageBackend, heartbeat: Duration = .seconds(60),
+                             _ body: @Sendable (_ port: Int, _ storage: any ServerStorage) async throws -> Void) async throws {
+        var configuration = ServerConfiguration.testing()
+        configuration.syncHeartbeat = heartbeat
+        try await backend.withConfiguration(configuration) { configuration in
+            var logger = Logger(label: "offline.server.test")
+            logger.logLevel = .warning
+            let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: logger)
+            try await withRunningServer(configuration, storage: storage, logger: logger) { server in
+                let probe = try await LiveRequest.signIn(server.port, "customer-5")
+                let stream = try EventStream(port: server.port, token: probe)
+                _ = try await stream.waitFor(": connected\n\n")
+                #expect(try await LiveRequest.putRecord(server.port, token: probe, "probe/p") == 200)
+                _ = try await stream.waitFor(Self.change, within: .seconds(20))
+                stream.socket.close()
+                try await Task.sleep(for: .milliseconds(300))
+                try await body(server.port, storage)
+            }
+        }
+    }
+
+    @Test("a member's stream says event: change when another member writes a message of their workspace; 401 without a token",
           arguments: StorageBackend.available)
-    func streamPokes(backend: StorageBackend) async throws {
-        let configuration = try await backend.configuration()
-        try await withLiveServer(configuration) { port in
+    func memberHearsMessage(backend: StorageBackend) async throws {
+        try await Self.withLiveSync(backend) { port, _ in
             #expect(try await LiveRequest.send(port, "GET", "/api/sync/events").status == 401)
             let ana = try await LiveRequest.signIn(port, "ana")
             let ben = try await LiveRequest.signIn(port, "ben")
             let stream = try EventStream(port: port, token: ana)
-            #expect(try await stream.waitFor(": connected\n\n").contains("text/event-stream"))
+            let head = try await stream.waitFor(": connected\n\n")
+            #expect(head.hasPrefix("HTTP/1.1 200") && head.lowercased().contains("content-type: text/event-stream"), "\(head)")
+            #expect(head.lowercased().contains("cache-control: no-store"), "\(head)")
+            #expect(EventStream.unchunked(head).contains("retry: 2000\n: connected\n\n"))
+            let mark = stream.mark
+            #expect(try await LiveRequest.putMessage(port, token: ben, workspace: ChatStore.workspace, "hello-ana") == 200)
+            _ = try await stream.waitFor(Self.change, after: mark)
+        }
+    }
 
-            #expect(try await LiveRequest.putRecord(port, token: ben, "secret/x") == 200)
-            #expect(try await LiveRequest.putRecord(port, token: ana, "notes/a") == 200)
-            let received = try await stream.waitFor("event: change\ndata: records/notes\n\n")
-            #expect(!received.contains("secret"), "Ben's change reached Ana's stream: \(received)")
+    @Test("another user's writes send nothing to a stream: no event, no heartbeat", arguments: StorageBackend.available)
+    func othersSendNothing(backend: StorageBackend) async throws {
+        try await Self.withLiveSync(backend) { port, storage in
+            try await storage.write { db in
+                try db.execute("INSERT INTO workspace_membership (workspace_id, user_id, role) VALUES ('bens', 'ben', 'admin')")
+            }
+            let ana = try EventStream(port: port, token: try await LiveRequest.signIn(port, "ana"))
+            let benToken = try await LiveRequest.signIn(port, "ben")
+            let ben = try EventStream(port: port, token: benToken)
+            _ = try await ana.waitFor(": connected\n\n")
+            _ = try await ben.waitFor(": connected\n\n")
+            let (anaMark, benMark) = (ana.mark, ben.mark)
+            #expect(try await LiveRequest.putRecord(port, token: benToken, "notes/b1") == 200)
+            #expect(try await LiveRequest.putMessage(port, token: benToken, workspace: "bens", "b2") == 200)
+            // Ben's own stream hears of them: capture published them.
+            _ = try await ben.waitFor(Self.change, after: benMark)
+            let heard = try await ana.listen(for: .milliseconds(500), after: anaMark)
+            #expect(heard.isEmpty, "Ana's stream got \(heard.debugDescription)")
         }
     }
 
@@ -76,6 +110,65 @@ struct SyncEventsTests {
             let stream = try EventStream(port: port, token: try await LiveRequest.signIn(port, "ana"))
             let received = try await stream.waitFor(": heartbeat\n\n: heartbeat\n\n", readingOver: true)
             #expect(received.contains(": connected"))
+        }
+    }
+
+    @Test("heartbeats keep the stream's own timer while other users write: as many as the interval makes, no more, and no event")
+    func heartbeatsOnOwnTimer() async throws {
+        try await Self.withLiveSync(.sqlite, heartbeat: .milliseconds(250)) { port, _ in
+            let ana = try EventStream(port: port, token: try await LiveRequest.signIn(port, "ana"))
+            let ben = try await LiveRequest.signIn(port, "ben")
+            _ = try await ana.waitFor(": connected\n\n")
+            let mark = ana.mark
+            let clock = ContinuousClock()
+            let start = clock.now
+            var writes = 0
+            while start.duration(to: clock.now) < .seconds(2) {
+                #expect(try await LiveRequest.putRecord(port, token: ben, "notes/n\(writes)") == 200)
+                writes += 1
+            }
+            let heard = try await ana.listen(for: .milliseconds(10), after: mark)
+            let elapsed = start.duration(to: clock.now)
+            let heartbeats = heard.components(separatedBy: ": heartbeat\n\n").count - 1
+            #expect(!heard.contains("event:"), "\(heard.debugDescription)")
+            #expect(heartbeats >= 3, "\(heartbeats) heartbeats in \(elapsed)")
+            #expect(heartbeats <= Int(elapsed / .milliseconds(250)) + 1, "\(heartbeats) heartbeats in \(elapsed), while Ben wrote \(writes) times")
+        }
+    }
+
+    @Test("a user added to a workspace by plain SQL is told, then hears of its messages; removed, is told once and hears no more",
+          arguments: StorageBackend.available)
+    func membershipChanges(backend: StorageBackend) async throws {
+        try await Self.withLiveSync(backend) { port, storage in
+            try await storage.write { db in
+                try db.execute("INSERT INTO workspace_membership (workspace_id, user_id, role) VALUES ('crew', 'ana', 'admin')")
+            }
+            let anaToken = try await LiveRequest.signIn(port, "ana")
+            let ana = try EventStream(port: port, token: anaToken)
+            let alice = try EventStream(port: port, token: try await LiveRequest.signIn(port, "alice"))
+            _ = try await ana.waitFor(": connected\n\n")
+            _ = try await alice.waitFor(": connected\n\n")
+
+            var mark = alice.mark
+            try await storage.write { db in
+                try db.execute("INSERT INTO workspace_membership (workspace_id, user_id, role) VALUES ('crew', 'alice', 'member')")
+            }
+            _ = try await alice.waitFor(Self.change, after: mark)
+            mark = alice.mark
+            #expect(try await LiveRequest.putMessage(port, token: anaToken, workspace: "crew", "m1") == 200)
+            _ = try await alice.waitFor(Self.change, after: mark)
+
+            mark = alice.mark
+            try await storage.write { db in
+                try db.execute("DELETE FROM workspace_membership WHERE workspace_id = 'crew' AND user_id = 'alice'")
+            }
+            _ = try await alice.waitFor(Self.change, after: mark)
+            mark = alice.mark
+            let anaMark = ana.mark
+            #expect(try await LiveRequest.putMessage(port, token: anaToken, workspace: "crew", "m2") == 200)
+            _ = try await ana.waitFor(Self.change, after: anaMark)
+            let heard = try await alice.listen(for: .milliseconds(500), after: mark)
+            #expect(heard.isEmpty, "Alice left crew, yet heard \(heard.debugDescription)")
         }
     }
 
@@ -96,22 +189,25 @@ struct SyncEventsTests {
         }
     }
 
-    @Test("two instances on one PostgreSQL: a write through one pokes a stream held on the other",
+    @Test("two instances on one PostgreSQL: a write through one reaches a stream held on the other",
           .enabled(if: TemporaryPostgres.isEnabled))
     func pokesCrossInstances() async throws {
-        let configuration = try await StorageBackend.postgres.configuration()
-        try await withLiveServer(configuration) { first in
-            try await withLiveServer(configuration) { second in
-                let ana = try await LiveRequest.signIn(first, "ana")
-                let stream = try EventStream(port: first, token: ana)
-                _ = try await stream.waitFor(": connected\n\n")
-                // The other instance's listener may still be starting: write until a poke arrives.
-                var received = ""
-                for attempt in 0..<20 where !received.contains("data: records/notes") {
-                    #expect(try await LiveRequest.putRecord(second, token: ana, "notes/n\(attempt)") == 200)
-                    received = (try? await stream.waitFor("data: records/notes", within: .milliseconds(500))) ?? received
+        try await StorageBackend.postgres.withConfiguration { configuration in
+            try await withLiveServer(configuration) { first in
+                try await withLiveServer(configuration) { second in
+                    let ana = try await LiveRequest.signIn(first, "ana")
+                    let stream = try EventStream(port: first, token: ana)
+                    _ = try await stream.waitFor(": connected\n\n")
+                    // Capture may still be building the feed, and the other instance's listener
+                    // starting: write until a change arrives, each time after the last one read.
+                    var heard = false
+                    for attempt in 0..<40 where !heard {
+                        let mark = stream.mark
+                        #expect(try await LiveRequest.putRecord(second, token: ana, "notes/n\(attempt)") == 200)
+                        heard = (try? await stream.waitFor(Self.change, after: mark, within: .milliseconds(500))) != nil
+                    }
+                    #expect(heard, "no change reached the stream on the other instance")
                 }
-                #expect(received.contains("event: change\ndata: records/notes\n\n"))
             }
         }
     }
@@ -128,19 +224,45 @@ final class EventStream: @unchecked Sendable {
         socket.send("GET /api/sync/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nAccept: text/event-stream\r\n\r\n")
     }
 
-    /// Everything received so far (head and chunk framing included), once it contains `text`.
+    /// How many bytes have arrived so far: what came after it is what a later write caused.
+    var mark: Int { received.count }
+
+    /// Everything received so far (head and chunk framing included), once what came after `mark`
+    /// contains `text`.
     ///
     /// - Parameter readingOver: look for `text` with chunk framing taken out.
-    func waitFor(_ text: String, within deadline: Duration = .seconds(5), readingOver: Bool = false) async throws -> String {
-        try await offPool { try self.read(until: text, within: deadline, readingOver: readingOver) }
+    /// - Throws: when `text` did not come within `deadline`, or the stream closed.
+    @discardableResult
+    func waitFor(_ text: String, after mark: Int = 0, within deadline: Duration = .seconds(10), readingOver: Bool = false) async throws -> String {
+        try await offPool { try self.read(until: text, after: mark, within: deadline, readingOver: readingOver) }
     }
 
-    private func read(until text: String, within deadline: Duration, readingOver: Bool) throws -> String {
+    /// Reads for `duration`, and returns the body text (chunk framing taken out) that arrived after
+    /// `mark`.
+    func listen(for duration: Duration, after mark: Int) async throws -> String {
+        try await offPool {
+            let clock = ContinuousClock()
+            let end = clock.now.advanced(by: duration)
+            while true {
+                let remaining = clock.now.duration(to: end)
+                guard remaining > .zero else { break }
+                switch self.socket.read(within: remaining) {
+                case .bytes(let bytes): self.received += bytes
+                case .closed: throw LoopbackSocket.Failure(description: "the stream closed")
+                case .timedOut: break
+                }
+            }
+            return Self.unchunked(String(decoding: self.received.dropFirst(mark), as: UTF8.self))
+        }
+    }
+
+    private func read(until text: String, after mark: Int, within deadline: Duration, readingOver: Bool) throws -> String {
         let clock = ContinuousClock()
         let end = clock.now.advanced(by: deadline)
         while true {
             let current = String(decoding: received, as: UTF8.self)
-            if (readingOver ? Self.unchunked(current) : current).contains(text) { return current }
+            let new = String(decoding: received.dropFirst(mark), as: UTF8.self)
+            if (readingOver ? Self.unchunked(new) : new).contains(text) { return current }
             let remaining = clock.now.duration(to: end)
             guard remaining > .zero else { throw LoopbackSocket.Failure(description: "no \(text.debugDescription) within \(deadline); received \(current.debugDescription)") }
             switch socket.read(within: remaining) {
@@ -189,5 +311,13 @@ enum LiveRequest {
             "Authorization": "Bearer \(token)", "Content-Type": "application/json",
             "Idempotency-Key": "\"\(UUID().uuidString)\"",
         ], body: #"{"text":"\#(path)"}"#).status
+    }
+
+    /// Posts `{"chat": "general", "text": ID}` as message `id` of `workspace` as the token's user; the status.
+    static func putMessage(_ port: Int, token: String, workspace: String, _ id: String) async throws -> Int {
+        try await send(port, "PUT", "/api/workspaces/\(workspace)/messages/\(id)", headers: [
+            "Authorization": "Bearer \(token)", "Content-Type": "application/json",
+            "Idempotency-Key": "\"\(UUID().uuidString)\"",
+        ], body: #"{"chat":"general","text":"\#(id)"}"#).status
     }
 }
