@@ -92,9 +92,11 @@ extension Offline {
             let database = try OfflineDatabase.inMemory()
             try await HTTPClientTransport.withTransport(connectTimeout: .seconds(1)) { client in
                 let session = SignInSession(serverURL: base, name: user, password: password, transport: client)
+                // The sync route is the stream's path without its last segment (`events`).
+                let syncPath = (path as NSString).deletingLastPathComponent
                 let engine = SyncEngine(database: database, baseURL: base,
                                         transport: BearerTokenTransport(client, tokens: session), connectivity: monitor,
-                                        collections: [], eventsPath: path)
+                                        collections: [], syncPath: syncPath)
                 try await engine.run()
             }
         }

@@ -42,8 +42,11 @@ extension Offline.Sync {
             Data(#"{"id":"\#(id)","localEdit":"#.utf8) + payload + Data("}".utf8)
         }
 
+        /// The records of `collection` as sync names them.
+        var syncedName: String { "records/" + collection }
+
         var synced: SyncedCollection {
-            SyncedCollection(collection,
+            SyncedCollection(syncedName,
                 upsert: { db, row in
                     try db.execute(sql: "INSERT OR REPLACE INTO synced_record (id, value) VALUES (?, ?)", arguments: [row.id, row.value])
                 },
@@ -77,7 +80,7 @@ extension Offline.Sync {
                     let payload = Data(#"{"edit":"\#(UUID().uuidString)"}"#.utf8)
                     let shown = Options.localValue(id: id, payload: payload)
                     try await outbox.write(Options.localEdit, path: "/api/records/\(options.collection)/\(id)", payload: payload,
-                                           record: RecordKey(options.collection, id)) { db in
+                                           record: RecordKey(options.syncedName, id)) { db in
                         try db.execute(sql: "UPDATE synced_record SET value = ? WHERE id = ?", arguments: [shown, id])
                     }
                 }
@@ -128,7 +131,7 @@ extension Offline.Sync {
                 let rows = try Row.fetchAll(db, sql: "SELECT id, value FROM synced_record").map { row -> (String, Data) in (row["id"], row["value"]) }
                 // The user's edits still on their way: those rows must show the latest edit.
                 var edits: [String: Data] = [:]
-                for (id, payloads) in try SyncEngine.pendingPayloads(options.collection, in: db) {
+                for (id, payloads) in try SyncEngine.pendingPayloads(options.syncedName, in: db) {
                     if let latest = payloads.last { edits[id] = Options.localValue(id: id, payload: latest) }
                 }
                 return (rows, edits)

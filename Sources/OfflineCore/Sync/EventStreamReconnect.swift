@@ -15,26 +15,26 @@
 ///
 /// Pure: the shell measures how long the stream was open and when it last heard from it, on its
 /// injected clock, and passes a random number for the jitter.
-package struct EventStreamReconnect: Sendable, Hashable {
+public struct EventStreamReconnect: Sendable, Hashable {
     /// The delays.
-    package struct Policy: Sendable, Hashable {
+    public struct Policy: Sendable, Hashable {
         /// The first delay after a stream that could not be opened, or that was dropped while working.
-        package var quickDelay: Duration = .milliseconds(250)
+        public var quickDelay: Duration = .milliseconds(250)
         /// The longest delay after streams that could not be opened.
-        package var unreachableCap: Duration = .seconds(1)
+        public var unreachableCap: Duration = .seconds(1)
         /// The first delay after an error status, and after a stream that said nothing.
-        package var failureDelay: Duration = .seconds(1)
+        public var failureDelay: Duration = .seconds(1)
         /// The longest delay after error statuses, and after streams that said nothing.
-        package var failureCap: Duration = .seconds(60)
+        public var failureCap: Duration = .seconds(60)
         /// How long a stream must have been open when it says something for it to count as working:
         /// what a server writes as it opens (`: connected`), or an event at once, proves nothing.
-        package var settleTime: Duration = .seconds(5)
+        public var settleTime: Duration = .seconds(5)
 
-        package init() {}
+        public init() {}
     }
 
     /// How a stream attempt ended.
-    package enum Ending: Sendable, Hashable {
+    public enum Ending: Sendable, Hashable {
         /// No answer: refused, timed out, or the connection broke before the head.
         case unreachable
         /// Answered with a status other than 200.
@@ -45,17 +45,17 @@ package struct EventStreamReconnect: Sendable, Hashable {
         case closed(lastHeard: Duration?)
     }
 
-    package var policy: Policy
+    public var policy: Policy
     private var unreachable = 0
     private var refusals = 0
     private var silentStreams = 0
 
-    package init(policy: Policy = Policy()) {
+    public init(policy: Policy = Policy()) {
         self.policy = policy
     }
 
     /// Whether a stream that ended so was working.
-    package func wasWorking(_ ending: Ending) -> Bool {
+    public func wasWorking(_ ending: Ending) -> Bool {
         guard case .closed(let lastHeard?) = ending else { return false }
         return lastHeard >= policy.settleTime
     }
@@ -63,7 +63,7 @@ package struct EventStreamReconnect: Sendable, Hashable {
     /// Records how an attempt ended and returns how long to wait before the next one.
     ///
     /// - Parameter unit: a random number in `0 ..< 1`, for the jitter.
-    package mutating func delay(after ending: Ending, unit: Double) -> Duration {
+    public mutating func delay(after ending: Ending, unit: Double) -> Duration {
         switch ending {
         case .unreachable:
             unreachable += 1

@@ -2,27 +2,25 @@
 ///
 /// A server the client does not control (a broken deployment, a misconfigured proxy, an
 /// attacker) can answer anything. A row's id reaches the app's tables and, through the app's
-/// writes, a segment of a request path; a cursor is saved and sent back in a query; positions
-/// order the changes. A page that breaks one of these rules is refused whole: nothing of it is
-/// applied and its cursor is not saved.
+/// writes, a segment of a request path; a cursor is saved and sent back in a query. A page that
+/// breaks one of these rules is refused whole: nothing of it is applied and its cursor is not
+/// saved.
 ///
 /// The rules are narrow on purpose, so that every page an honest feed writes passes:
 /// - an id is 1 to ``maximumIDBytes`` bytes of UTF-8 that fit in one path segment: no control
 ///   character, no `/`, `\`, `?` or `#`, and not `.` or `..`;
+/// - a change belongs to a collection the page was asked for;
 /// - a cursor is an opaque token of 1 to ``maximumCursorBytes`` characters from `A–Z a–z 0–9 - . _ ~`
-///   (safe in a query and in logs). When it ends in `.` and an integer, as the reference
-///   server's `EPOCH.POSITION` does, that integer is its position, and it is not negative;
-/// - positions are not negative and strictly increase within a page, after the position of the
-///   cursor the page was asked after;
-/// - the page's cursor does not go back: its position is at least that of the cursor asked
-///   after and of the page's last change;
+///   (safe in a query and in logs);
 /// - a page that says more follows (`hasMore`) moves the cursor: one that does not would be
-///   asked for again and again.
+///   asked for again and again;
+/// - how far the server's capture has read (`through`) is not negative.
 package enum SyncFeedRules {
     /// The longest id accepted, in bytes of UTF-8.
     package static let maximumIDBytes = 512
-    /// The longest cursor accepted, in bytes.
-    package static let maximumCursorBytes = 512
+    /// The longest cursor accepted, in bytes: the reference server's carries the work a pull
+    /// has left (workspaces joined, collections added), a few hundred bytes in practice.
+    package static let maximumCursorBytes = 16 << 10
 
     /// Why `id` is not a well-formed row id, or nil when it is one.
     package static func problem(id: String) -> SyncPageProblem? {
@@ -43,44 +41,20 @@ package enum SyncFeedRules {
         guard !bytes.isEmpty, bytes.count <= maximumCursorBytes, bytes.allSatisfy(isUnreserved) else {
             return .malformedCursor(preview(cursor))
         }
-        if let position = position(ofCursor: cursor), position < 0 { return .malformedCursor(preview(cursor)) }
         return nil
     }
 
-    /// The position `cursor` carries: the integer after its last `.`, when it ends in one.
-    package static func position(ofCursor cursor: String?) -> Int? {
-        guard let cursor, let dot = cursor.utf8.lastIndex(of: UInt8(ascii: ".")) else { return nil }
-        return Int(cursor[cursor.utf8.index(after: dot)...])
-    }
-
-    /// Why a page is out of the feed's order, or nil when it follows it.
+    /// Why a page's cursor breaks the feed's order, or nil when it follows it.
     ///
     /// - Parameters:
-    ///   - positions: the positions of the page's changes, in the page's order.
     ///   - cursor: the cursor the page answered with.
     ///   - hasMore: whether the page said more follows.
-    ///   - head: the newest position the server said it had, if it said.
+    ///   - through: how far the server said its capture had read, if it said.
     ///   - previous: the cursor the page was asked after; nil for a first page.
-    package static func problem(positions: [Int], cursor: String, hasMore: Bool, head: Int?, after previous: String?) -> SyncPageProblem? {
+    package static func problem(cursor: String, hasMore: Bool, through: Int64?, after previous: String?) -> SyncPageProblem? {
         if let problem = problem(cursor: cursor) { return problem }
-        let floor = position(ofCursor: previous)
-        var last: Int?
-        for position in positions {
-            guard position >= 0 else { return .negativePosition(position) }
-            if let last, position <= last { return .positionsOutOfOrder(position, after: last) }
-            if let floor, position <= floor { return .positionNotAfterCursor(position, cursor: floor) }
-            last = position
-        }
-        if let head, head < 0 { return .negativePosition(head) }
-        let reached = position(ofCursor: cursor)
-        if let reached {
-            if let last, reached < last { return .cursorBehindChanges(cursor: reached, lastChange: last) }
-            if let floor, reached < floor { return .cursorWentBack(from: floor, to: reached) }
-        }
-        if hasMore {
-            guard cursor != previous else { return .cursorDidNotAdvance }
-            if let reached, let floor, reached <= floor { return .cursorDidNotAdvance }
-        }
+        if let through, through < 0 { return .negativePosition(Int(through)) }
+        if hasMore, cursor == previous { return .cursorDidNotAdvance }
         return nil
     }
 
@@ -107,30 +81,21 @@ package enum SyncFeedRules {
 package enum SyncPageProblem: Error, Sendable, Hashable, CustomStringConvertible {
     /// An id that is not 1 to 512 bytes fitting one path segment (shown escaped and cut short).
     case malformedID(String)
-    /// A cursor that is not an opaque token of safe characters, or carries a negative position.
+    /// A change to a collection the page was not asked for.
+    case unknownCollection(String)
+    /// A cursor that is not an opaque token of safe characters.
     case malformedCursor(String)
     /// A position below zero.
     case negativePosition(Int)
-    /// A change whose position is not above the one before it in the page.
-    case positionsOutOfOrder(Int, after: Int)
-    /// A change at or below the position of the cursor the page was asked after.
-    case positionNotAfterCursor(Int, cursor: Int)
-    /// A cursor whose position is below the page's last change.
-    case cursorBehindChanges(cursor: Int, lastChange: Int)
-    /// A cursor whose position is below that of the cursor the page was asked after.
-    case cursorWentBack(from: Int, to: Int)
     /// A page that says more follows, with a cursor that does not move.
     case cursorDidNotAdvance
 
     package var description: String {
         switch self {
         case .malformedID(let id): "a change's id \"\(id)\" is not a well-formed id"
+        case .unknownCollection(let name): "a change belongs to \"\(name)\", which was not asked for"
         case .malformedCursor(let cursor): "the cursor \"\(cursor)\" is not a well-formed cursor"
         case .negativePosition(let position): "a position is negative (\(position))"
-        case .positionsOutOfOrder(let position, let previous): "position \(position) follows \(previous) in the page"
-        case .positionNotAfterCursor(let position, let cursor): "position \(position) is not after the cursor's \(cursor)"
-        case .cursorBehindChanges(let cursor, let last): "the cursor's position \(cursor) is behind the page's last change, \(last)"
-        case .cursorWentBack(let from, let to): "the cursor went back from position \(from) to \(to)"
         case .cursorDidNotAdvance: "more was said to follow, but the cursor did not move"
         }
     }

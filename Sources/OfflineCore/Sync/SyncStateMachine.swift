@@ -25,9 +25,9 @@
 ///   (``Action/applyPage(settlingHeldRows:)``); until then the engine pulls again, a little later
 ///   each time.
 /// - **The live stream** is held while the server is reachable. When it opens, everything is
-///   pulled (what changed while it was closed was not announced). One that ends before
-///   ``SyncPolicy/streamUsefulLife`` without an event backs off like a failure, so a server that
-///   answers and drops at once is not asked again four times a second.
+///   pulled (what changed while it was closed was not announced). One that ends without having
+///   said anything after it settled backs off like a failure (``EventStreamReconnect``), so a
+///   server that answers and drops at once is not asked again four times a second.
 public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
     /// What the shell must do, in order.
     public enum Action: Sendable, Hashable {
@@ -74,17 +74,6 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         }
     }
 
-    /// How the live stream ended.
-    public enum StreamEnd: Sendable, Hashable {
-        /// It was open and closed (by the server, the network, or silence past its limit);
-        /// `useful` when it carried an event.
-        case closed(useful: Bool)
-        /// It did not open: a transport failure.
-        case failed
-        /// The server answered with this status instead of a stream.
-        case refused(status: Int)
-    }
-
     private enum Pull: Sendable, Hashable {
         case idle
         /// Waiting for a page; `first` when the pull applies its pages as they come.
@@ -107,7 +96,9 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
     public private(set) var status: SyncStatus<Instant>
 
     private let random: @Sendable () -> Double
+    private let pulls: Bool
     private var reachable = false
+    private var link = false
     private var pull = Pull.idle
     private var wanted = false
     private var hasCursor: Bool
@@ -120,21 +111,25 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
     private var checkpointWanted = false
     private var lastThrough: Int64?
     private var stream: Stream
-    private var streamFailures = 0
+    private var reconnect: EventStreamReconnect
 
     /// - Parameters:
     ///   - hasCursor: whether a pull already completed on this device (the next one is a delta).
     ///   - holdsRows: whether rows are held for writes that may have settled (after a restart):
     ///     the checkpoint is asked for before they may settle.
     ///   - liveStream: whether to hold the server's live stream.
+    ///   - pulls: whether there is anything to pull (an engine with no collections holds the
+    ///     stream only, as evidence for the connectivity monitor).
     ///   - random: a number in `0 ..< 1`, for the jitter of backoffs.
-    public init(policy: SyncPolicy = SyncPolicy(), hasCursor: Bool, holdsRows: Bool, liveStream: Bool,
+    public init(policy: SyncPolicy = SyncPolicy(), hasCursor: Bool, holdsRows: Bool, liveStream: Bool, pulls: Bool = true,
                 random: @escaping @Sendable () -> Double, now: Instant) {
         self.policy = policy
+        self.pulls = pulls
         self.hasCursor = hasCursor
         self.random = random
         checkpointWanted = holdsRows
         stream = liveStream ? .closed : .off
+        reconnect = EventStreamReconnect(policy: policy.stream)
         status = SyncStatus(isFirstSync: !hasCursor)
     }
 
@@ -149,16 +144,23 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
 
     // MARK: Events
 
-    /// Whether the server can be reached changed (the connectivity monitor's verdict).
-    public mutating func connectivityChanged(reachable: Bool, now: Instant) -> [Action] {
+    /// The connectivity monitor's verdict changed.
+    ///
+    /// - Parameters:
+    ///   - reachable: the server can be reached (online or poor): pulls may go.
+    ///   - link: the device has a network at all (anything but offline-hard): the live stream is
+    ///     tried even while the server seems unreachable, because its attempts are evidence too,
+    ///     and the first that gets through tells the monitor the server is back.
+    public mutating func connectivityChanged(reachable: Bool, link: Bool, now: Instant) -> [Action] {
         let wasReachable = self.reachable
         self.reachable = reachable
+        self.link = link || reachable
         var actions: [Action] = []
         if reachable, !wasReachable {
             // Whatever failed before says nothing about the connection that just came.
             retryAt = nil
             failures = 0
-            streamFailures = 0
+            reconnect = EventStreamReconnect(policy: policy.stream)
             wanted = true
             if case .waiting = stream { stream = .closed }
         }
@@ -247,7 +249,9 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         let wasStaged: Bool
         switch pull {
         case .fetching(_, _, let staged), .writing(_, _, let staged, _): wasStaged = staged
-        case .checkpointing: wasStaged = false
+        case .checkpointing:
+            wasStaged = false
+            checkpointWanted = true
         case .idle: return []
         }
         var actions: [Action] = wasStaged ? [.discardStaged] : []
@@ -279,29 +283,15 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
 
     /// The live stream said something changed.
     public mutating func streamAnnounced(now: Instant) -> [Action] {
-        streamFailures = 0
-        return pullRequested(now: now)
+        pullRequested(now: now)
     }
 
-    /// The live stream ended or could not open.
-    public mutating func streamEnded(_ end: StreamEnd, now: Instant) -> [Action] {
-        let lived: Duration?
-        if case .open(let since) = stream { lived = since.duration(to: now) } else { lived = nil }
+    /// The live stream ended or could not open. When it opens again is
+    /// ``EventStreamReconnect``'s decision: soon after one that worked, backing off with jitter
+    /// after one that said nothing, could not open or was refused.
+    public mutating func streamEnded(_ ending: EventStreamReconnect.Ending, now: Instant) -> [Action] {
         guard stream != .off else { return [] }
-        let delay: Duration
-        switch end {
-        case .closed(let useful) where useful || (lived ?? .zero) >= policy.streamUsefulLife:
-            // A stream that did its job: open again soon.
-            streamFailures = 0
-            delay = policy.streamReopen
-        case .refused:
-            streamFailures += 1
-            delay = policy.streamRefused.delay(afterFailedAttempts: streamFailures, unit: 0.5 + random() / 2)
-        case .closed, .failed:
-            streamFailures += 1
-            delay = max(policy.streamReopen, policy.streamRetry.delay(afterFailedAttempts: streamFailures, unit: 0.5 + random() / 2))
-        }
-        stream = .waiting(until: now.advanced(by: delay))
+        stream = .waiting(until: now.advanced(by: reconnect.delay(after: ending, unit: random())))
         var actions: [Action] = []
         if status.isConnected {
             status.isConnected = false
@@ -325,7 +315,7 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
     private mutating func settle(now: Instant) -> [Action] {
         var actions: [Action] = []
         if case .waiting(let until) = stream, until <= now { stream = .closed }
-        if stream == .closed, reachable {
+        if stream == .closed, link {
             stream = .opening
             actions.append(.openStream)
         }
@@ -338,7 +328,7 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
             retryAt = nil
             wanted = true
         }
-        guard pull == .idle, reachable else { return actions }
+        guard pulls, pull == .idle, reachable else { return actions }
         if checkpointWanted {
             checkpointWanted = false
             pull = .checkpointing
@@ -365,14 +355,8 @@ public struct SyncPolicy: Sendable, Hashable {
     /// The wait before pulling again when the server's capture had not reached settled writes:
     /// 20 ms, doubling to 2 s.
     public var capturePoll = OutboxBackoff(base: .milliseconds(20), cap: .seconds(2))
-    /// How long a stream must stay open, without an event, to count as having worked.
-    public var streamUsefulLife: Duration = .seconds(5)
-    /// The wait before opening a stream again after one that worked.
-    public var streamReopen: Duration = .milliseconds(250)
-    /// The wait after a stream that failed or dropped at once: half to all of 1 s, doubling to a minute.
-    public var streamRetry = OutboxBackoff(base: .seconds(1), cap: .seconds(60))
-    /// The wait after the server refused the stream: half to all of 1 s, doubling to a minute.
-    public var streamRefused = OutboxBackoff(base: .seconds(1), cap: .seconds(60))
+    /// When the live stream opens again after it ended.
+    public var stream = EventStreamReconnect.Policy()
 
     public init() {}
 }

@@ -41,7 +41,8 @@ public final class OfflineClient: Sendable {
     ///   - operations: every kind of write the app queues, with its hooks.
     ///   - collections: the collections that come down by delta; none leaves ``sync`` nil.
     ///   - healthPath: what the monitor probes on the server; it must answer `204`.
-    ///   - eventsPath: the server's live stream of changes, held while running (sync only).
+    ///   - syncPath: the server's sync route (sync only): pages there, its checkpoint at
+    ///     `syncPath/checkpoint`, and its live stream at `syncPath/events`, held while running.
     ///   - transport: the app's transport; nil makes the platform's own (URLSession on Apple
     ///     platforms, AsyncHTTPClient elsewhere).
     ///   - tokens: the signed-in user's access tokens, made with the transport underneath (for
@@ -54,7 +55,7 @@ public final class OfflineClient: Sendable {
         operations: [OutboxOperation] = [],
         collections: [SyncedCollection] = [],
         healthPath: String = "health",
-        eventsPath: String? = nil,
+        syncPath: String = "api/sync",
         transport: (any HTTPTransport)? = nil,
         tokens: ((any HTTPTransport) -> any AccessTokenSource)? = nil,
         linkMonitor: (any LinkMonitor)? = systemLinkMonitor()
@@ -78,7 +79,7 @@ public final class OfflineClient: Sendable {
         cache = ResponseCache(database: database, transport: base, connectivity: monitor)
         outbox = Outbox(database: database, operations: operations)
         let sync = collections.isEmpty ? nil : SyncEngine(database: database, baseURL: serverURL, transport: base, connectivity: monitor,
-                                                           collections: collections, outbox: outbox, eventsPath: eventsPath)
+                                                           collections: collections, outbox: outbox, syncPath: syncPath)
         self.sync = sync
         // Changes made elsewhere while offline come down before the user's go up, so an edit
         // both made is reported as a conflict rather than overwritten unseen.

@@ -47,5 +47,31 @@ extension DatabaseMigrator {
                 t.primaryKey(["collection", "id"])
             }
         }
+        registerMigration("offlinekit.sync.v3.shared") { db in
+            // One pull covers every collection of an engine: one cursor per engine replaces one
+            // per collection. Cursors of the per-collection feeds cannot be followed any more, so
+            // an engine's first pull after this migration syncs everything again, as a full
+            // resync when its tables hold rows (it keeps what a queued write holds and removes
+            // only what the server no longer has).
+            try db.drop(table: "offlinekit_sync_state")
+            try db.create(table: "offlinekit_sync_cursor") { t in
+                t.primaryKey("engine", .text)
+                t.column("cursor", .text)
+                t.column("resyncing", .integer).notNull().defaults(to: 0)
+            }
+            // The collections a completed pull covered, and when that first happened.
+            try db.create(table: "offlinekit_sync_pulled") { t in
+                t.primaryKey("collection", .text)
+                t.column("firstPulledAt", .double).notNull()
+            }
+            // The pages of a pull of several, kept aside until its last lands with them.
+            try db.create(table: "offlinekit_sync_staged") { t in
+                t.autoIncrementedPrimaryKey("seq")
+                t.column("engine", .text).notNull()
+                t.column("collection", .text).notNull()
+                t.column("id", .text).notNull()
+                t.column("value", .blob)
+            }
+        }
     }
 }

@@ -1,22 +1,24 @@
 import Foundation
 import OfflineCore
 
-/// One page of `GET /api/sync/COLLECTION`, read without decoding the rows: each row's JSON is
-/// kept as the exact bytes the server sent (numbers as written, no re-encoding), for the app's
-/// own decoder.
+/// One page of `GET /api/sync`, read without decoding the rows: each row's JSON is kept as the
+/// exact bytes the server sent (numbers as written, no re-encoding), for the app's own decoder.
 struct SyncPage: Sendable, Equatable {
     struct Change: Sendable, Equatable {
+        var collection: String
         var id: String
-        var position: Int
-        /// The row's JSON; nil when the row was deleted.
+        /// The row's JSON; nil when the row is to be deleted.
         var value: Data?
     }
 
     var changes: [Change]
     var cursor: String
     var hasMore: Bool
-    /// The newest position the server had when it answered, for progress.
-    var head: Int?
+    /// How far the server's capture had read when it answered: a checkpoint at or below it is in
+    /// this page or an earlier one.
+    var through: Int64?
+    /// How far through the pull, `0...1`, when the server says.
+    var progress: Double?
 
     /// Why a page could not be read; never shown to users.
     struct Malformed: Error, Sendable, Equatable, CustomStringConvertible {
@@ -24,63 +26,73 @@ struct SyncPage: Sendable, Equatable {
         var description: String { "The server's sync page is malformed: \(reason)." }
     }
 
-    init(changes: [Change], cursor: String, hasMore: Bool, head: Int? = nil) {
+    init(changes: [Change], cursor: String, hasMore: Bool, through: Int64? = nil, progress: Double? = nil) {
         self.changes = changes
         self.cursor = cursor
         self.hasMore = hasMore
-        self.head = head
+        self.through = through
+        self.progress = progress
     }
 
-    /// Reads `{"changes":[{"id","position","value"|"deleted"}…],"cursor","hasMore","head"?}`.
+    /// Reads `{"changes":[{"collection","id","value"|"deleted"}…],"cursor","hasMore","through"?,"progress"?}`.
     init(json: Data) throws {
         var reader = JSONSpanReader(bytes: [UInt8](json))
         var changes: [Change]?
         var cursor: String?
         var hasMore: Bool?
-        var head: Int?
+        var through: Int?
+        var progress: Double?
         try reader.object { key, reader in
             switch key {
             case "changes":
                 var list: [Change] = []
                 try reader.array { reader in
+                    var collection: String?
                     var id: String?
-                    var position: Int?
                     var value: Data?
                     var deleted = false
                     try reader.object { key, reader in
                         switch key {
+                        case "collection": collection = try reader.string()
                         case "id": id = try reader.string()
-                        case "position": position = try reader.integer()
                         case "value": value = Data(try reader.span())
                         case "deleted": deleted = try reader.bool()
                         default: _ = try reader.span()
                         }
                     }
-                    guard let id, let position, (value == nil) == deleted else { throw Malformed(reason: "a change without id, position or value") }
-                    list.append(Change(id: id, position: position, value: value))
+                    guard let collection, let id, (value == nil) == deleted else {
+                        throw Malformed(reason: "a change without collection, id or value")
+                    }
+                    list.append(Change(collection: collection, id: id, value: value))
                 }
                 changes = list
             case "cursor": cursor = try reader.string()
             case "hasMore": hasMore = try reader.bool()
-            case "head": head = try reader.integer()
+            case "through": through = try reader.integer()
+            case "progress":
+                let span = try reader.span()
+                progress = Double(String(decoding: span, as: UTF8.self)).map { min(1, max(0, $0)) }
             default: _ = try reader.span()
             }
         }
         guard let changes, let cursor, let hasMore else { throw Malformed(reason: "changes, cursor or hasMore missing") }
-        self.init(changes: changes, cursor: cursor, hasMore: hasMore, head: head)
+        self.init(changes: changes, cursor: cursor, hasMore: hasMore, through: through.map(Int64.init), progress: progress)
     }
 
-    /// Holds the page, asked for after the cursor `previous` (nil for a first page), to the
-    /// feed's rules (``SyncFeedRules``): ids that fit a path segment, a cursor of safe
-    /// characters that does not go back, positions in order after it, and a cursor that moves
-    /// while more follows.
+    /// Holds the page, asked for after the cursor `previous` (nil for a first page) for
+    /// `collections`, to the feed's rules (``SyncFeedRules``): ids that fit a path segment, only
+    /// the collections asked for, a cursor of safe characters, and a cursor that moves while
+    /// more follows.
     ///
     /// - Throws: ``Malformed`` naming the first rule broken. Nothing of such a page is applied.
-    func validate(after previous: String?) throws {
+    func validate(after previous: String?, collections: Set<String>) throws {
         for change in changes {
             if let problem = SyncFeedRules.problem(id: change.id) { throw Malformed(reason: problem.description) }
+            guard collections.contains(change.collection) else {
+                throw Malformed(reason: SyncPageProblem.unknownCollection(String(change.collection.prefix(40))).description)
+            }
         }
-        if let problem = SyncFeedRules.problem(positions: changes.map(\.position), cursor: cursor, hasMore: hasMore, head: head, after: previous) {
+        if let problem = SyncFeedRules.problem(cursor: cursor, hasMore: hasMore, through: through, after: previous) {
             throw Malformed(reason: problem.description)
         }
     }

@@ -4,7 +4,7 @@ public import GRDB
 /// A server collection the app keeps a copy of in its own table, and how pulled rows land there.
 ///
 /// ```swift
-/// let notes = SyncedCollection("notes",           // GET /api/sync/records/notes
+/// let notes = SyncedCollection("records/notes",   // the reference backend's records of collection notes
 ///     upsert: { db, row in
 ///         let note = try row.decode(NoteRecord.self)
 ///         try db.execute(sql: "INSERT OR REPLACE INTO note (id, text) VALUES (?, ?)", arguments: [row.id, note.body.text])
@@ -14,19 +14,18 @@ public import GRDB
 /// ```
 ///
 /// The closures run inside the transaction that also saves the sync position, so the app's table
-/// and the position never disagree, whatever stops the app. `name` is also the collection of the
-/// outbox's ``RecordKey``s for these rows: that is how a pulled row finds the local writes still
-/// on their way.
+/// and the position never disagree, whatever stops the app. `name` is the collection as the
+/// server's sync rules name it (a rules collection `messages`; for the reference backend's
+/// records, `records/COLLECTION`), and also the collection of the outbox's ``RecordKey``s for
+/// these rows: that is how a pulled row finds the local writes still on their way.
 public struct SyncedCollection: Sendable {
     public typealias Upsert = @Sendable (Database, SyncedRow) throws -> Void
     public typealias Delete = @Sendable (Database, _ id: String) throws -> Void
     public typealias IDs = @Sendable (Database) throws -> [String]
 
-    /// The collection of the outbox's ``RecordKey``s for these rows.
+    /// The server's name for the collection, and the collection of the outbox's ``RecordKey``s
+    /// for these rows.
     public var name: String
-    /// The server's sync route for it, relative to the base URL: `api/sync/orders`, or
-    /// `api/sync/records/NAME` for the reference backend's records.
-    public var path: String
     /// What happens when a pulled row meets a local write still on its way.
     public var conflictPolicy: SyncConflictPolicy
     /// Whether such a row is also reported as a ``SyncConflict`` when it changed a field the
@@ -40,11 +39,8 @@ public struct SyncedCollection: Sendable {
     /// server no longer has, and that no local write is holding, are deleted then).
     public var ids: IDs
 
-    /// - Parameter path: the sync route; by default `api/sync/records/NAME`, where the reference
-    ///   backend serves its records' changes.
     public init(
         _ name: String,
-        path: String? = nil,
         conflictPolicy: SyncConflictPolicy = .serverWins,
         conflictReporting: SyncConflictReporting = .off,
         upsert: @escaping Upsert,
@@ -52,7 +48,6 @@ public struct SyncedCollection: Sendable {
         ids: @escaping IDs
     ) {
         self.name = name
-        self.path = path ?? "api/sync/records/\(name)"
         self.conflictPolicy = conflictPolicy
         self.conflictReporting = conflictReporting
         self.upsert = upsert

@@ -20,8 +20,8 @@ struct SyncHarness {
         log += last
     }
 
-    mutating func online() { record(machine.connectivityChanged(reachable: true, now: now)) }
-    mutating func offline() { record(machine.connectivityChanged(reachable: false, now: now)) }
+    mutating func online() { record(machine.connectivityChanged(reachable: true, link: true, now: now)) }
+    mutating func offline(link: Bool = false) { record(machine.connectivityChanged(reachable: false, link: link, now: now)) }
     mutating func want() { record(machine.pullRequested(now: now)) }
     mutating func page(hasMore: Bool, through: Int64? = nil) { record(machine.pageFetched(.init(hasMore: hasMore, through: through), now: now)) }
     mutating func applied() { record(machine.pageApplied(now: now)) }
@@ -29,7 +29,7 @@ struct SyncHarness {
     mutating func settled() { record(machine.writesSettled(now: now)) }
     mutating func checkpoint(_ value: Int64) { record(machine.checkpointFetched(value, now: now)) }
     mutating func opened() { record(machine.streamOpened(now: now)) }
-    mutating func ended(_ end: Machine.StreamEnd) { record(machine.streamEnded(end, now: now)) }
+    mutating func ended(_ end: EventStreamReconnect.Ending) { record(machine.streamEnded(end, now: now)) }
 
     /// Moves time to `instant`, ticking at every deadline on the way.
     mutating func advance(to instant: TestInstant) {
@@ -209,7 +209,7 @@ struct SyncStateMachineTests {
         sync.applied()
         // A stream that served for a while and closed opens again soon.
         sync.now = .seconds(60)
-        sync.ended(.closed(useful: false))
+        sync.ended(.closed(lastHeard: .seconds(58)))
         #expect(!sync.machine.status.isConnected)
         #expect(sync.machine.nextDeadline == .seconds(60.25))
         sync.advance(by: .seconds(1))
@@ -227,7 +227,7 @@ struct SyncStateMachineTests {
                 sync.page(hasMore: false)
                 sync.applied()
             }
-            sync.ended(.closed(useful: false))
+            sync.ended(.closed(lastHeard: .zero))
             sync.advance(by: .seconds(120))
             if sync.last.contains(.openStream) { opens += 1 }
         }
@@ -235,10 +235,17 @@ struct SyncStateMachineTests {
         // Refused streams back off too.
         var refused = SyncHarness(hasCursor: true, liveStream: true, random: 1)
         refused.online()
-        refused.ended(.refused(status: 401))
+        refused.ended(.refused)
         #expect(refused.machine.nextDeadline == .seconds(1))
         refused.advance(by: .seconds(1))
-        refused.ended(.refused(status: 401))
+        refused.ended(.refused)
         #expect(refused.machine.nextDeadline == .seconds(3))
+        // Offline-soft, the stream is still tried (its attempts are evidence); without a link, not.
+        var soft = SyncHarness(hasCursor: true, liveStream: true)
+        soft.offline(link: true)
+        #expect(soft.last == [.openStream])
+        var hard = SyncHarness(hasCursor: true, liveStream: true)
+        hard.offline(link: false)
+        #expect(hard.last.isEmpty)
     }
 }

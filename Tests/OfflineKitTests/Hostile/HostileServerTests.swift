@@ -160,12 +160,14 @@ struct HostileServerTests {
     }
 
     static func labEngine(_ database: OfflineDatabase, _ api: HostileServer, _ transport: any HTTPTransport,
-                          eventsPath: String? = nil) -> SyncEngine {
+                          liveStream: Bool = false) -> SyncEngine {
+        // Backoffs at the middle of their jitter (0.5 s, 1 s, 2 s…), so a count over seconds is
+        // the policy's, not the luck of the draw.
         SyncEngine(database: database, baseURL: api.url, transport: transport, connectivity: FakeConnectivityMonitor(.online),
-                   collections: [labCollection()], eventsPath: eventsPath)
+                   collections: [labCollection()], liveStream: liveStream, random: { 0.5 })
     }
 
-    static let syncPath = "/api/sync/records/notes"
+    static let syncPath = "/api/sync"
 
     static func page(_ json: String) -> Response {
         Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: json)))
@@ -174,7 +176,7 @@ struct HostileServerTests {
     @Test("a server that says hasMore with a cursor that never moves is not asked again and again")
     func cursorThatNeverMoves() async throws {
         try await withHostileServer({ router, _ in
-            router.get("api/sync/records/notes") { _, _ in Self.page(#"{"changes":[],"cursor":"e.1","hasMore":true}"#) }
+            router.get("api/sync") { _, _ in Self.page(#"{"changes":[],"cursor":"e.1","hasMore":true}"#) }
         }) { api in
             try await HTTPClientTransport.withTransport { transport in
                 let engine = Self.labEngine(try Self.labDatabase(), api, transport)
@@ -185,7 +187,13 @@ struct HostileServerTests {
                 }
                 let pulls = api.requests(to: Self.syncPath).count
                 Self.figure("hasMore with a stuck cursor: \(pulls) requests in 3 s")
+                // Each attempt asks twice (the first page, then the one whose cursor did not
+                // move), at 0, 0.5 and 1.5 s: 6.
                 #expect(pulls <= 6, "\(pulls) requests in 3 s")
+                var progress = engine.progress().makeAsyncIterator()
+                let latest = await progress.next()
+                #expect(latest?.isFirstSync == true && latest?.failure != nil,
+                        "a first sync that never completed says so, with why: \(String(describing: latest))")
             }
         }
     }
@@ -194,8 +202,8 @@ struct HostileServerTests {
     func hugePage() async throws {
         let chunk = [UInt8](repeating: UInt8(ascii: "a"), count: 1 << 20)
         try await withHostileServer({ router, writes in
-            router.get("api/sync/records/notes") { _, _ in
-                writes.stream(prefix: #"{"changes":[{"id":"big","position":1,"value":""#, chunk, count: 200,
+            router.get("api/sync") { _, _ in
+                writes.stream(prefix: #"{"changes":[{"collection":"notes","id":"big","value":""#, chunk, count: 200,
                               suffix: #""}],"cursor":"e.1","hasMore":false}"#)
             }
         }) { api in
@@ -226,20 +234,20 @@ struct HostileServerTests {
 
     /// Pages no honest feed writes, each with what is wrong with it.
     static let lyingPages: [(String, String)] = [
-        ("positions going backwards", #"{"changes":[{"id":"a","position":5,"value":{}},{"id":"b","position":3,"value":{}}],"cursor":"e.5","hasMore":false}"#),
-        ("a negative position", #"{"changes":[{"id":"a","position":-4,"value":{}}],"cursor":"e.1","hasMore":false}"#),
-        ("an id that climbs out of a path", #"{"changes":[{"id":"../../etc","position":1,"value":{}}],"cursor":"e.1","hasMore":false}"#),
-        ("an id with a control character", #"{"changes":[{"id":"a\u0000b","position":1,"value":{}}],"cursor":"e.1","hasMore":false}"#),
-        ("a cursor with a negative position", #"{"changes":[{"id":"a","position":1,"value":{}}],"cursor":"e.-7","hasMore":false}"#),
-        ("a cursor with a line break", #"{"changes":[{"id":"a","position":1,"value":{}}],"cursor":"e.1\r\nX-Injected: 1","hasMore":false}"#),
-        ("a cursor below a change of its page", #"{"changes":[{"id":"a","position":9,"value":{}}],"cursor":"e.2","hasMore":false}"#),
+        ("a change to a collection not asked for", #"{"changes":[{"collection":"secrets","id":"a","value":{}}],"cursor":"e.5","hasMore":false}"#),
+        ("a change without its collection", #"{"changes":[{"id":"a","value":{}}],"cursor":"e.1","hasMore":false}"#),
+        ("an id that climbs out of a path", #"{"changes":[{"collection":"notes","id":"../../etc","value":{}}],"cursor":"e.1","hasMore":false}"#),
+        ("an id with a control character", #"{"changes":[{"collection":"notes","id":"a\u0000b","value":{}}],"cursor":"e.1","hasMore":false}"#),
+        ("a capture position below zero", #"{"changes":[{"collection":"notes","id":"a","value":{}}],"cursor":"e.1","hasMore":false,"through":-7}"#),
+        ("a cursor with a line break", #"{"changes":[{"collection":"notes","id":"a","value":{}}],"cursor":"e.1\r\nX-Injected: 1","hasMore":false}"#),
+        ("a cursor with a space", #"{"changes":[{"collection":"notes","id":"a","value":{}}],"cursor":"e 2","hasMore":false}"#),
     ]
 
     @Test("a page that lies is applied nowhere and its cursor is not saved", arguments: 0..<7)
     func lyingPage(_ index: Int) async throws {
         let (lie, json) = Self.lyingPages[index]
         try await withHostileServer({ router, _ in
-            router.get("api/sync/records/notes") { _, _ in Self.page(json) }
+            router.get("api/sync") { _, _ in Self.page(json) }
         }) { api in
             try await HTTPClientTransport.withTransport { transport in
                 let database = try Self.labDatabase()
@@ -260,13 +268,13 @@ struct HostileServerTests {
         }
     }
 
-    @Test("a later page that goes back below the cursor is refused; the first page stays applied")
+    @Test("a later page to a collection not asked for is refused; the first page stays applied")
     func laterPageGoesBack() async throws {
         try await withHostileServer({ router, _ in
-            router.get("api/sync/records/notes") { request, _ in
+            router.get("api/sync") { request, _ in
                 request.uri.queryParameters.get("cursor") == nil
-                    ? Self.page(#"{"changes":[{"id":"a","position":10,"value":{}}],"cursor":"e.10","hasMore":true}"#)
-                    : Self.page(#"{"changes":[{"id":"b","position":3,"value":{}}],"cursor":"e.11","hasMore":false}"#)
+                    ? Self.page(#"{"changes":[{"collection":"notes","id":"a","value":{}}],"cursor":"e.10","hasMore":true}"#)
+                    : Self.page(#"{"changes":[{"collection":"secrets","id":"b","value":{}}],"cursor":"e.11","hasMore":false}"#)
             }
         }) { api in
             try await HTTPClientTransport.withTransport { transport in
@@ -274,7 +282,7 @@ struct HostileServerTests {
                 let engine = Self.labEngine(database, api, transport)
                 let refused = (try? await engine.pull()) == nil
                 let ids = try await database.writer.read { db in try String.fetchAll(db, sql: "SELECT id FROM note ORDER BY id") }
-                Self.figure("a second page below the cursor: \(refused ? "refused" : "accepted"), rows \(ids)")
+                Self.figure("a second page of another collection: \(refused ? "refused" : "accepted"), rows \(ids)")
                 #expect(refused && ids == ["a"])
             }
         }
@@ -288,10 +296,10 @@ struct HostileServerTests {
             router.get("api/sync/events") { _, _ in
                 Response(status: .ok, headers: [.contentType: "text/event-stream"], body: .init(byteBuffer: ByteBuffer(string: ": connected\n\n")))
             }
-            router.get("api/sync/records/notes") { _, _ in Self.page(#"{"changes":[],"cursor":"e.0","hasMore":false}"#) }
+            router.get("api/sync") { _, _ in Self.page(#"{"changes":[],"cursor":"e.0","hasMore":false}"#) }
         }) { api in
             try await HTTPClientTransport.withTransport { transport in
-                let engine = Self.labEngine(try Self.labDatabase(), api, transport, eventsPath: "api/sync/events")
+                let engine = Self.labEngine(try Self.labDatabase(), api, transport, liveStream: true)
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await engine.run() }
                     defer { group.cancelAll() }
@@ -314,10 +322,10 @@ struct HostileServerTests {
             router.get("api/sync/events") { _, _ in
                 writes.stream(prefix: ": connected\n\n", chunk, count: chunks, headers: [.contentType: "text/event-stream"])
             }
-            router.get("api/sync/records/notes") { _, _ in Self.page(#"{"changes":[],"cursor":"e.0","hasMore":false}"#) }
+            router.get("api/sync") { _, _ in Self.page(#"{"changes":[],"cursor":"e.0","hasMore":false}"#) }
         }) { api in
             try await HTTPClientTransport.withTransport { transport in
-                let engine = Self.labEngine(try Self.labDatabase(), api, transport, eventsPath: "api/sync/events")
+                let engine = Self.labEngine(try Self.labDatabase(), api, transport, liveStream: true)
                 let watch = ResidentMemoryWatch()
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await engine.run() }

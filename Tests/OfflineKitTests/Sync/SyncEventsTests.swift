@@ -70,13 +70,13 @@ struct SyncLiveStreamTests {
 
     // MARK: Against the server
 
-    @Test("held while running: a change on the server is pulled as soon as the stream names its feed, without being asked")
+    @Test("held while running: a change on the server is pulled as soon as the stream says, without being asked")
     func pullsOnPoke() async throws {
         try await SyncEngineTests.withServer { url, feed, wire in
             let notes = try SyncEngineTests.Notes()
             let monitor = FakeConnectivityMonitor(.online)
             let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: monitor,
-                                    collections: [notes.collection()], eventsPath: "api/sync/events")
+                                    collections: [notes.collection()])
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await engine.run() }
                 defer { group.cancelAll() }
@@ -87,11 +87,11 @@ struct SyncLiveStreamTests {
                 // the stream's opening asks for): three changes in turn need the pokes.
                 for (number, id) in ["a", "b", "c"].enumerated() {
                     let before = wire.requests.count
-                    try await feed.record(SyncEngineTests.notes, id: id, value: SyncEngineTests.text("live"))
+                    try await feed.set(id, SyncEngineTests.body("live"))
                     try await eventually("change \(id) pulled", within: .seconds(10)) { notes.history(id) == ["live"] }
                     #expect(try await notes.rows().count == number + 1)
                     let after = wire.requests.dropFirst(before).map(\.url.path)
-                    #expect(after.allSatisfy { $0 == "/api/sync/records/notes" }, "only pulls, on the one stream: \(after)")
+                    #expect(after.allSatisfy { $0 == "/api/sync" }, "only pulls, on the one stream: \(after)")
                 }
                 #expect(monitor.reportedOutcomes.contains { if case .success = $0 { true } else { false } },
                         "the stream's answer is evidence")
@@ -105,7 +105,7 @@ struct SyncLiveStreamTests {
             let notes = try SyncEngineTests.Notes()
             let monitor = FakeConnectivityMonitor(.offlineSoft)
             let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: monitor,
-                                    collections: [notes.collection()], eventsPath: "api/sync/events")
+                                    collections: [notes.collection()])
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await engine.run() }
                 defer { group.cancelAll() }
@@ -122,7 +122,7 @@ struct SyncLiveStreamTests {
         let monitor = FakeConnectivityMonitor(.offlineHard)
         let streams = ScriptedEvents()
         let engine = SyncEngine(database: try SyncEngineTests.Notes().database, baseURL: URL(string: "http://127.0.0.1:9")!,
-                                transport: streams, connectivity: monitor, collections: [], eventsPath: "api/sync/events",
+                                transport: streams, connectivity: monitor, collections: [],
                                 clock: TestClock())
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await engine.run() }
@@ -140,7 +140,7 @@ struct SyncLiveStreamTests {
         let streams = ScriptedEvents()
         let clock = TestClock()
         let engine = SyncEngine(database: try SyncEngineTests.Notes().database, baseURL: URL(string: "http://127.0.0.1:9")!,
-                                transport: streams, connectivity: monitor, collections: [], eventsPath: "api/sync/events",
+                                transport: streams, connectivity: monitor, collections: [],
                                 eventsSilence: .seconds(40), clock: clock)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await engine.run() }
@@ -163,7 +163,7 @@ extension SyncLiveStreamTests {
         let clock = TestClock()
         let engine = SyncEngine(database: try SyncEngineTests.Notes().database, baseURL: URL(string: "http://127.0.0.1:9")!,
                                 transport: streams, connectivity: FakeConnectivityMonitor(.online), collections: [],
-                                eventsPath: "api/sync/events", clock: clock, random: { 0.5 })
+                                clock: clock, random: { 0.5 })
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await engine.run() }
             defer { group.cancelAll() }
@@ -185,7 +185,7 @@ extension SyncLiveStreamTests {
         let clock = TestClock()
         let engine = SyncEngine(database: try SyncEngineTests.Notes().database, baseURL: URL(string: "http://127.0.0.1:9")!,
                                 transport: streams, connectivity: FakeConnectivityMonitor(.online), collections: [],
-                                eventsPath: "api/sync/events", clock: clock, random: { 0.5 })
+                                clock: clock, random: { 0.5 })
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await engine.run() }
             defer { group.cancelAll() }

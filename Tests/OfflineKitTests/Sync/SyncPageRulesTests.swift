@@ -39,11 +39,13 @@ struct SyncPageRulesTests {
                        clock: any Clock<Duration> = ContinuousClock()) -> SyncEngine {
         SyncEngine(database: notes.database, baseURL: URL(string: "http://127.0.0.1:9")!, transport: feed,
                    connectivity: FakeConnectivityMonitor(.online), collections: [notes.collection()],
-                   maxPageBytes: maxPageBytes, clock: clock)
+                   maxPageBytes: maxPageBytes, clock: clock, random: { 1 })
     }
 
     static func cursor(_ notes: SyncEngineTests.Notes) async throws -> String? {
-        try await notes.database.writer.read { db in try SyncState.fetch(db, "notes").cursor }
+        try await notes.database.writer.read { db in
+            try String.fetchOne(db, sql: "SELECT cursor FROM offlinekit_sync_cursor WHERE engine = 'records/notes'")
+        }
     }
 
     @Test("a page that says more follows with a cursor that does not move fails the pull, and the status says why")
@@ -51,7 +53,7 @@ struct SyncPageRulesTests {
         let notes = try SyncEngineTests.Notes()
         let feed = ScriptedFeed { cursor in
             cursor == nil
-                ? #"{"changes":[{"id":"a","position":1,"value":{"text":"a"}}],"cursor":"e.1","hasMore":true}"#
+                ? #"{"changes":[{"collection":"records/notes","id":"a","value":{"body":{"text":"a"}}}],"cursor":"e.1","hasMore":true}"#
                 : #"{"changes":[],"cursor":"e.1","hasMore":true}"#
         }
         let engine = Self.engine(notes, feed)
@@ -68,10 +70,10 @@ struct SyncPageRulesTests {
         #expect(reason.contains("did not move"), "\(reason)")
     }
 
-    @Test("after a malformed page, run() waits 1 s, 2 s, 4 s… before asking again")
+    @Test("after a malformed page, run() waits 1 s, 2 s, 4 s… (the jitter at its top) before asking again")
     func backsOff() async throws {
         let notes = try SyncEngineTests.Notes()
-        let feed = ScriptedFeed { _ in #"{"changes":[],"cursor":"e.-7","hasMore":true}"# }
+        let feed = ScriptedFeed { _ in #"{"changes":[],"cursor":"e -7","hasMore":true}"# }
         let clock = TestClock()
         let engine = Self.engine(notes, feed, clock: clock)
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -96,20 +98,20 @@ struct SyncPageRulesTests {
     func tooLarge() async throws {
         let notes = try SyncEngineTests.Notes()
         let text = String(repeating: "x", count: 4096)
-        let feed = ScriptedFeed { _ in #"{"changes":[{"id":"a","position":1,"value":{"text":"\#(text)"}}],"cursor":"e.1","hasMore":false}"# }
+        let feed = ScriptedFeed { _ in #"{"changes":[{"collection":"records/notes","id":"a","value":{"body":{"text":"\#(text)"}}}],"cursor":"e.1","hasMore":false}"# }
         let engine = Self.engine(notes, feed, maxPageBytes: 4096)
         await #expect(throws: SyncError.pageTooLarge(limit: 4096)) { try await engine.pull() }
         #expect(engine.progressUpdates.latest.failure == .pageTooLarge(limit: 4096))
         #expect(try await notes.rows().isEmpty)
     }
 
-    @Test("a later pull whose page goes back below the saved cursor is refused; the cursor stays")
-    func pageBelowTheCursor() async throws {
+    @Test("a later pull with a change to a collection it did not ask for is refused; the cursor stays")
+    func unaskedCollection() async throws {
         let notes = try SyncEngineTests.Notes()
         let feed = ScriptedFeed { cursor in
             cursor == nil
-                ? #"{"changes":[{"id":"a","position":10,"value":{"text":"a"}}],"cursor":"e.10","hasMore":false}"#
-                : #"{"changes":[{"id":"b","position":3,"value":{"text":"b"}}],"cursor":"e.11","hasMore":false}"#
+                ? #"{"changes":[{"collection":"records/notes","id":"a","value":{"body":{"text":"a"}}}],"cursor":"e.10","hasMore":false}"#
+                : #"{"changes":[{"collection":"secrets","id":"b","value":{"body":{"text":"b"}}}],"cursor":"e.11","hasMore":false}"#
         }
         let engine = Self.engine(notes, feed)
         try await engine.pull()
@@ -119,10 +121,10 @@ struct SyncPageRulesTests {
         #expect(try await Self.cursor(notes) == "e.10")
     }
 
-    @Test("a page with an id that climbs out of a path, or a cursor that would end a query, is applied nowhere", arguments: [
-        #"{"changes":[{"id":"../../etc","position":1,"value":{"text":"x"}}],"cursor":"e.1","hasMore":false}"#,
-        #"{"changes":[{"id":"a","position":1,"value":{"text":"x"}}],"cursor":"e.1&limit=100000","hasMore":false}"#,
-        #"{"changes":[{"id":"a","position":-1,"value":{"text":"x"}}],"cursor":"e.1","hasMore":false}"#,
+    @Test("a page with an id that climbs out of a path, a cursor that would end a query, or a capture below zero is applied nowhere", arguments: [
+        #"{"changes":[{"collection":"records/notes","id":"../../etc","value":{"body":{"text":"x"}}}],"cursor":"e.1","hasMore":false}"#,
+        #"{"changes":[{"collection":"records/notes","id":"a","value":{"body":{"text":"x"}}}],"cursor":"e.1&limit=100000","hasMore":false}"#,
+        #"{"changes":[{"collection":"records/notes","id":"a","value":{"body":{"text":"x"}}}],"cursor":"e.1","hasMore":false,"through":-1}"#,
     ])
     func unusablePage(_ json: String) async throws {
         let notes = try SyncEngineTests.Notes()

@@ -1,0 +1,281 @@
+package import Foundation
+package import GRDB
+import OfflineCore
+
+extension SyncEngine {
+    // MARK: Asking the server
+
+    /// The page after `cursor`, read and held to the feed's rules.
+    func fetch(after cursor: String?) async throws -> Fetched {
+        var components = URLComponents(url: baseURL.appendingPathComponent(syncPath), resolvingAgainstBaseURL: false)!
+        components.queryItems = [URLQueryItem(name: "collections", value: collections.keys.sorted().joined(separator: ",")),
+                                 URLQueryItem(name: "limit", value: String(pageSize))]
+            + (cursor.map { [URLQueryItem(name: "cursor", value: $0)] } ?? [])
+        let response: TransportResponse
+        do {
+            response = try await transport.send(
+                TransportRequest(url: components.url!, headerFields: [.accept: "application/json"], requirement: .networkRequired),
+                maxBodyBytes: maxPageBytes)
+        } catch TransportError.responseTooLarge {
+            throw SyncError.pageTooLarge(limit: maxPageBytes)
+        }
+        guard response.status == 200 else { throw SyncError.unavailable(status: response.status.code) }
+        do {
+            let page = try SyncPage(json: response.body)
+            try page.validate(after: cursor, collections: Set(collections.keys))
+            return Fetched(page: page, bytes: response.body.count)
+        } catch {
+            throw SyncError.malformedPage(String(describing: error))
+        }
+    }
+
+    /// The server's checkpoint: once a page is captured through it, every write that reached the
+    /// server before it was asked for is in the pulls. Nil from a server without one (then rows
+    /// held for writes settle with the next pull, as they must).
+    func fetchCheckpoint() async throws -> Int64? {
+        let response = try await transport.send(TransportRequest(
+            url: baseURL.appendingPathComponent(syncPath).appendingPathComponent("checkpoint"),
+            headerFields: [.accept: "application/json"], requirement: .networkRequired), maxBodyBytes: 4 << 10)
+        if response.status == 404 { return nil }
+        guard response.status == 200 else { throw SyncError.unavailable(status: response.status.code) }
+        guard let object = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any],
+              let checkpoint = object["checkpoint"] as? Int64 ?? (object["checkpoint"] as? Int).map(Int64.init), checkpoint >= 0 else {
+            throw SyncError.malformedPage("the checkpoint is not a number")
+        }
+        return checkpoint
+    }
+
+    // MARK: Landing pages
+
+    /// Lands `changes` in the app's tables and saves `cursor`, in the caller's transaction: the
+    /// rows of a page applied as it comes (a first sync), or of a pull of one page.
+    ///
+    /// - Parameters:
+    ///   - done: the pull ends with these changes: a resync sweeps, and the collections count
+    ///     as pulled.
+    ///   - settling: rows held for writes that have settled take the server's version now (the
+    ///     server has captured those writes).
+    static func land(_ changes: [SyncPage.Change], cursor: String, done: Bool, resyncing: Bool, settling: Bool,
+                     collections: [String: SyncedCollection], at now: Date, in db: Database) throws {
+        try apply(changes, resyncing: resyncing, settling: settling, collections: collections, at: now, in: db)
+        try SyncCursorRow.save(db, SyncCursorRow.key(collections.keys), cursor: cursor)
+        if done { try finishPull(resyncing: resyncing, collections: collections, at: now, in: db) }
+    }
+
+    /// Keeps a page of a pull of several aside, unseen, until its last page lands.
+    static func stage(_ changes: [SyncPage.Change], engine: String, in db: Database) throws {
+        let insert = try db.cachedStatement(sql: "INSERT INTO offlinekit_sync_staged (engine, collection, id, value) VALUES (?, ?, ?, ?)")
+        for change in changes {
+            try insert.execute(arguments: [engine, change.collection, change.id, change.value])
+        }
+    }
+
+    /// Drops what a pull kept aside and did not land.
+    static func discardStaged(engine: String, in db: Database) throws {
+        try db.execute(sql: "DELETE FROM offlinekit_sync_staged WHERE engine = ?", arguments: [engine])
+    }
+
+    /// Lands what was kept aside, then `changes` (the pull's last page), and saves `cursor`: the
+    /// whole pull in the caller's transaction.
+    static func landStaged(then changes: [SyncPage.Change], cursor: String, resyncing: Bool, settling: Bool,
+                           collections: [String: SyncedCollection], at now: Date, in db: Database) throws {
+        let engine = SyncCursorRow.key(collections.keys)
+        var after: Int64 = 0
+        var first = true
+        while true {
+            let rows = try Row.fetchAll(db, sql: "SELECT seq, collection, id, value FROM offlinekit_sync_staged WHERE engine = ? AND seq > ? ORDER BY seq LIMIT 1000",
+                                        arguments: [engine, after])
+            guard let last = rows.last else { break }
+            after = last["seq"]
+            let staged = rows.map { SyncPage.Change(collection: $0["collection"], id: $0["id"], value: $0["value"]) }
+            // Held rows settle once, before the first rows land.
+            try apply(staged, resyncing: resyncing, settling: settling && first, collections: collections, at: now, in: db)
+            first = false
+        }
+        try apply(changes, resyncing: resyncing, settling: settling && first, collections: collections, at: now, in: db)
+        try discardStaged(engine: engine, in: db)
+        try SyncCursorRow.save(db, engine, cursor: cursor)
+        try finishPull(resyncing: resyncing, collections: collections, at: now, in: db)
+    }
+
+    /// A pull completed: at the end of a full resync, rows the server no longer has go (except
+    /// those a queued write holds); every collection counts as pulled from now on.
+    private static func finishPull(resyncing: Bool, collections: [String: SyncedCollection], at now: Date, in db: Database) throws {
+        if resyncing {
+            for collection in collections.values {
+                let seen = try Set(String.fetchAll(db, sql: "SELECT id FROM offlinekit_sync_seen WHERE collection = ?", arguments: [collection.name]))
+                let writes = try pendingPayloads(collection.name, in: db)
+                let conflicts = ConflictLedger(collection: collection)
+                for id in try collection.ids(db) where !seen.contains(id) && writes[id] == nil {
+                    try collection.delete(db, id)
+                    try conflicts.keepBase(id, nil, in: db)
+                }
+            }
+            for name in collections.keys {
+                try db.execute(sql: "DELETE FROM offlinekit_sync_seen WHERE collection = ?", arguments: [name])
+            }
+            try db.execute(sql: "UPDATE offlinekit_sync_cursor SET resyncing = 0 WHERE engine = ?", arguments: [SyncCursorRow.key(collections.keys)])
+        }
+        for name in collections.keys {
+            try db.execute(sql: "INSERT OR IGNORE INTO offlinekit_sync_pulled (collection, firstPulledAt) VALUES (?, ?)",
+                           arguments: [name, now.timeIntervalSince1970])
+        }
+    }
+
+    /// Applies `changes` in order, in the caller's transaction: each lands in its collection's
+    /// table, unless a queued write holds the row.
+    static func apply(_ changes: [SyncPage.Change], resyncing: Bool, settling: Bool, collections: [String: SyncedCollection],
+                      at now: Date, in db: Database) throws {
+        if settling {
+            for collection in collections.values {
+                try settleHeldRows(of: collection, except: changes.filter { $0.collection == collection.name }, in: db)
+            }
+        }
+        // The writes on their way are few: read them once per collection, not once per row.
+        var writesByCollection: [String: [String: [Data]]] = [:]
+        // Rows held for writes that settled but that the server's capture may not have read yet:
+        // until a page captured through the checkpoint, a version pulled for them may predate
+        // the user's write, so it is held too instead of taking the user's value away.
+        var heldByCollection: [String: Set<String>] = [:]
+        for change in changes {
+            guard let collection = collections[change.collection] else { continue }
+            if resyncing {
+                try db.execute(sql: "INSERT OR IGNORE INTO offlinekit_sync_seen (collection, id) VALUES (?, ?)",
+                               arguments: [collection.name, change.id])
+            }
+            let writes = try writesByCollection[collection.name] ?? {
+                let writes = try pendingPayloads(collection.name, in: db)
+                writesByCollection[collection.name] = writes
+                return writes
+            }()
+            let conflicts = ConflictLedger(collection: collection)
+            let pending = writes.isEmpty ? [] : writes[change.id] ?? []
+            if pending.isEmpty, !settling {
+                let held = try heldByCollection[collection.name] ?? {
+                    let held = try Set(String.fetchAll(db, sql: "SELECT id FROM offlinekit_sync_held WHERE collection = ?",
+                                                       arguments: [collection.name]))
+                    heldByCollection[collection.name] = held
+                    return held
+                }()
+                if held.contains(change.id) {
+                    try db.execute(sql: "UPDATE offlinekit_sync_held SET value = ? WHERE collection = ? AND id = ?",
+                                   arguments: [change.value, collection.name, change.id])
+                    continue
+                }
+            }
+            guard !pending.isEmpty else {
+                if let value = change.value {
+                    try collection.upsert(db, SyncedRow(id: change.id, value: value))
+                } else {
+                    try collection.delete(db, change.id)
+                }
+                try conflicts.keepBase(change.id, change.value, in: db)
+                continue
+            }
+            // A queued write holds the row: keep the server's version for when it settles.
+            try db.execute(sql: "INSERT OR REPLACE INTO offlinekit_sync_held (collection, id, value) VALUES (?, ?, ?)",
+                           arguments: [collection.name, change.id, change.value])
+            guard let value = change.value else { continue }
+            let server = SyncedRow(id: change.id, value: value)
+            try conflicts.judge(server, against: pending, at: now, in: db)
+            let shown: Data? = switch collection.conflictPolicy {
+            case .serverWins: nil
+            case .mergeFields(let inside): try mergeFields(server.value, pending, inside: inside)
+            case .custom(let decide): try decide(server, pending)
+            }
+            if let shown { try collection.upsert(db, SyncedRow(id: change.id, value: shown)) }
+        }
+    }
+
+    /// Rows held for writes that have settled since: the server's version lands now, unless the
+    /// changes being applied carry a newer one (`except`), which lands instead.
+    static func settleHeldRows(of collection: SyncedCollection, except changes: [SyncPage.Change], in db: Database) throws {
+        let settled = try Row.fetchAll(db, sql: """
+            SELECT id, value FROM offlinekit_sync_held AS held WHERE collection = ? AND NOT EXISTS (
+                SELECT 1 FROM offlinekit_outbox WHERE recordCollection = held.collection AND recordID = held.id
+                AND state IN ('pending', 'in-flight'))
+            """, arguments: [collection.name])
+        guard !settled.isEmpty else { return }
+        let newer = Set(changes.map(\.id))
+        let conflicts = ConflictLedger(collection: collection)
+        for row in settled {
+            let id: String = row["id"]
+            let value: Data? = row["value"]
+            if newer.contains(id) {
+                // Settled below, by the newer version.
+            } else if let value {
+                try collection.upsert(db, SyncedRow(id: id, value: value))
+            } else {
+                try collection.delete(db, id)
+            }
+            try conflicts.settled(id, server: value, in: db)
+            try db.execute(sql: "DELETE FROM offlinekit_sync_held WHERE collection = ? AND id = ?", arguments: [collection.name, id])
+        }
+    }
+
+    /// The payloads of the writes to the collection's rows that are still on their way, by row,
+    /// oldest first.
+    package static func pendingPayloads(_ collection: String, in db: Database) throws -> [String: [Data]] {
+        var writes: [String: [Data]] = [:]
+        for row in try Row.fetchAll(db, sql: """
+            SELECT recordID, payload FROM offlinekit_outbox WHERE recordCollection = ? AND recordID IS NOT NULL
+            AND state IN ('pending', 'in-flight') ORDER BY sequence
+            """, arguments: [collection]) {
+            writes[row["recordID"], default: []].append(row["payload"] ?? Data())
+        }
+        return writes
+    }
+
+    /// The server's JSON object with the top-level fields of `pending` set over it (inside the
+    /// object at key `inside`, when given). Nil when either side is not a JSON object.
+    static func mergeFields(_ server: Data, _ pending: [Data], inside: String?) throws -> Data? {
+        guard var root = try JSONSerialization.jsonObject(with: server) as? [String: Any] else { return nil }
+        var target = inside.map { root[$0] as? [String: Any] } ?? root
+        guard target != nil else { return nil }
+        for payload in pending {
+            guard let fields = try? JSONSerialization.jsonObject(with: payload) as? [String: Any] else { continue }
+            target!.merge(fields) { _, local in local }
+        }
+        if let inside { root[inside] = target } else { root = target! }
+        return try JSONSerialization.data(withJSONObject: root, options: [.sortedKeys])
+    }
+}
+
+/// An engine's row in `offlinekit_sync_cursor`: where its pulls stand. Engines are told apart
+/// by their collections (an app may run one per feature, as the demo does), so each has its own
+/// cursor, pages kept aside and rows seen in a resync.
+struct SyncCursorRow: Sendable {
+    /// The server's cursor after the last pull landed; nil before the first.
+    var cursor: String?
+    /// A full resync runs: rows seen are noted, the others swept when it completes.
+    var resyncing: Bool
+
+    /// The engine's key: its collections' names, sorted, joined by commas.
+    static func key(_ collections: some Collection<String>) -> String {
+        collections.sorted().joined(separator: ",")
+    }
+
+    /// The engine's row; a first one when it has none. A first pull into tables that already
+    /// hold rows (written by an earlier version, or by another engine) runs as a full resync, so
+    /// that rows the server no longer has do not stay.
+    static func fetch(_ db: Database, collections: [String: SyncedCollection]) throws -> SyncCursorRow {
+        let key = key(collections.keys)
+        if let row = try Row.fetchOne(db, sql: "SELECT cursor, resyncing FROM offlinekit_sync_cursor WHERE engine = ?", arguments: [key]) {
+            return SyncCursorRow(cursor: row["cursor"], resyncing: row["resyncing"] != 0)
+        }
+        let holdsRows = try collections.values.contains { try !$0.ids(db).isEmpty }
+        try db.execute(sql: "INSERT INTO offlinekit_sync_cursor (engine, cursor, resyncing) VALUES (?, NULL, ?)", arguments: [key, holdsRows])
+        return SyncCursorRow(cursor: nil, resyncing: holdsRows)
+    }
+
+    static func save(_ db: Database, _ key: String, cursor: String) throws {
+        try db.execute(sql: "UPDATE offlinekit_sync_cursor SET cursor = ? WHERE engine = ?", arguments: [cursor, key])
+    }
+
+    static func restart(_ db: Database, _ key: String, collections: some Sequence<String>) throws {
+        try db.execute(sql: "UPDATE offlinekit_sync_cursor SET cursor = NULL, resyncing = 1 WHERE engine = ?", arguments: [key])
+        for name in collections {
+            try db.execute(sql: "DELETE FROM offlinekit_sync_seen WHERE collection = ?", arguments: [name])
+        }
+    }
+}

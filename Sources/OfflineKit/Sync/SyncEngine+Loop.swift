@@ -1,0 +1,418 @@
+import Foundation
+import GRDB
+import Logging
+import OfflineCore
+
+extension SyncEngine {
+    /// What the loop reads: the world's events and the results of the work it started.
+    enum Input: Sendable {
+        case connectivity(ConnectivityStatus)
+        /// ``pullNow()`` or ``pull()`` asked; the number is the demand's.
+        case demand(Int)
+        case writesSettled
+        case fetched(Result<Fetched, any Error>)
+        case written(Result<Void, any Error>)
+        case checkpoint(Result<Int64?, any Error>)
+        case streamOpened
+        case streamAnnounced
+        case streamEnded(EventStreamReconnect.Ending)
+        case tick(generation: Int)
+    }
+
+    /// A page as fetched, with its size.
+    struct Fetched: Sendable {
+        var page: SyncPage
+        var bytes: Int
+    }
+
+    /// How a pull ended, for ``pull()`` waiting on the running loop: the demands it covered.
+    struct PullEnded: Sendable {
+        var demand: Int
+        var failure: (any Error)?
+    }
+
+    /// Runs the machine: one loop reads every input and performs the actions it decides.
+    ///
+    /// - Parameter once: perform one pull and return (``pull()``), with no live stream; throws
+    ///   what made that pull fail.
+    func loop(once: Bool) async throws {
+        guard once else {
+            try await withRunningLoop { try await self.turns.run { try await self.start(once: false) } }
+            return
+        }
+        if collections.isEmpty { return }
+        if try await joinRunningLoop() { return }
+        // While this waits for its turn, a run() may start and keep the turn for its whole life:
+        // then a pull of that loop, started after this demand, answers it.
+        let ended = pullsEnded.subscribe(replayingLatest: false)
+        let demand = demands.update { number -> Int in
+            number += 1
+            return number
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await self.turns.run { try await self.start(once: true) } }
+            group.addTask {
+                for await end in ended where end.demand >= demand {
+                    if let failure = end.failure { throw failure }
+                    return
+                }
+                throw CancellationError()
+            }
+            defer { group.cancelAll() }
+            try await group.next()
+        }
+    }
+
+    /// Reads where the engine stands, in its turn (a pull that ran before it moved the cursor),
+    /// and runs the loop from there.
+    private func start(once: Bool) async throws {
+        let (collections, engine) = (collections, engineKey)
+        let start = try await database.writer.write { db in
+            // Pages kept aside by a pull that did not finish are from a cursor never saved.
+            try Self.discardStaged(engine: engine, in: db)
+            let holdsRows = try collections.keys.contains { name in
+                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM offlinekit_sync_held WHERE collection = ?)", arguments: [name]) ?? false
+            }
+            return (cursor: try SyncCursorRow.fetch(db, collections: collections), holdsRows: holdsRows)
+        }
+        try await perform(once: once, start.cursor, holdsRows: start.holdsRows)
+    }
+
+    /// The loop itself.
+    private func perform(once: Bool, _ saved: SyncCursorRow, holdsRows: Bool) async throws {
+        let (inputs, input) = AsyncStream.makeStream(of: Input.self)
+        // The machine's time is the engine's clock's, counted from now: a test's clock moves it.
+        let elapsed = clock.stopwatch()
+        var machine = SyncStateMachine<LoopInstant>(
+            policy: policy, hasCursor: saved.cursor != nil && !saved.resyncing, holdsRows: holdsRows,
+            liveStream: liveStream && !once, pulls: !collections.isEmpty, random: random, now: LoopInstant(elapsed()))
+        var state = LoopState(saved: saved)
+        state.mayHoldRows = holdsRows
+        if !once { state.demanded = demands.latest }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            defer { group.cancelAll() }
+            group.addTask { [connectivity] in
+                input.yield(.connectivity(connectivity.status))
+                for await status in connectivity.statusUpdates() { input.yield(.connectivity(status)) }
+            }
+            if !once {
+                // The latest demand too: a pull() that asked while this loop was starting, before
+                // it listened, is answered by the loop's first pull (see `.demand`). A single
+                // pull listens to none: a pull() asking meanwhile waits for its own turn.
+                group.addTask { [demands] in
+                    for await demand in demands.subscribe(replayingLatest: true) { input.yield(.demand(demand)) }
+                }
+            }
+            if let outbox, !once {
+                group.addTask {
+                    var active = Int.max
+                    for try await snapshot in outbox.snapshots() {
+                        let now = snapshot.pendingCount + snapshot.inFlightCount
+                        if now < active { input.yield(.writesSettled) }
+                        active = now
+                    }
+                }
+            }
+            if once { input.yield(.demand(demands.latest)) }
+            for await event in inputs {
+                let instant = LoopInstant(elapsed())
+                var actions: [SyncStateMachine<LoopInstant>.Action]
+                switch event {
+                case .connectivity(let status):
+                    actions = machine.connectivityChanged(reachable: once || status.isReachable, link: status.kind != .offlineHard,
+                                                          now: instant)
+                case .demand(let number):
+                    // In run(), a demand already counted (replayed when the loop began listening)
+                    // asks for nothing more: the first pull, starting now, covers it.
+                    if !once, number <= state.demanded { continue }
+                    state.demanded = max(state.demanded, number)
+                    actions = machine.pullRequested(now: instant)
+                case .writesSettled:
+                    actions = machine.writesSettled(now: instant)
+                case .fetched(.success(let fetched)):
+                    state.fetched = fetched
+                    state.rows += fetched.page.changes.count
+                    state.bytes += fetched.bytes
+                    actions = machine.pageFetched(.init(hasMore: fetched.page.hasMore, through: fetched.page.through,
+                                                        progress: fetched.page.progress), now: instant)
+                case .fetched(.failure(let error)), .written(.failure(let error)), .checkpoint(.failure(let error)):
+                    if error is CancellationError { return }
+                    actions = machine.pullFailed(Self.failure(of: error), now: instant)
+                    state.prefetch?.task.cancel()
+                    state.prefetch = nil
+                    if !actions.contains(.forgetCursor) {
+                        // The pull is over: the next starts from the saved cursor.
+                        log(error)
+                        state.failure = error
+                        state.ended = PullEnded(demand: state.startedAtDemand, failure: error)
+                        state.pageNumber = 0
+                        state.cursor = state.savedCursor
+                        state.landing = false
+                    }
+                case .written(.success):
+                    state.pagesWritten += 1
+                    if state.landing {
+                        // The pull's last page is in: the pull is over, and what waits for it may go on.
+                        finish(&state)
+                    }
+                    actions = machine.pageApplied(now: instant)
+                case .checkpoint(.success(let value)):
+                    actions = machine.checkpointFetched(value, now: instant)
+                case .streamOpened:
+                    actions = machine.streamOpened(now: instant)
+                case .streamAnnounced:
+                    actions = machine.streamAnnounced(now: instant)
+                case .streamEnded(let ending):
+                    actions = machine.streamEnded(ending, now: instant)
+                case .tick(let generation):
+                    guard generation == state.timerGeneration else { continue }
+                    actions = machine.tick(now: instant)
+                }
+                for action in actions {
+                    // A single pull is over once its pull ended: a pull the machine would start
+                    // next (asked for meanwhile) is the next pull()'s, not a request sent for nothing.
+                    if once, state.ended != nil, action != .publishStatus { continue }
+                    try await act(action, &state, machine.status, input, &group)
+                }
+                if let ended = state.ended {
+                    state.ended = nil
+                    pullsEnded.send(ended)
+                    if once {
+                        if let failure = ended.failure { throw failure }
+                        return
+                    }
+                }
+                schedule(machine.nextDeadline, at: LoopInstant(elapsed()), &state, input, &group)
+            }
+        }
+    }
+
+    /// Performs one action of the machine.
+    private func act(_ action: SyncStateMachine<LoopInstant>.Action, _ state: inout LoopState,
+                     _ status: SyncStatus<LoopInstant>, _ input: AsyncStream<Input>.Continuation,
+                     _ group: inout ThrowingTaskGroup<Void, any Error>) async throws {
+        switch action {
+        case .fetchPage:
+            if state.pageNumber == 0 {
+                state.startedAtDemand = state.demanded
+                state.failure = nil
+                (state.rows, state.bytes) = (0, 0)
+            }
+            state.pageNumber += 1
+            let cursor = state.cursor
+            if let prefetch = state.prefetch, prefetch.cursor == cursor {
+                state.prefetch = nil
+                group.addTask { input.yield(.fetched(await prefetch.task.result)) }
+            } else {
+                state.prefetch?.task.cancel()
+                state.prefetch = nil
+                group.addTask { input.yield(.fetched(await result { try await self.fetch(after: cursor) })) }
+            }
+        case .applyPage(let settling):
+            guard let fetched = state.fetched else { return }
+            state.fetched = nil
+            prefetchNext(after: fetched.page, &state)
+            let resyncing = state.resyncing
+            let done = !fetched.page.hasMore
+            let bulk = state.pageNumber > 1
+            if fetched.page.changes.isEmpty, fetched.page.cursor == state.savedCursor, !resyncing, !state.mayHoldRows {
+                // Nothing new since the last pull and no row held for a write: nothing to write
+                // (most pulls are such, each spared a transaction and its sync).
+                input.yield(.written(.success(())))
+                state.cursor = fetched.page.cursor
+                state.landing = done
+                return
+            }
+            state.mayHoldRows = true
+            group.addTask {
+                input.yield(.written(await result {
+                    try await self.database.writer.write { db in
+                        try Self.land(fetched.page.changes, cursor: fetched.page.cursor, done: done, resyncing: resyncing,
+                                      settling: settling, collections: self.collections, at: self.now(), in: db)
+                    }
+                    // A pull of many pages (a first sync) leaves no log behind for the app's next
+                    // small writes to wait on: one change pulled after a first sync of a million
+                    // rows took 12 ms instead of 2 when the checkpoint came due beside it.
+                    if done, bulk { await self.database.checkpointAfterBulkWrite() }
+                }))
+            }
+            state.cursor = fetched.page.cursor
+            state.landing = done
+        case .stagePage:
+            guard let fetched = state.fetched else { return }
+            state.fetched = nil
+            prefetchNext(after: fetched.page, &state)
+            group.addTask {
+                input.yield(.written(await result {
+                    try await self.database.writer.write { db in try Self.stage(fetched.page.changes, engine: self.engineKey, in: db) }
+                }))
+            }
+            state.cursor = fetched.page.cursor
+        case .applyStaged(let settling):
+            guard let fetched = state.fetched else { return }
+            state.fetched = nil
+            state.mayHoldRows = true
+            let resyncing = state.resyncing
+            group.addTask {
+                input.yield(.written(await result {
+                    try await self.database.writer.write { db in
+                        try Self.landStaged(then: fetched.page.changes, cursor: fetched.page.cursor, resyncing: resyncing,
+                                            settling: settling, collections: self.collections, at: self.now(), in: db)
+                    }
+                }))
+            }
+            state.cursor = fetched.page.cursor
+            state.landing = true
+        case .discardStaged:
+            try await database.writer.write { [engineKey] db in try Self.discardStaged(engine: engineKey, in: db) }
+            state.cursor = state.savedCursor
+        case .forgetCursor:
+            Self.logger.notice("The server no longer follows this device's cursor: pulling everything again from the start.")
+            try await database.writer.write { [engineKey, collections] db in
+                try SyncCursorRow.restart(db, engineKey, collections: collections.keys)
+            }
+            state.prefetch?.task.cancel()
+            state.prefetch = nil
+            state.cursor = nil
+            state.savedCursor = nil
+            state.resyncing = true
+            state.pageNumber = 0
+        case .fetchCheckpoint:
+            state.startedAtDemand = state.demanded
+            group.addTask { input.yield(.checkpoint(await result { try await self.fetchCheckpoint() })) }
+        case .openStream:
+            group.addTask { try await self.followStream(input) }
+        case .publishStatus:
+            progressUpdates.send(SyncProgress(collection: nil, rows: state.rows, bytes: state.bytes, fraction: status.progress,
+                                              isPulling: status.isPulling, failure: status.isPulling ? nil : state.failure as? SyncError,
+                                              isFirstSync: status.isFirstSync))
+        }
+    }
+
+    /// The pull's last page was written.
+    private func finish(_ state: inout LoopState) {
+        state.landing = false
+        state.savedCursor = state.cursor
+        state.resyncing = false
+        state.pageNumber = 0
+        state.ended = PullEnded(demand: state.startedAtDemand, failure: nil)
+    }
+
+    /// Asks for the page after `page` while it is written, so the server, the network and the
+    /// page reader work beside the database instead of in turn. Only used if the machine then
+    /// asks for that very page; dropped otherwise.
+    private func prefetchNext(after page: SyncPage, _ state: inout LoopState) {
+        guard page.hasMore else { return }
+        let cursor = page.cursor
+        state.prefetch = (cursor, Task { try await self.fetch(after: cursor) })
+    }
+
+    /// Wakes the loop at the machine's next deadline, replacing the timer set before.
+    private func schedule(_ deadline: LoopInstant?, at now: LoopInstant, _ state: inout LoopState,
+                          _ input: AsyncStream<Input>.Continuation, _ group: inout ThrowingTaskGroup<Void, any Error>) {
+        guard deadline != state.timer else { return }
+        state.timer = deadline
+        state.timerGeneration += 1
+        guard let deadline else { return }
+        let generation = state.timerGeneration
+        let delay = now.duration(to: deadline)
+        group.addTask { [clock] in
+            try? await clock.sleep(for: max(.zero, delay))
+            input.yield(.tick(generation: generation))
+        }
+    }
+
+    /// What the user would call the failure, for the machine.
+    static func failure(of error: any Error) -> SyncFailure {
+        switch error {
+        case SyncError.unavailable(let status): status == 410 ? .gone : .serverError(status: status)
+        case is SyncError: .malformed
+        default: .unreachable
+        }
+    }
+
+    private func log(_ error: any Error) {
+        if error is SyncError {
+            Self.logger.warning("A pull stopped: \(error)")
+        } else {
+            Self.logger.debug("A pull failed and will be tried again: \(error)")
+        }
+    }
+
+    /// When ``run()`` is looping, asks it for a pull and waits for one that started after the
+    /// request to end.
+    ///
+    /// - Returns: false when no loop runs (the caller pulls itself).
+    private func joinRunningLoop() async throws -> Bool {
+        guard runningLoops.current > 0 else { return false }
+        let ended = pullsEnded.subscribe(replayingLatest: false)
+        let demand = demands.update { number -> Int in
+            number += 1
+            return number
+        }
+        for await end in ended where end.demand >= demand {
+            if let failure = end.failure { throw failure }
+            return true
+        }
+        throw CancellationError()
+    }
+
+    private func withRunningLoop(_ body: () async throws -> Void) async throws {
+        runningLoops.withLock { $0 += 1 }
+        defer { runningLoops.withLock { $0 -= 1 } }
+        try await body()
+    }
+}
+
+/// `body`'s value or error.
+func result<T>(_ body: () async throws -> T) async -> Result<T, any Error> {
+    do {
+        return .success(try await body())
+    } catch {
+        return .failure(error)
+    }
+}
+
+/// The loop's own bookkeeping, beside the machine's decisions.
+struct LoopState {
+    /// The cursor the next page is asked after.
+    var cursor: String?
+    /// The cursor saved in the database.
+    var savedCursor: String?
+    var resyncing: Bool
+    var fetched: SyncEngine.Fetched?
+    var prefetch: (cursor: String, task: Task<SyncEngine.Fetched, any Error>)?
+    var pageNumber = 0
+    var pagesWritten = 0
+    var rows = 0
+    var bytes = 0
+    var failure: (any Error)?
+    /// Whether rows may be held for writes on their way: false only while no page was written
+    /// since the loop found none held.
+    var mayHoldRows = true
+    /// The highest demand asked for, and the one the running pull answers.
+    var demanded = 0
+    var startedAtDemand = 0
+    var ended: SyncEngine.PullEnded?
+    /// The page being written is the pull's last.
+    var landing = false
+    var timer: LoopInstant?
+    var timerGeneration = 0
+
+    init(saved: SyncCursorRow) {
+        cursor = saved.cursor
+        savedCursor = saved.cursor
+        resyncing = saved.resyncing
+    }
+}
+
+/// The sync loop's time: how long since the loop started, on the engine's clock.
+struct LoopInstant: InstantProtocol {
+    var offset: Duration
+
+    init(_ offset: Duration) { self.offset = offset }
+
+    func advanced(by duration: Duration) -> LoopInstant { LoopInstant(offset + duration) }
+    func duration(to other: LoopInstant) -> Duration { other.offset - offset }
+    static func < (lhs: LoopInstant, rhs: LoopInstant) -> Bool { lhs.offset < rhs.offset }
+}
