@@ -3,7 +3,7 @@ import Foundation
 import OfflineCore
 import OfflineKit
 import OfflineKitTesting
-import OfflineServer
+@testable import OfflineServer
 import Testing
 
 /// The demo's client wired to a live backend through the network switch, with the fake
@@ -15,6 +15,9 @@ struct DemoHarness: Sendable {
     /// Counts every request the client built, whatever the feature.
     let requests: CountingTransport
     let directory: URL
+    /// The server's own storage, for what no route reads back: the workspace's chat (read by
+    /// members through sync only) and the keys of exactly-once writes.
+    let serverStorage: any ServerStorage
 
     /// The server as the demo's account sees it, without counting as the client's requests:
     /// records are their owner's.
@@ -61,16 +64,32 @@ struct DemoHarness: Sendable {
     /// the sign-ins (``signInCount``) aside. A feature that sends something sends it as well as
     /// signing in, so it is counted.
     var requestCount: Int {
-        requests.count { url, _ in !url.path.hasPrefix("/api/sync/") && !url.path.hasPrefix("/api/auth/") }
+        requests.count { url, _ in !Self.isSync(url) && !url.path.hasPrefix("/api/auth/") }
     }
 
     /// The requests of the chat's sync: its live stream (tried while offline-soft too, as
-    /// evidence) and its pulls.
-    var syncRequestCount: Int { requests.count(pathPrefix: "/api/sync/") }
+    /// evidence), its pulls and the checkpoints it asks for after its writes.
+    var syncRequestCount: Int { requests.count { url, _ in Self.isSync(url) } }
 
     /// Sign-ins and token refreshes, which the first request after start (the chat's live
     /// stream, often) makes.
     var signInCount: Int { requests.count(pathPrefix: "/api/auth/") }
+
+    /// Whether `url` is one of sync's: a pull (`/api/sync?collections=…`), the checkpoint or the
+    /// live stream (`/api/sync/…`).
+    static func isSync(_ url: URL) -> Bool {
+        url.path == "/api/sync" || url.path.hasPrefix("/api/sync/")
+    }
+
+    /// The pulls that asked for `collection`, oldest first: one request covers every collection
+    /// of its engine, named in its `collections` query item.
+    func pulls(of collection: String) -> [URL] {
+        requests.urls.filter { url in
+            guard url.path == "/api/sync" else { return false }
+            let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []
+            return items.contains { $0.name == "collections" && ($0.value ?? "").split(separator: ",").contains(Substring(collection)) }
+        }
+    }
 
     func makeShop() -> ShopModel {
         let cache = ResponseCache(database: environment.database, transport: environment.rawTransport, connectivity: monitor, defaultTimeout: .seconds(3))
@@ -88,7 +107,7 @@ func withDemo<T: Sendable>(
     let folder = directory ?? FileManager.default.temporaryDirectory.appending(path: "offline-demo-test-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
     defer { if directory == nil { try? FileManager.default.removeItem(at: folder) } }
-    return try await withSwitchedBackend(configuration: configuration, condition: condition) { network, url in
+    return try await withSwitchedBackend(configuration: configuration, condition: condition) { network, url, storage in
         try await HTTPClientTransport.withTransport(defaultTimeout: .seconds(5)) { http in
             let monitor = FakeConnectivityMonitor(condition == .online ? .online : .offlineSoft)
             let requests = CountingTransport(http)
@@ -99,7 +118,8 @@ func withDemo<T: Sendable>(
             return try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await environment.tasks.run() }
                 defer { group.cancelAll() }
-                return try await body(DemoHarness(environment: environment, network: network, monitor: monitor, requests: requests, directory: folder))
+                return try await body(DemoHarness(environment: environment, network: network, monitor: monitor, requests: requests, directory: folder,
+                                             serverStorage: storage))
             }
         }
     }

@@ -126,7 +126,7 @@ struct ShopScenarioTests {
                 Issue.record("the relaunched history is \(relaunched.snapshot.ordersContent)")
                 return
             }
-            let pulls = demo.requests.urls.filter { $0.path == "/api/sync/orders" }
+            let pulls = demo.pulls(of: "orders")
             #expect(pulls.first?.query?.contains("cursor=") == false)
             #expect(pulls.count > 1 && pulls.dropFirst().allSatisfy { $0.query?.contains("cursor=") == true }, "\(pulls)")
             #expect(demo.requests.count(pathPrefix: "/shop/orders") == 0, "the history is never fetched whole")

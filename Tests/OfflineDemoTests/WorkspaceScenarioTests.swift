@@ -2,6 +2,7 @@ import Foundation
 @testable import OfflineDemo
 import OfflineCore
 import OfflineKit
+@testable import OfflineServer
 import Testing
 
 /// The five offline UX patterns of the chat and workspace screen, end to end against a live
@@ -80,9 +81,12 @@ struct WorkspaceScenarioTests {
             #expect(!sent.text.contains("~"))
             #expect(sent.spans.first { $0.text.contains("See you at nine") }?.style.dim == false)
             #expect(demo.screen(workspace, connectivity: .online).contains("Sync queue: everything sent"))
-            let stored = try #require(try await demo.serverRecord("messages", message.id))
-            #expect(stored["text"] as? String == "See you at nine")
-            #expect(try await demo.serverEffects()[entry.idempotencyKey] == 1)
+            let stored = try #require(try await demo.serverMessage(message.id))
+            #expect(stored == ServerMessage(workspace: "northwind", chat: "general", author: DemoEnvironment.account.name, text: "See you at nine"))
+            #expect(try await demo.serverMessages(withText: "See you at nine").count == 1)
+            // Committed with its key: a resend of the same write is answered from the key, never
+            // applied again.
+            #expect(try await demo.serverWriteKeys(entry.idempotencyKey) == [200])
         }
     }
 
@@ -102,7 +106,7 @@ struct WorkspaceScenarioTests {
             #expect(screen.contains(OfflineMessage.changeNotSaved.text))
             #expect(screen.contains(">!General"))
             #expect(!screen.contains("422"))
-            #expect(try await demo.serverRecord("messages", message.id) == nil)
+            #expect(try await demo.serverMessage(message.id) == nil)
 
             // Still there after a restart of the model: errors are never lost silently.
             let restarted = try await demo.startWorkspace()
@@ -122,7 +126,7 @@ struct WorkspaceScenarioTests {
             let message = try #require(try await workspace.send("Lunch at noon?"))
             try await workspace.drainer.drain()
             try await demo.wait { workspace.snapshot.statuses.isEmpty && workspace.snapshot.queue?.isEmpty == true }
-            #expect(try await demo.serverRecord("messages", message.id) != nil)
+            #expect(try await demo.serverMessage(message.id)?.text == "Lunch at noon?")
 
             await demo.set(.offline)
             try await workspace.delete(message: message.id)
@@ -136,11 +140,11 @@ struct WorkspaceScenarioTests {
             let unsent = try #require(try await workspace.send("typo"))
             try await workspace.delete(message: unsent.id)
             #expect(!workspace.snapshot.messages.contains { $0.id == unsent.id })
-            #expect(try await workspace.outbox.entries().map(\.path) == ["/api/records/messages/\(message.id)"])
+            #expect(try await workspace.outbox.entries().map(\.path) == ["/api/workspaces/northwind/messages/\(message.id)"])
 
             await demo.set(.online)
             try await demo.wait { !workspace.snapshot.messages.contains { $0.id == message.id } }
-            #expect(try await demo.serverRecord("messages", message.id) == nil)
+            #expect(try await demo.serverMessage(message.id) == nil)
             #expect(workspace.snapshot.statuses.isEmpty)
         }
     }
@@ -287,12 +291,12 @@ struct WorkspaceScenarioTests {
             await demo.set(.offline)
             await workspace.postFromOtherDevice()
             await workspace.postFromOtherDevice()
-            let pullsOffline = demo.requests.count(pathPrefix: "/api/sync/records/")
+            let pullsOffline = demo.pulls(of: "messages").count
             #expect(Self.fromTablet(workspace).count == 1, "nothing comes down offline")
 
             await demo.set(.online)
             try await demo.wait { Self.fromTablet(workspace).count == 3 }
-            let pulls = demo.requests.urls.filter { $0.path == "/api/sync/records/messages" }
+            let pulls = demo.pulls(of: "messages")
             #expect(pulls.count > pullsOffline, "pulled again once back online")
             // Only the first pull ever starts from nothing; every later one asks for what changed
             // after its cursor.
@@ -327,7 +331,7 @@ extension WorkspaceScenarioTests {
             let screen = demo.screen(workspace, connectivity: .online)
             #expect(screen.contains("you: Meet at the station, platform 4"), "\(screen)")
             #expect(screen.contains("This was also changed elsewhere"), "\(screen)")
-            #expect(try await demo.serverRecord("messages", message.id)?["text"] as? String == "Meet at the station, platform 4")
+            #expect(try await demo.serverMessage(message.id)?.text == "Meet at the station, platform 4")
             #expect(workspace.snapshot.conflicts[message.id]?.fields == ["text"])
 
             #expect(workspace.handle(.character("x")))
@@ -356,6 +360,29 @@ extension DemoHarness {
         lines(workspace, connectivity: connectivity).map(\.text).joined(separator: "\n")
     }
 
+    /// The server's copy of a chat message, read in its chat store (members read it only by
+    /// sync), nil when it has none.
+    func serverMessage(_ id: String) async throws -> ServerMessage? {
+        try await serverStorage.read { db in
+            try db.row("SELECT workspace_id, chat, author_id, text FROM chat_message WHERE id = \(id)").map(ServerMessage.init)
+        }
+    }
+
+    /// The server's chat messages, of any chat and author, whose text is `text`.
+    func serverMessages(withText text: String) async throws -> [ServerMessage] {
+        try await serverStorage.read { db in
+            try db.rows("SELECT workspace_id, chat, author_id, text FROM chat_message WHERE text = \(text)").map(ServerMessage.init)
+        }
+    }
+
+    /// The statuses the server kept with idempotency key `key`, one per account that used it:
+    /// a write is applied once, with its key, and every resend is answered from it.
+    func serverWriteKeys(_ key: String) async throws -> [Int] {
+        try await serverStorage.read { db in
+            try db.rows("SELECT status FROM write_key WHERE key = \(key)").map { try $0.int("status") }
+        }
+    }
+
     /// The server's copy of a record (read past the switch's counter), nil when it has none.
     func serverRecord(_ collection: String, _ id: String) async throws -> [String: Any]? {
         let response = try await asDemoAccount.send(TransportRequest(url: environment.url("api/records/\(collection)/\(id)")))
@@ -369,5 +396,20 @@ extension DemoHarness {
         let response = try await requests.base.send(TransportRequest(url: environment.url("api/record-effects")))
         let object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
         return (object?["effects"] as? [String: Int]) ?? [:]
+    }
+}
+
+/// A message as the server's chat store keeps it.
+struct ServerMessage: Equatable {
+    var workspace: String
+    var chat: String
+    var author: String
+    var text: String
+}
+
+extension ServerMessage {
+    init(_ row: SQLRow) throws {
+        self.init(workspace: try row.string("workspace_id"), chat: try row.string("chat"), author: try row.string("author_id"),
+                  text: try row.string("text"))
     }
 }

@@ -14,8 +14,11 @@ public struct DemoEnvironment: Sendable {
     /// (the response cache, the outbox, downloads). Signed in: every request carries the
     /// account's access token, refreshed when the server says it expired.
     public var rawTransport: any HTTPTransport
-    /// The account the demo signs in as: Ana, one of the backend's seeded demo accounts.
+    /// The account the demo signs in as by default: Ana, one of the backend's seeded demo
+    /// accounts (Ben is the other).
     public static let account = (name: "ana", password: AccountSeed.demoPassword)
+    /// The account this demo signs in as (its name is its id on the demo backend).
+    public var user: String
     public var connectivity: any ConnectivitySource
     /// The app's local database.
     public var database: OfflineDatabase
@@ -35,10 +38,12 @@ public struct DemoEnvironment: Sendable {
         connectivity: any ConnectivitySource,
         database: OfflineDatabase,
         directory: URL,
+        user: String = DemoEnvironment.account.name,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.serverURL = serverURL
-        let session = SignInSession(serverURL: serverURL, name: Self.account.name, password: Self.account.password, transport: rawTransport)
+        self.user = user
+        let session = SignInSession(serverURL: serverURL, name: user, password: Self.account.password, transport: rawTransport)
         self.rawTransport = BearerTokenTransport(rawTransport, tokens: session)
         self.transport = GatedTransport(self.rawTransport, connectivity: connectivity)
         self.connectivity = connectivity

@@ -99,12 +99,12 @@ public final class ShopModel: Scenario {
     public let sync: SyncEngine
     private let store = ScreenStore<ShopReducer>(State())
 
-    public init(environment: DemoEnvironment, cache: ResponseCache, customer: String = DemoEnvironment.account.name) {
+    public init(environment: DemoEnvironment, cache: ResponseCache, customer: String? = nil) {
         self.environment = environment
         self.cache = cache
-        self.customer = customer
+        self.customer = customer ?? environment.user
         self.sync = SyncEngine(database: environment.database, baseURL: environment.serverURL, transport: environment.rawTransport,
-                               connectivity: environment.connectivity, collections: [ShopSync.orders], eventsPath: "api/sync/events")
+                               connectivity: environment.connectivity, collections: [ShopSync.orders])
     }
 
     // Named by path, not URL: the network switch listens on a new port at each launch, and the

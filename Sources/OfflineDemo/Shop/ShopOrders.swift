@@ -2,11 +2,11 @@ import Foundation
 import GRDB
 import OfflineKit
 
-/// The order history as the server's feed carries it (`GET /api/sync/orders`): pulled by delta
+/// The order history as the server's sync carries it (its `orders` collection): pulled by delta
 /// into the shop's own table, so a launch reads the newest orders with one indexed query
 /// instead of decoding the whole history from a cached response.
 enum ShopSync {
-    static let orders = SyncedCollection("orders", path: "api/sync/orders",
+    static let orders = SyncedCollection("orders",
         upsert: { db, row in try ShopOrderStore.save(try JSONDecoder.demo.decode(ShopModel.Order.self, from: row.value), db) },
         delete: { db, id in try db.execute(sql: "DELETE FROM demo_shop_order WHERE id = ?", arguments: [id]) },
         ids: { db in try String.fetchAll(db, sql: "SELECT id FROM demo_shop_order") })

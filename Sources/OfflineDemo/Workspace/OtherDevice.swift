@@ -20,7 +20,7 @@ public struct OtherDevice: Sendable {
     /// Posts `text` to `chat` as the tablet would, and returns the message's id.
     func post(_ text: String, to chat: String, at date: Date) async throws -> String {
         let id = UUID().uuidString.lowercased()
-        let payload = MessagePayload(chat: chat, author: WorkspaceStore.me, text: text, sentAt: date)
+        let payload = MessagePayload(chat: chat, text: text, sentAt: date)
         let response = try await transport.send(TransportRequest(
             method: .put, url: serverURL.appending(path: String(WorkspaceOperations.messagePath(id).dropFirst())),
             headerFields: [.contentType: "application/json", .idempotencyKey: IdempotencyKey().fieldValue],

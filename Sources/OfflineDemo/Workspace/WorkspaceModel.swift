@@ -142,8 +142,8 @@ public final class WorkspaceModel: Scenario {
         self.environment = environment
         self.outbox = Outbox(database: environment.database, operations: WorkspaceOperations.all, now: environment.now)
         self.sync = SyncEngine(database: environment.database, baseURL: environment.serverURL, transport: environment.rawTransport,
-                               connectivity: environment.connectivity, collections: [WorkspaceSync.messages], outbox: outbox,
-                               eventsPath: "api/sync/events")
+                               connectivity: environment.connectivity, collections: [WorkspaceSync.messages(me: environment.user)],
+                               outbox: outbox)
         // The tablet's edits made while this device was offline come down before this device's
         // own go up: an edit both made is then seen, and said.
         self.drainer = OutboxDrainer(outbox: outbox, baseURL: environment.serverURL, transport: environment.rawTransport,
@@ -240,8 +240,12 @@ public final class WorkspaceModel: Scenario {
     /// Shows what each pull brought: messages from the user's other devices, as they arrive.
     /// Rows only: the markers and the queue have observers of their own, and a copy of them
     /// read here could land after a newer one and bring back a marker already cleared.
+    ///
+    /// Read after every pull, whatever it brought: the progress stream keeps only its newest
+    /// value, so a pull that brought rows and the empty one right after it (back online, the
+    /// reconnection's pull and the live stream's) can reach here as the empty one alone.
     private func followSync() async {
-        for await progress in sync.progress() where !progress.isPulling && progress.rows > 0 {
+        for await progress in sync.progress() where !progress.isPulling {
             reload()
         }
     }
@@ -289,7 +293,7 @@ public final class WorkspaceModel: Scenario {
     public func reload() {
         reloading.withLock { _ in
             let (chats, messages, conflicts) = (try? environment.database.writer.read { db in
-                (try WorkspaceStore.chats(db), try WorkspaceStore.messages(db), try SyncEngine.conflicts(in: WorkspaceSync.messages.name, db))
+                (try WorkspaceStore.chats(db), try WorkspaceStore.messages(db), try SyncEngine.conflicts(in: WorkspaceOperations.messages, db))
             }) ?? ([], [], [])
             send(.rowsRead(chats: chats, messages: messages, conflicts: conflicts))
         }
@@ -337,7 +341,7 @@ public final class WorkspaceModel: Scenario {
         guard let chat = snapshot.selectedChat, !text.isEmpty else { return nil }
         let message = WorkspaceMessage(id: UUID().uuidString.lowercased(), chat: chat, author: WorkspaceStore.me,
                                        text: text, sentAt: environment.now())
-        let payload = MessagePayload(chat: chat, author: message.author, text: text, sentAt: message.sentAt)
+        let payload = MessagePayload(chat: chat, text: text, sentAt: message.sentAt)
         let body = try JSONEncoder.demo.encode(payload)
         try await outbox.write(WorkspaceOperations.sendMessage, path: WorkspaceOperations.messagePath(message.id), payload: body,
                                record: RecordKey(WorkspaceOperations.messages, message.id)) { db in

@@ -24,8 +24,16 @@ public struct WorkspaceMessage: Sendable, Hashable, Identifiable {
     public var isMine: Bool { author == WorkspaceStore.me }
 }
 
-/// The body of a message as the server stores it (`/api/records/messages/ID`).
+/// A message as the client sends it (`PUT /api/workspaces/WORKSPACE/messages/ID`); the server
+/// stores its author, the signed-in user.
 struct MessagePayload: Codable, Sendable {
+    var chat: String
+    var text: String
+    var sentAt: Date
+}
+
+/// A message as sync brings it (the built-in rules' `messages` collection).
+struct SyncedMessage: Decodable, Sendable {
     var chat: String
     var author: String
     var text: String
@@ -76,35 +84,37 @@ enum WorkspaceOperations {
 
     static var all: [OutboxOperation] { [sendMessage, deleteMessage, editMessage, pinChat] }
 
-    static func messagePath(_ id: String) -> String { "/api/records/\(messages)/\(id)" }
+    /// The demo's one workspace, which every account of the demo is a member of.
+    static let workspace = "northwind"
+
+    static func messagePath(_ id: String) -> String { "/api/workspaces/\(workspace)/messages/\(id)" }
     static func pinPath(_ chat: String) -> String { "/api/records/\(pins)/\(chat)" }
 }
 
-/// The chat's messages as the server's feed carries them (`GET /api/sync/records/messages`):
-/// the user's own, from this device and every other one. A message the user is still sending
-/// keeps showing as sent here until the server has it (``SyncEngine`` holds the pulled version).
+/// The chat's messages as the server's sync carries them (its `messages` collection): those of
+/// every member of the workspace, from every device. A message the user is still sending keeps
+/// showing as written here until the server has it (``SyncEngine`` holds the pulled version).
 enum WorkspaceSync {
-    /// A message as the feed carries it: the record around its body.
-    private struct Record: Decodable {
-        var body: MessagePayload
+    /// The workspace's messages, shared by its members: every member's devices pull them, whoever
+    /// wrote them (a member's app, another service, `psql`). `me` is the signed-in user, whose own
+    /// messages show as written by "you".
+    static func messages(me: String) -> SyncedCollection {
+        SyncedCollection(WorkspaceOperations.messages,
+            // A message the user edited that was also edited elsewhere before the user's edit
+            // arrived is a conflict the chat shows.
+            conflictReporting: .fields(),
+            upsert: { db, row in
+                let message = try JSONDecoder.demo.decode(SyncedMessage.self, from: row.value)
+                // A message for a chat this device does not have stays on the server.
+                guard try Bool.fetchOne(db, sql: "SELECT 1 FROM demo_workspace_chat WHERE id = ?", arguments: [message.chat]) == true else { return }
+                try db.execute(sql: """
+                    INSERT OR REPLACE INTO demo_workspace_message(id, chat, author, text, sentAt) VALUES (?, ?, ?, ?, ?)
+                    """, arguments: [row.id, message.chat, message.author == me ? WorkspaceStore.me : message.author, message.text,
+                                     message.sentAt])
+            },
+            delete: { db, id in try WorkspaceStore.deleteMessage(id: id, db) },
+            ids: { db in try String.fetchAll(db, sql: "SELECT id FROM demo_workspace_message") })
     }
-
-    static let messages = SyncedCollection(WorkspaceOperations.messages,
-        // A message's fields are in the record's body; one the user edited that the tablet also
-        // edited before the user's edit arrived is a conflict the chat shows.
-        conflictReporting: .fields(inside: "body"),
-        upsert: { db, row in
-            let message = try JSONDecoder.demo.decode(Record.self, from: row.value).body
-            // A message for a chat this device does not have stays on the server.
-            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM demo_workspace_chat WHERE id = ?", arguments: [message.chat]) == true else { return }
-            try db.execute(sql: """
-                INSERT OR REPLACE INTO demo_workspace_message(id, chat, author, text, sentAt) VALUES (?, ?, ?, ?, ?)
-                """, arguments: [row.id, message.chat, message.author, message.text, message.sentAt])
-        },
-        delete: { db, id in try WorkspaceStore.deleteMessage(id: id, db) },
-        // The user's own messages are the ones the server has; the history others wrote is not
-        // the user's to sync, and never swept.
-        ids: { db in try String.fetchAll(db, sql: "SELECT id FROM demo_workspace_message WHERE author = ?", arguments: [WorkspaceStore.me]) })
 }
 
 /// The workspace's rows.
@@ -150,7 +160,7 @@ enum WorkspaceStore {
         try db.execute(sql: "DELETE FROM demo_workspace_message WHERE id = ?", arguments: [id])
     }
 
-    /// First launch: the chats and a little history, as if synced before.
+    /// First launch: the chats. Their messages come from the server.
     static func seedIfEmpty(now: Date, _ db: Database) throws {
         guard try chatCount(db) == 0 else { return }
         let chats = [
@@ -159,16 +169,6 @@ enum WorkspaceStore {
             WorkspaceChat(id: "trip", title: "Team trip", pinned: false),
         ]
         for (position, chat) in chats.enumerated() { try insert(chat, position: position, db) }
-        let history: [(String, String, String, TimeInterval)] = [
-            ("general", "Amara", "Morning! The offline build is on the test devices.", -7200),
-            ("general", "Luis", "Great, I'll try it on the train later.", -5400),
-            ("design", "Mei", "New icons for the pending state are in the shared folder.", -3600),
-            ("trip", "Amara", "Tickets are booked for Friday.", -1800),
-        ]
-        for (index, item) in history.enumerated() {
-            try insert(WorkspaceMessage(id: "seed-\(index)", chat: item.0, author: item.1, text: item.2,
-                                        sentAt: now.addingTimeInterval(item.3)), db)
-        }
     }
 }
 
