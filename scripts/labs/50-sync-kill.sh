@@ -3,10 +3,11 @@
 # file, page by page, and is killed with SIGKILL at random points, again and again, while other
 # clients keep writing to that collection (new records, and new versions of old ones). Before
 # about one pull in two the child's user edits rows too: the edits wait in the outbox, unsent,
-# so pulls (and kills) meet writes on their way. After the kills, one last pull runs to the end,
-# and the table must equal the server's records plus the user's edits still on their way (those
-# rows show the edit): none missing, none extra, none different. Then the edits are delivered
-# and pulled back, and the table must equal the server's records alone.
+# so pulls (and kills) meet writes on their way. After the kills, pulls run to the end until the
+# device has caught up with the server's capture (at most 20, 0.5 s apart), and the table must
+# equal the server's records plus the user's edits still on their way (those rows show the
+# edit): none missing, none extra, none different. Then the edits are delivered and pulled back
+# in one pull, and the table must equal the server's records alone (read your writes).
 #
 # Two server instances share one PostgreSQL database: the other clients write through one, the
 # child pulls from the other, so their commits interleave across instances as in production.
@@ -89,13 +90,31 @@ writer_pid=""
 read -r written rounds <"$work/written"
 
 # A last pull, not killed, brings what is left.
-if ! "$bin" sync pull --db "$work/app.sqlite" --server "$url" --page-size 50 >>"$work/child.log" 2>&1; then
-    echo "sync-kill: FAILED: the last pull did not finish cleanly"
-    tail -20 "$work/child.log"
+# The server captures its writers' changes from the database a few milliseconds after they
+# commit: the device has caught up once a pull leaves it equal to the server. Pulls 0.5 s apart,
+# at most 20: one that never converges fails the lab.
+converge() {
+    local attempt
+    for attempt in $(seq 1 20); do
+        if ! "$bin" sync pull --db "$work/app.sqlite" --server "$url" --page-size 50 >>"$work/child.log" 2>&1; then
+            echo "sync-kill: FAILED: a pull after the kills did not finish cleanly"
+            tail -20 "$work/child.log"
+            exit 1
+        fi
+        if "$bin" sync verify --db "$work/app.sqlite" --server "$url" >"$work/verify.log" 2>&1; then
+            cat "$work/verify.log"
+            echo "sync-kill: caught up after $attempt pulls"
+            return 0
+        fi
+        sleep 0.5
+    done
+    cat "$work/verify.log"
+    echo "sync-kill: FAILED: the device did not catch up with the server in 20 pulls"
     exit 1
-fi
+}
+
 echo "sync-kill: $kills SIGKILLs, $completed pulls finished on their own, $written records and $((rounds * 20)) rewrites by other clients meanwhile, $((SECONDS - start)) s"
-"$bin" sync verify --db "$work/app.sqlite" --server "$url"
+converge
 
 # The edits delivered and pulled back: the server has them now, and nothing is held.
 if ! "$bin" sync pull --db "$work/app.sqlite" --server "$url" --page-size 50 --deliver >>"$work/child.log" 2>&1; then
