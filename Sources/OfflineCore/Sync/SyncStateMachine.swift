@@ -133,6 +133,13 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         status = SyncStatus(isFirstSync: !hasCursor)
     }
 
+    /// Rows are held for writes that settled, and the server's capture has not yet been seen to
+    /// reach them: a single pull that wants them settled pulls again (``capturePollsPerPull``
+    /// times at most) before it ends.
+    public var awaitsCapture: Bool {
+        requiredCheckpoint != nil && rePulls > 0 && rePulls < policy.capturePollsPerPull
+    }
+
     /// When ``tick(now:)`` is due next, if anything waits on time.
     public var nextDeadline: Instant? {
         var deadlines: [Instant] = []
@@ -357,6 +364,9 @@ public struct SyncPolicy: Sendable, Hashable {
     public var capturePoll = OutboxBackoff(base: .milliseconds(20), cap: .seconds(2))
     /// When the live stream opens again after it ended.
     public var stream = EventStreamReconnect.Policy()
+    /// How many times a single pull (``SyncStateMachine/awaitsCapture``) pulls again for the
+    /// server's capture to reach settled writes before it returns without them.
+    public var capturePollsPerPull = 8
 
     public init() {}
 }

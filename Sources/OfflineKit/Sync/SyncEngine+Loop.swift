@@ -151,11 +151,19 @@ extension SyncEngine {
                     }
                 case .written(.success):
                     state.pagesWritten += 1
-                    if state.landing {
-                        // The pull's last page is in: the pull is over, and what waits for it may go on.
-                        finish(&state)
-                    }
                     actions = machine.pageApplied(now: instant)
+                    if state.landing {
+                        if once, machine.awaitsCapture {
+                            // A single pull returns with the user's settled writes in the rows: the
+                            // server's capture has not read them yet, so the machine pulls again soon.
+                            state.landing = false
+                            state.savedCursor = state.cursor
+                            state.pageNumber = 0
+                        } else {
+                            // The pull's last page is in: the pull is over, and what waits for it may go on.
+                            finish(&state)
+                        }
+                    }
                 case .checkpoint(.success(let value)):
                     actions = machine.checkpointFetched(value, now: instant)
                 case .streamOpened:

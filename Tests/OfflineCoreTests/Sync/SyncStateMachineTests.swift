@@ -190,6 +190,36 @@ struct SyncStateMachineTests {
         #expect(restarted.last == [.fetchCheckpoint])
     }
 
+    @Test("a single pull awaits capture while rows wait on settled writes, at most capturePollsPerPull pulls")
+    func awaitsCapture() {
+        var sync = SyncHarness(hasCursor: true, holdsRows: true)
+        #expect(!sync.machine.awaitsCapture)
+        sync.online()
+        sync.checkpoint(100)
+        sync.page(hasMore: false, through: 95)
+        sync.applied()
+        #expect(sync.machine.awaitsCapture, "capture is behind the user's writes: pull again")
+        var pulls = 1
+        while sync.machine.awaitsCapture, pulls < 100 {
+            sync.advance(by: .seconds(5))
+            #expect(sync.last == [.fetchPage])
+            sync.page(hasMore: false, through: 95)
+            sync.applied()
+            pulls += 1
+        }
+        #expect(pulls == SyncPolicy().capturePollsPerPull, "a capture that never catches up does not hold a pull for ever")
+
+        var caughtUp = SyncHarness(hasCursor: true, holdsRows: true)
+        caughtUp.online()
+        caughtUp.checkpoint(100)
+        caughtUp.page(hasMore: false, through: 95)
+        caughtUp.applied()
+        caughtUp.advance(by: .seconds(5))
+        caughtUp.page(hasMore: false, through: 100)
+        caughtUp.applied()
+        #expect(!caughtUp.machine.awaitsCapture, "the writes are in: the pull is over")
+    }
+
     @Test("the live stream opens with the connection, pulls when it opens and when it announces changes")
     func stream() {
         var sync = SyncHarness(hasCursor: true, liveStream: true)
