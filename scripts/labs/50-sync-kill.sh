@@ -6,8 +6,10 @@
 # so pulls (and kills) meet writes on their way. After the kills, pulls run to the end until the
 # device has caught up with the server's capture (at most 20, 0.5 s apart), and the table must
 # equal the server's records plus the user's edits still on their way (those rows show the
-# edit): none missing, none extra, none different. Then the edits are delivered and pulled back
-# in one pull, and the table must equal the server's records alone (read your writes).
+# edit): none missing, none extra, none different. Then the edits are delivered and pulled back,
+# and once capture has read them the table must equal the server's records alone. Meanwhile each
+# edited row shows the user's value, in the app's form: `sync verify` counts it as different
+# until the server's form of it comes down.
 #
 # Two server instances share one PostgreSQL database: the other clients write through one, the
 # child pulls from the other, so their commits interleave across instances as in production.
@@ -123,4 +125,4 @@ if ! "$bin" sync pull --db "$work/app.sqlite" --server "$url" --page-size 50 --d
     exit 1
 fi
 echo "sync-kill: edits delivered and pulled back"
-"$bin" sync verify --db "$work/app.sqlite" --server "$url"
+converge
