@@ -176,11 +176,17 @@ extension SyncEngine {
                     guard generation == state.timerGeneration else { continue }
                     actions = machine.tick(now: instant)
                 }
+                // A single pull is over once its pull ended: a pull the machine would start next
+                // (asked for meanwhile) is the next pull()'s, neither a request sent for nothing
+                // nor a status that says a pull goes on.
+                var status = machine.status
+                if once, state.ended != nil {
+                    status.isPulling = false
+                    status.progress = 1
+                }
                 for action in actions {
-                    // A single pull is over once its pull ended: a pull the machine would start
-                    // next (asked for meanwhile) is the next pull()'s, not a request sent for nothing.
                     if once, state.ended != nil, action != .publishStatus { continue }
-                    try await act(action, &state, machine.status, input, &group)
+                    try await act(action, &state, status, input, &group)
                 }
                 if let ended = state.ended {
                     state.ended = nil
