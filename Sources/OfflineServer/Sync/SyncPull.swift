@@ -76,9 +76,12 @@ enum SyncPull {
             cursor = Cursor(e: state.epoch, p: head, m: head, c: wanted, t: [Cursor.Task(k: .snapshot, c: wanted, a: nil, h: head, s: 0)])
         }
         let userAudience = SyncRules.audience(SyncRules.userKind, request.user)
+        // `+position` keeps SQLite on the primary key (the user's membership rows alone): on the
+        // (audience, position) index it read every row of the user's own audience, each page,
+        // 22 ms a page at 100,000 rows.
         let audiences = try Set(db.rows("""
             SELECT id FROM sync_change WHERE collection = \(FeedMapping.membersCollection) AND audience = \(userAudience)
-            AND value IS NOT NULL AND position <= \(Int(head))
+            AND value IS NOT NULL AND +position <= \(Int(head))
             """).map { try $0.string("id") }).union([userAudience])
 
         // Collections the device did not sync before come whole.
