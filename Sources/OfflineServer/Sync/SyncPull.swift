@@ -69,7 +69,8 @@ enum SyncPull {
             guard cursor.p >= state.horizon else { throw Refusal.gone("deletions after this position were purged") }
             // A move-out goes on past its `h`: rows of the audience it left that changed
             // meanwhile must go too.
-            guard cursor.p <= head, cursor.m <= head, cursor.t.allSatisfy({ $0.h <= head && $0.s <= ($0.k == .moveOut ? head : $0.h) }) else {
+            guard cursor.p <= head, cursor.m <= head,
+                  cursor.t.allSatisfy({ $0.h <= head && ($0.f ?? 0) <= head && $0.s <= ($0.k == .moveOut ? head : $0.h) }) else {
                 throw Refusal.gone("the cursor is ahead of the feed")
             }
         } else {
@@ -96,8 +97,10 @@ enum SyncPull {
                 """) {
                 let audience = try row.string("id")
                 cursor.t.removeAll { $0.a == [audience] }
+                // The device has every change of the audience up to `p`: a row deleted after it is
+                // still on the device, and goes with the live ones.
                 cursor.t.append(row["value"] == .null
-                    ? Cursor.Task(k: .moveOut, c: wanted, a: [audience], h: head, s: 0)
+                    ? Cursor.Task(k: .moveOut, c: wanted, a: [audience], h: head, s: 0, f: cursor.p)
                     : Cursor.Task(k: .snapshot, c: wanted, a: [audience], h: head, s: 0))
             }
             cursor.m = head
@@ -115,7 +118,7 @@ enum SyncPull {
                 // Only what the user sees now, whatever the cursor says.
                 let covered = task.a.map { Set($0).intersection(audiences) } ?? audiences
                 let (rows, bytes) = try feedRows(audiences: covered, collections: collections, after: task.s, through: task.h,
-                                                 liveOnly: true, limit: room, maxBytes: bytesLeft, in: db)
+                                                 deletionsAfter: .max, limit: room, maxBytes: bytesLeft, in: db)
                 changes += rows.map { Change(collection: $0.collection, id: $0.id, value: $0.value) }
                 if rows.count >= room || bytes >= bytesLeft {
                     cursor.t[0].s = rows.last!.position
@@ -128,7 +131,7 @@ enum SyncPull {
                 // ids, of an audience it never belonged to.
                 let left = try leftAudiences(Set(task.a ?? []).subtracting(audiences), user: userAudience, in: db)
                 let (rows, _) = try feedRows(audiences: left, collections: collections, after: task.s, through: Int64.max,
-                                             liveOnly: true, limit: room, maxBytes: .max, in: db)
+                                             deletionsAfter: task.f ?? 0, limit: room, maxBytes: .max, in: db)
                 for row in rows where try !seenElsewhere(row, audiences: audiences, in: db) {
                     changes.append(Change(collection: row.collection, id: row.id, value: nil))
                 }
@@ -141,7 +144,7 @@ enum SyncPull {
             cursor.t.removeFirst()
         }
         let (rows, bytes) = try feedRows(audiences: audiences, collections: wanted, after: cursor.p, through: head,
-                                         liveOnly: false, limit: room, maxBytes: bytesLeft, in: db)
+                                         deletionsAfter: -1, limit: room, maxBytes: bytesLeft, in: db)
         let full = rows.count >= room || bytes >= bytesLeft
         let start = cursor.p
         cursor.p = full ? rows.last!.position : head
@@ -166,12 +169,17 @@ enum SyncPull {
     }
 
     /// The rows of `audiences`' `collections` after position `after` up to `through`, in position
-    /// order, at most `limit` and, past the first, about `maxBytes` of values.
-    private static func feedRows(audiences: Set<String>, collections: [String], after: Int64, through: Int64, liveOnly: Bool,
+    /// order, at most `limit` and, past the first, about `maxBytes` of values; deletions only those
+    /// after position `deletionsAfter` (`.max`: live rows only).
+    private static func feedRows(audiences: Set<String>, collections: [String], after: Int64, through: Int64, deletionsAfter: Int64,
                                  limit: Int, maxBytes: Int, in db: any SQLDatabase) throws -> (rows: [FeedRow], bytes: Int) {
         guard !audiences.isEmpty, !collections.isEmpty else { return ([], 0) }
         let upper = Int(min(through, Int64(Int.max)))
-        let live: SQL = liveOnly ? " AND value IS NOT NULL" : ""
+        let live: SQL = switch deletionsAfter {
+        case .max: " AND value IS NOT NULL"
+        case ..<0: ""
+        default: " AND (value IS NOT NULL OR position > \(Int(deletionsAfter)))"
+        }
         let sorted = audiences.sorted()
         let statement: SQL
         if sorted.count <= 32 {
@@ -250,6 +258,9 @@ enum SyncPull {
             var h: Int64
             /// The last position served.
             var s: Int64
+            /// A move-out: the device had every change of the audience up to here, so deletions
+            /// after it are sent too (nil in cursors given out before: every deletion is).
+            var f: Int64?
         }
 
         static let maximumLength = 16 << 10
@@ -263,7 +274,7 @@ enum SyncPull {
             guard text.utf8.count <= Self.maximumLength, let data = Self.base64URLDecoded(text),
                   let cursor = try? JSONDecoder().decode(Cursor.self, from: data),
                   !cursor.e.isEmpty, cursor.e.count <= 32, cursor.p >= 0, cursor.m >= 0, cursor.t.count <= 64,
-                  cursor.c.count <= 256, cursor.t.allSatisfy({ $0.s >= 0 && $0.h >= 0 && ($0.a?.count ?? 0) <= 4096 })
+                  cursor.c.count <= 256, cursor.t.allSatisfy({ $0.s >= 0 && $0.h >= 0 && ($0.f ?? 0) >= 0 && ($0.a?.count ?? 0) <= 4096 })
             else { throw Refusal.badCursor }
             self = cursor
         }

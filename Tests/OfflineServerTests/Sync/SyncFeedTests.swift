@@ -173,6 +173,28 @@ struct SyncFeedTests {
         #expect(carol.ids.isEmpty)
     }
 
+    @Test("a message deleted before its member left, and not pulled yet, leaves the device with the move-out")
+    func deletedThenLeft() throws {
+        let feed = try Feed()
+        try feed.commit(feed.member("ben", "w1"), feed.member("ben", "w2"))
+        try feed.commit(feed.message("m1", workspace: "w1"), feed.message("m2", workspace: "w1"), feed.message("m3", workspace: "w2"))
+        var ben = Device("ben")
+        try ben.pull(feed)
+        #expect(ben.ids == ["m1", "m2", "m3"])
+        // Another writer deletes m1; ben leaves w1 before his device pulls again.
+        try feed.commit(feed.deleted("m1"))
+        try feed.commit(feed.member("ben", "w1", false))
+        try ben.pull(feed, limit: 1)
+        #expect(ben.ids == ["m3"], "the deletion of m1 and the move-out of m2 both reach him")
+        // A deletion his device has already pulled is not sent again with a move-out.
+        try feed.commit(feed.deleted("m3"))
+        try ben.pull(feed)
+        #expect(ben.ids.isEmpty)
+        try feed.commit(feed.member("ben", "w2", false))
+        let page = try ben.pullPage(feed)
+        #expect(page.changes.isEmpty && !page.hasMore)
+    }
+
     @Test("a message moving between two workspaces of the user is never removed from the device")
     func movingRow() throws {
         let feed = try Feed()
