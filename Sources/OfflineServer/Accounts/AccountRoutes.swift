@@ -34,7 +34,7 @@ extension Router where Context == OfflineRequestContext {
         }
         post("/api/auth/sign-out") { request, context in
             _ = try context.requireUser()
-            if let bearer = request.headers.bearer { try await accounts.signOut(accessToken: bearer.token) }
+            if let token = request.headers.bearerToken { try await accounts.signOut(accessToken: token) }
             return Response(status: .noContent)
         }
     }

@@ -11,8 +11,7 @@ struct UserAuthenticator: AuthenticatorMiddleware {
     let accounts: AccountStore
 
     func authenticate(request: Request, context: Context) async throws -> User? {
-        guard let bearer = request.headers.bearer else { return nil }
-        let token = bearer.token.trimmingCharacters(in: .whitespaces)
+        guard let token = request.headers.bearerToken else { return nil }
         // A token is 43 base64url characters; anything far longer is not worth a look-up.
         guard token.utf8.count <= 256, let user = try await accounts.user(forAccessToken: token) else {
             throw HTTPError(.unauthorized, headers: [.wwwAuthenticate: #"Bearer realm="offline", error="invalid_token""#],

@@ -71,8 +71,11 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     // (a pack file's length and ETag) without fetching it.
     let router = Router(context: OfflineRequestContext.self, options: .autoGenerateHeadEndpoints)
     // Outermost, so a body over its route's limit gets a readable 413 wherever it was collected.
+    router.add(middleware: HostHeaderMiddleware())
     router.add(middleware: BodyLimitMiddleware())
     router.add(middleware: HeadMiddleware())
+    // Inside HEAD's, so a HEAD's refusal has the headers of the GET's.
+    router.add(middleware: ProblemMiddleware())
     router.addFaultSwitch(configuration)
     router.addHealthRoutes()
     // Before every route that needs to know who is asking.

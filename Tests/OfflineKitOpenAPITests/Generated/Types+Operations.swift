@@ -857,14 +857,6 @@ internal enum Operations {
             ///
             /// HTTP response code: `401 unauthorized`.
             case unauthorized(Components.Responses.Unauthorized)
-            /// No valid access token.
-            ///
-            /// - Remark: Generated from `#/paths//api/auth/refresh/post(refreshTokens)/responses/401`.
-            ///
-            /// HTTP response code: `401 unauthorized`.
-            internal static var unauthorized: Self {
-                .unauthorized(.init())
-            }
             /// The associated value of the enum case if `self` is `.unauthorized`.
             ///
             /// - Throws: An error if `self` is not `.unauthorized`.
@@ -1061,14 +1053,6 @@ internal enum Operations {
             ///
             /// HTTP response code: `401 unauthorized`.
             case unauthorized(Components.Responses.Unauthorized)
-            /// No valid access token.
-            ///
-            /// - Remark: Generated from `#/paths//api/auth/sign-in/post(signIn)/responses/401`.
-            ///
-            /// HTTP response code: `401 unauthorized`.
-            internal static var unauthorized: Self {
-                .unauthorized(.init())
-            }
             /// The associated value of the enum case if `self` is `.unauthorized`.
             ///
             /// - Throws: An error if `self` is not `.unauthorized`.
@@ -1153,8 +1137,25 @@ internal enum Operations {
     internal enum SignOut {
         internal static let id: Swift.String = "signOut"
         internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/auth/sign-out/POST/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SignOut.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SignOut.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.SignOut.Input.Headers
             /// Creates a new `Input`.
-            internal init() {}
+            ///
+            /// - Parameters:
+            ///   - headers:
+            internal init(headers: Operations.SignOut.Input.Headers = .init()) {
+                self.headers = headers
+            }
         }
         internal enum Output: Sendable, Hashable {
             internal struct NoContent: Sendable, Hashable {
@@ -1198,14 +1199,6 @@ internal enum Operations {
             ///
             /// HTTP response code: `401 unauthorized`.
             case unauthorized(Components.Responses.Unauthorized)
-            /// No valid access token.
-            ///
-            /// - Remark: Generated from `#/paths//api/auth/sign-out/post(signOut)/responses/401`.
-            ///
-            /// HTTP response code: `401 unauthorized`.
-            internal static var unauthorized: Self {
-                .unauthorized(.init())
-            }
             /// The associated value of the enum case if `self` is `.unauthorized`.
             ///
             /// - Throws: An error if `self` is not `.unauthorized`.
@@ -1227,6 +1220,31 @@ internal enum Operations {
             ///
             /// A response with a code that is not documented in the OpenAPI document.
             case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case applicationProblemJson
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .applicationProblemJson
+                ]
+            }
         }
     }
     /// The signed-in user's plan.
@@ -1332,14 +1350,6 @@ internal enum Operations {
             ///
             /// HTTP response code: `401 unauthorized`.
             case unauthorized(Components.Responses.Unauthorized)
-            /// No valid access token.
-            ///
-            /// - Remark: Generated from `#/paths//api/planner/get(getPlanner)/responses/401`.
-            ///
-            /// HTTP response code: `401 unauthorized`.
-            internal static var unauthorized: Self {
-                .unauthorized(.init())
-            }
             /// The associated value of the enum case if `self` is `.unauthorized`.
             ///
             /// - Throws: An error if `self` is not `.unauthorized`.
@@ -1364,11 +1374,14 @@ internal enum Operations {
         }
         internal enum AcceptableContentType: AcceptableProtocol {
             case json
+            case applicationProblemJson
             case other(Swift.String)
             internal init?(rawValue: Swift.String) {
                 switch rawValue.lowercased() {
                 case "application/json":
                     self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
                 default:
                     self = .other(rawValue)
                 }
@@ -1379,11 +1392,14 @@ internal enum Operations {
                     return string
                 case .json:
                     return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
                 }
             }
             internal static var allCases: [Self] {
                 [
-                    .json
+                    .json,
+                    .applicationProblemJson
                 ]
             }
         }
@@ -1552,14 +1568,6 @@ internal enum Operations {
             ///
             /// HTTP response code: `401 unauthorized`.
             case unauthorized(Components.Responses.Unauthorized)
-            /// No valid access token.
-            ///
-            /// - Remark: Generated from `#/paths//api/planner/put(putPlanner)/responses/401`.
-            ///
-            /// HTTP response code: `401 unauthorized`.
-            internal static var unauthorized: Self {
-                .unauthorized(.init())
-            }
             /// The associated value of the enum case if `self` is `.unauthorized`.
             ///
             /// - Throws: An error if `self` is not `.unauthorized`.
@@ -1824,14 +1832,6 @@ internal enum Operations {
             ///
             /// HTTP response code: `401 unauthorized`.
             case unauthorized(Components.Responses.Unauthorized)
-            /// No valid access token.
-            ///
-            /// - Remark: Generated from `#/paths//api/planner/suggestions/post(suggestPlannerTasks)/responses/401`.
-            ///
-            /// HTTP response code: `401 unauthorized`.
-            internal static var unauthorized: Self {
-                .unauthorized(.init())
-            }
             /// The associated value of the enum case if `self` is `.unauthorized`.
             ///
             /// - Throws: An error if `self` is not `.unauthorized`.
@@ -2147,14 +2147,6 @@ internal enum Operations {
             ///
             /// HTTP response code: `401 unauthorized`.
             case unauthorized(Components.Responses.Unauthorized)
-            /// No valid access token.
-            ///
-            /// - Remark: Generated from `#/paths//api/records/{collection}/get(listRecords)/responses/401`.
-            ///
-            /// HTTP response code: `401 unauthorized`.
-            internal static var unauthorized: Self {
-                .unauthorized(.init())
-            }
             /// The associated value of the enum case if `self` is `.unauthorized`.
             ///
             /// - Throws: An error if `self` is not `.unauthorized`.
@@ -2179,11 +2171,14 @@ internal enum Operations {
         }
         internal enum AcceptableContentType: AcceptableProtocol {
             case json
+            case applicationProblemJson
             case other(Swift.String)
             internal init?(rawValue: Swift.String) {
                 switch rawValue.lowercased() {
                 case "application/json":
                     self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
                 default:
                     self = .other(rawValue)
                 }
@@ -2194,11 +2189,14 @@ internal enum Operations {
                     return string
                 case .json:
                     return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
                 }
             }
             internal static var allCases: [Self] {
                 [
-                    .json
+                    .json,
+                    .applicationProblemJson
                 ]
             }
         }
@@ -2317,14 +2315,6 @@ internal enum Operations {
             ///
             /// HTTP response code: `401 unauthorized`.
             case unauthorized(Components.Responses.Unauthorized)
-            /// No valid access token.
-            ///
-            /// - Remark: Generated from `#/paths//api/records/{collection}/{id}/get(getRecord)/responses/401`.
-            ///
-            /// HTTP response code: `401 unauthorized`.
-            internal static var unauthorized: Self {
-                .unauthorized(.init())
-            }
             /// The associated value of the enum case if `self` is `.unauthorized`.
             ///
             /// - Throws: An error if `self` is not `.unauthorized`.
@@ -2384,11 +2374,14 @@ internal enum Operations {
         }
         internal enum AcceptableContentType: AcceptableProtocol {
             case json
+            case applicationProblemJson
             case other(Swift.String)
             internal init?(rawValue: Swift.String) {
                 switch rawValue.lowercased() {
                 case "application/json":
                     self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
                 default:
                     self = .other(rawValue)
                 }
@@ -2399,11 +2392,14 @@ internal enum Operations {
                     return string
                 case .json:
                     return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
                 }
             }
             internal static var allCases: [Self] {
                 [
-                    .json
+                    .json,
+                    .applicationProblemJson
                 ]
             }
         }
@@ -2563,14 +2559,6 @@ internal enum Operations {
             ///
             /// HTTP response code: `401 unauthorized`.
             case unauthorized(Components.Responses.Unauthorized)
-            /// No valid access token.
-            ///
-            /// - Remark: Generated from `#/paths//api/records/{collection}/{id}/patch(patchRecord)/responses/401`.
-            ///
-            /// HTTP response code: `401 unauthorized`.
-            internal static var unauthorized: Self {
-                .unauthorized(.init())
-            }
             /// The associated value of the enum case if `self` is `.unauthorized`.
             ///
             /// - Throws: An error if `self` is not `.unauthorized`.
@@ -2849,14 +2837,6 @@ internal enum Operations {
             ///
             /// HTTP response code: `401 unauthorized`.
             case unauthorized(Components.Responses.Unauthorized)
-            /// No valid access token.
-            ///
-            /// - Remark: Generated from `#/paths//api/records/{collection}/{id}/put(putRecord)/responses/401`.
-            ///
-            /// HTTP response code: `401 unauthorized`.
-            internal static var unauthorized: Self {
-                .unauthorized(.init())
-            }
             /// The associated value of the enum case if `self` is `.unauthorized`.
             ///
             /// - Throws: An error if `self` is not `.unauthorized`.
@@ -3087,14 +3067,6 @@ internal enum Operations {
             ///
             /// HTTP response code: `401 unauthorized`.
             case unauthorized(Components.Responses.Unauthorized)
-            /// No valid access token.
-            ///
-            /// - Remark: Generated from `#/paths//api/records/{collection}/{id}/delete(deleteRecord)/responses/401`.
-            ///
-            /// HTTP response code: `401 unauthorized`.
-            internal static var unauthorized: Self {
-                .unauthorized(.init())
-            }
             /// The associated value of the enum case if `self` is `.unauthorized`.
             ///
             /// - Throws: An error if `self` is not `.unauthorized`.

@@ -199,8 +199,8 @@ extension APIProtocol {
     ///
     /// - Remark: HTTP `POST /api/auth/sign-out`.
     /// - Remark: Generated from `#/paths//api/auth/sign-out/post(signOut)`.
-    internal func signOut() async throws -> Operations.SignOut.Output {
-        try await signOut(Operations.SignOut.Input())
+    internal func signOut(headers: Operations.SignOut.Input.Headers = .init()) async throws -> Operations.SignOut.Output {
+        try await signOut(Operations.SignOut.Input(headers: headers))
     }
     /// The signed-in user's plan.
     ///

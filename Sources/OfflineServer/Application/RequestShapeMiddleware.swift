@@ -1,0 +1,47 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// Refuses a request whose target host is missing or said twice (`400`), as HTTP/1.1 requires
+/// (RFC 9112, 3.2): a proxy and this server could otherwise each route it by another `Host`.
+///
+/// The first `Host` of a request becomes its authority; a second stays among its fields.
+struct HostHeaderMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let authority = request.head.authority, !authority.isEmpty else {
+            throw BadRequest(detail: "A request names its host in one Host header; this one has none.")
+        }
+        guard request.headers[values: HTTPField.Name("Host")!].isEmpty else {
+            throw BadRequest(detail: "A request names its host in one Host header; this one has two.")
+        }
+        return try await next(request, context)
+    }
+}
+
+/// Answers every refusal in one shape: an `HTTPError` thrown by a route or a middleware (a `401`
+/// of sign-in, a `404` of the router) becomes `application/problem+json` (RFC 9457) with its
+/// status, its message as the detail, and its headers (a `401`'s `WWW-Authenticate`) kept.
+struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError {
+            var response = problemResponse(error.status, error.body ?? error.status.reasonPhrase)
+            for field in error.headers where field.name != .contentType && field.name != .contentLength {
+                response.headers.append(field)
+            }
+            return response
+        }
+    }
+}
+
+extension HTTPFields {
+    /// The token of an `Authorization: Bearer TOKEN` field. The scheme is read in any case, as
+    /// every authentication scheme is (RFC 9110, 11.1).
+    var bearerToken: String? {
+        guard let authorization = self[.authorization] else { return nil }
+        let parts = authorization.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        return parts[1].trimmingCharacters(in: .whitespaces)
+    }
+}
