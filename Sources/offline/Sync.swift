@@ -7,7 +7,7 @@ import OfflineKit
 extension Offline {
     struct Sync: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Pull a records collection down into an SQLite file, and check it against the server.",
+            abstract: "Pull a records collection (or any collection of the server's sync rules) down into an SQLite file, and check it against the server.",
             subcommands: [Pull.self, Verify.self]
         )
     }
@@ -18,9 +18,15 @@ extension Offline.Sync {
         @Option(help: "The app database (SQLite file) the rows are pulled into.") var db: String
         @Option(help: "Base URL of the server.") var server: String
         @Option(help: "The records collection to sync (the signed-in account's own).") var collection = "items"
+        @Option(
+            name: .customLong("synced"), help: """
+            A collection of the server's sync rules to sync instead, by its exact name (such as messages): \
+            its rows land in the same synced_record table, value as the server sent it.
+            """) var rulesCollection: String?
 
         func validate() throws {
             guard URL(string: server)?.host != nil else { throw ValidationError("--server must be a URL such as http://127.0.0.1:8080.") }
+            if let rulesCollection, rulesCollection.isEmpty { throw ValidationError("--synced needs a collection name.") }
         }
 
         var baseURL: URL { URL(string: server)! }
@@ -42,8 +48,8 @@ extension Offline.Sync {
             Data(#"{"id":"\#(id)","localEdit":"#.utf8) + payload + Data("}".utf8)
         }
 
-        /// The records of `collection` as sync names them.
-        var syncedName: String { "records/" + collection }
+        /// The collection as sync names it: `--synced`, or the records of `collection`.
+        var syncedName: String { rulesCollection ?? "records/" + collection }
 
         var synced: SyncedCollection {
             SyncedCollection(syncedName,
@@ -68,6 +74,11 @@ extension Offline.Sync {
             waits in the outbox, unsent, so the pull meets writes on their way.
             """) var localEdits = 0
         @Flag(help: "After the pull, deliver the outbox's writes, then pull again.") var deliver = false
+
+        func validate() throws {
+            // The edits are writes to the records routes, which a rules collection is not served by.
+            if options.rulesCollection != nil, localEdits > 0 { throw ValidationError("--local-edits edits records; it cannot be used with --synced.") }
+        }
 
         func run() async throws {
             let database = try await options.open()
@@ -113,6 +124,9 @@ extension Offline.Sync {
         @OptionGroup var account: Offline.Outbox.AccountOptions
 
         func run() async throws {
+            guard options.rulesCollection == nil else {
+                throw ValidationError("sync verify compares the table with the server's records; a --synced collection has no list to compare with.")
+            }
             let database = try await options.open()
             let response = try await HTTPClientTransport.withTransport { transport in
                 try await account.signedIn(transport, at: options.baseURL)
