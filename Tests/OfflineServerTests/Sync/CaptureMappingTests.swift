@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 @testable import OfflineServer
 import Testing
@@ -203,5 +204,19 @@ extension CaptureMappingTests {
         #expect(try changes.events(.commit(commitLSN: 10, endLSN: 12)) == [.commit(end: 12)])
         #expect(throws: PgOutput.Malformed.self) { try changes.events(.insert(relation: 99, new: [])) }
         #expect(throws: PgOutput.Malformed.self) { try changes.events(.insert(relation: 7, new: [.null])) }
+    }
+
+    @Test("capture moves through on at once after changes, and at most every 50 ms when only its own writes moved the log")
+    func advancesThrough() {
+        let start = Date(timeIntervalSince1970: 1_000)
+        let advances = { (upto: Int64, decoded: Bool, last: Date?, after: TimeInterval) in
+            PostgresCapture.advances(upto: upto, through: 100, decoded: decoded, lastAdvance: last, now: start.addingTimeInterval(after))
+        }
+        #expect(!advances(100, true, nil, 0), "nothing past through")
+        #expect(advances(120, false, nil, 0), "the first pass")
+        #expect(advances(120, true, start, 0.001), "changes were decoded")
+        #expect(!advances(120, false, start, 0.01), "only the log moved, 10 ms after the last")
+        #expect(advances(120, false, start, 0.05))
+        #expect(advances(120, false, start, -1), "a clock set back does not stop it")
     }
 }
