@@ -11,6 +11,7 @@ let benchmarks: [(name: String, run: () async throws -> Void)] = [
     ("server", runServerBenchmark),
     ("server-cost", runServerCostBenchmark),
     ("sync", runSyncBenchmark),
+    ("capture", runCaptureBenchmark),
 ]
 
 // The cache benchmark's child process, run in a new process for each first open it times.
