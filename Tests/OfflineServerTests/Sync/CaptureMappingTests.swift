@@ -216,7 +216,7 @@ extension CaptureMappingTests {
         #expect(advances(120, false, nil, 0), "the first pass")
         #expect(advances(120, true, start, 0.001), "changes were decoded")
         #expect(!advances(120, false, start, 0.01), "only the log moved, 10 ms after the last")
-        #expect(advances(120, false, start, 0.05))
+        #expect(advances(120, false, start, 0.06))
         #expect(advances(120, false, start, -1), "a clock set back does not stop it")
     }
 }
