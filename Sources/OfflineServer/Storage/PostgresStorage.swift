@@ -101,10 +101,14 @@ struct PostgresStorage: ServerStorage {
         }
     }
 
+    /// Runs `body` in one read-only snapshot (`REPEATABLE READ`), as a read of SQLite's is: a
+    /// sync page reads the feed's head, then its rows, and rows capture moved past that head
+    /// between the two statements would otherwise be missing from the page while the rest of
+    /// their source transaction was in it.
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) throws -> T) async throws -> T {
         try await client.withConnection { [threads, logger] connection in
             try await threads.runIfActive {
-                try body(Connection(connection: connection, logger: logger, isWrite: false))
+                try Self.transaction(on: connection, logger: logger, begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", isWrite: false, body)
             }
         }
     }
@@ -112,9 +116,10 @@ struct PostgresStorage: ServerStorage {
     /// `BEGIN` … `COMMIT`, or `ROLLBACK` when `body` throws, each waited for on the calling thread
     /// (a thread of ``threads``). The error `body` threw is rethrown as is, so stores' own failures
     /// reach the routes unchanged.
-    private static func transaction<T>(on connection: PostgresConnection, logger: Logger, _ body: (any SQLDatabase) throws -> T) throws -> T {
-        let db = Connection(connection: connection, logger: logger, isWrite: true)
-        try db.execute("BEGIN")
+    private static func transaction<T>(on connection: PostgresConnection, logger: Logger, begin: SQL = "BEGIN", isWrite: Bool = true,
+                                       _ body: (any SQLDatabase) throws -> T) throws -> T {
+        let db = Connection(connection: connection, logger: logger, isWrite: isWrite)
+        try db.execute(begin)
         do {
             let result = try body(db)
             // PostgreSQL answers COMMIT of a transaction in which a statement failed with ROLLBACK,

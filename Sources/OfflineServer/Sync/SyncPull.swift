@@ -130,7 +130,9 @@ enum SyncPull {
                 // Only audiences the user was in and left: a forged cursor learns nothing, not even
                 // ids, of an audience it never belonged to.
                 let left = try leftAudiences(Set(task.a ?? []).subtracting(audiences), user: userAudience, in: db)
-                let (rows, _) = try feedRows(audiences: left, collections: collections, after: task.s, through: Int64.max,
+                // Up to the head, not its `h`: rows of the audience it left that changed meanwhile
+                // go too. Never past the head: rows there are of a transaction still being recorded.
+                let (rows, _) = try feedRows(audiences: left, collections: collections, after: task.s, through: head,
                                              deletionsAfter: task.f ?? 0, limit: room, maxBytes: .max, in: db)
                 for row in rows where try !seenElsewhere(row, audiences: audiences, in: db) {
                     changes.append(Change(collection: row.collection, id: row.id, value: nil))
