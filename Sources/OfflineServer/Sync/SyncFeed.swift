@@ -102,44 +102,48 @@ enum SyncFeed {
     static func record(_ changes: some Sequence<CapturedChange>, mapping: FeedMapping, publishThrough: Int64?,
                        now: Date, in db: any SQLDatabase, logger: Logger) throws -> Set<String> {
         guard var state = try state(in: db) else { throw StorageError.unexpectedValue(column: "sync_feed_state") }
-        var touched = Set<String>()
-        func write(_ key: FeedRowKey, _ value: [UInt8]?, source: String) throws {
-            try db.execute("""
-                INSERT INTO sync_change (collection, audience, id, position, value, source, changed_at)
-                VALUES (\(key.collection), \(key.audience), \(key.id), \(Int(state.next)), \(nullable: value.map { Data($0) }), \(source), \(now))
-                ON CONFLICT (collection, audience, id) DO UPDATE SET position = excluded.position, value = excluded.value,
-                    source = excluded.source, changed_at = excluded.changed_at
-                """)
-            state.next += 1
-            touched.insert(key.audience)
+        var rows = FeedRows()
+        var pending: [CapturedChange] = []
+        // Read and written in batches (a statement per 500 sources, one per 500 rows written): a
+        // statement each was a round trip each, and capture kept up with 1,200 rows a second.
+        func recordPending() throws {
+            try rows.load(sources: pending.map(\.source), in: db)
+            for change in pending {
+                let source = change.source
+                let existing = rows.bySource[source] ?? [:]
+                let desired = mapping.rows(of: change, previous: { existing[$0] ?? nil }, logger: logger)
+                for (key, value) in existing.sorted(by: { $0.key < $1.key }) where value != nil && desired[key] == nil {
+                    rows.write(key, nil, source: source)
+                }
+                for (key, value) in desired.sorted(by: { $0.key < $1.key }) {
+                    if case .some(.some(let old)) = existing[key], old == value { continue }
+                    rows.write(key, value, source: source)
+                }
+            }
+            pending.removeAll()
         }
         for change in changes {
-            if change.kind == .truncate {
-                let (from, to) = CapturedChange.sourceRange(table: change.table)
-                for row in try db.rows("""
-                    SELECT collection, audience, id, source FROM sync_change
-                    WHERE source >= \(from) AND source < \(to) AND value IS NOT NULL ORDER BY position
-                    """) {
-                    try write(FeedRowKey(collection: try row.string("collection"), audience: try row.string("audience"), id: try row.string("id")),
-                              nil, source: try row.string("source"))
-                }
+            guard change.kind == .truncate else {
+                pending.append(change)
                 continue
             }
-            let source = change.source
-            var existing: [FeedRowKey: [UInt8]?] = [:]
-            for row in try db.rows("SELECT collection, audience, id, value FROM sync_change WHERE source = \(source)") {
-                let key = FeedRowKey(collection: try row.string("collection"), audience: try row.string("audience"), id: try row.string("id"))
-                existing[key] = row["value"] == .null ? .some(nil) : .some(Array(try row.data("value")))
+            try recordPending()
+            try rows.flush(from: &state.next, now: now, in: db)
+            let (from, to) = CapturedChange.sourceRange(table: change.table)
+            for row in try db.rows("""
+                SELECT collection, audience, id, source FROM sync_change
+                WHERE source >= \(from) AND source < \(to) AND value IS NOT NULL ORDER BY position
+                """) {
+                rows.write(FeedRowKey(collection: try row.string("collection"), audience: try row.string("audience"), id: try row.string("id")),
+                           nil, source: try row.string("source"))
             }
-            let desired = mapping.rows(of: change, previous: { existing[$0] ?? nil }, logger: logger)
-            for (key, value) in existing.sorted(by: { $0.key < $1.key }) where value != nil && desired[key] == nil {
-                try write(key, nil, source: source)
-            }
-            for (key, value) in desired.sorted(by: { $0.key < $1.key }) {
-                if case .some(.some(let old)) = existing[key], old == value { continue }
-                try write(key, value, source: source)
-            }
+            try rows.flush(from: &state.next, now: now, in: db)
+            // What was read of the feed before is out of date: read again after.
+            rows.forget()
         }
+        try recordPending()
+        try rows.flush(from: &state.next, now: now, in: db)
+        let touched = rows.touched
         if let publishThrough {
             try db.execute("""
                 UPDATE sync_feed_state SET next = \(Int(state.next)), head = \(Int(state.next - 1)), through = \(Int(max(publishThrough, state.through)))
@@ -187,5 +191,78 @@ enum SyncFeed {
         try db.execute("DELETE FROM sync_change WHERE value IS NULL AND position <= \(horizon)")
         try db.execute("UPDATE sync_feed_state SET horizon = \(horizon) WHERE id = 1 AND horizon < \(horizon)")
         return count
+    }
+}
+
+/// The feed rows a call of ``SyncFeed/record(_:mapping:publishThrough:now:in:logger:)`` read and
+/// writes: read by source in batches, and written in statements of many rows, each row once at
+/// the position of its last write.
+private struct FeedRows {
+    /// Every feed row of each source read so far, with the writes since.
+    var bySource: [String: [FeedRowKey: [UInt8]?]] = [:]
+    /// The source each row read or written belongs to.
+    private var owner: [FeedRowKey: String] = [:]
+    /// Writes not yet sent, in order; an entry written again later is nil.
+    private var writes: [(key: FeedRowKey, value: [UInt8]?, source: String)?] = []
+    private var index: [FeedRowKey: Int] = [:]
+    private(set) var touched = Set<String>()
+
+    static let batch = 500
+
+    mutating func load(sources: [String], in db: any SQLDatabase) throws {
+        let missing = Array(Set(sources).subtracting(bySource.keys)).sorted()
+        var start = 0
+        while start < missing.count {
+            let chunk = Array(missing[start..<min(start + Self.batch, missing.count)])
+            start += chunk.count
+            for source in chunk { bySource[source] = [:] }
+            for row in try db.rows("SELECT collection, audience, id, value, source FROM sync_change WHERE source IN (\(list: chunk))") {
+                let key = FeedRowKey(collection: try row.string("collection"), audience: try row.string("audience"), id: try row.string("id"))
+                let source = try row.string("source")
+                bySource[source, default: [:]][key] = row["value"] == .null ? .some(nil) : .some(Array(try row.data("value")))
+                owner[key] = source
+            }
+        }
+    }
+
+    mutating func write(_ key: FeedRowKey, _ value: [UInt8]?, source: String) {
+        if let previous = owner[key], previous != source { bySource[previous]?[key] = nil }
+        owner[key] = source
+        if bySource[source] != nil { bySource[source]?[key] = .some(value) }
+        if let earlier = index[key] { writes[earlier] = nil }
+        index[key] = writes.count
+        writes.append((key, value, source))
+        touched.insert(key.audience)
+    }
+
+    /// Sends the writes, each at the next position.
+    mutating func flush(from next: inout Int64, now: Date, in db: any SQLDatabase) throws {
+        let rows = writes.compactMap { $0 }
+        writes.removeAll()
+        index.removeAll()
+        var start = 0
+        while start < rows.count {
+            let chunk = rows[start..<min(start + Self.batch, rows.count)]
+            start += chunk.count
+            var statement: SQL = "INSERT INTO sync_change (collection, audience, id, position, value, source, changed_at) VALUES "
+            for (offset, row) in chunk.enumerated() {
+                if offset > 0 { statement.append(", ") }
+                statement.append("""
+                    (\(row.key.collection), \(row.key.audience), \(row.key.id), \(Int(next)), \(nullable: row.value.map { Data($0) }), \(row.source), \(now))
+                    """)
+                next += 1
+            }
+            statement.append("""
+                 ON CONFLICT (collection, audience, id) DO UPDATE SET position = excluded.position, value = excluded.value,
+                    source = excluded.source, changed_at = excluded.changed_at
+                """)
+            try db.execute(statement)
+        }
+    }
+
+    /// Drops what was read: the feed changed under it.
+    mutating func forget() {
+        bySource.removeAll()
+        owner.removeAll()
     }
 }
