@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import OfflineDemo
+import OfflineServer
 
 extension Offline {
     struct Demo: AsyncParsableCommand {
@@ -33,6 +34,9 @@ extension Offline {
         @Flag(help: "With --keys: print the screen after every step.")
         var printEveryStep = false
 
+        @Option(help: "The demo account to sign in as: ana or ben. Both are in the workspace: run one demo each, with --server, to chat.")
+        var user = "ana"
+
         @Flag(help: "Start from an empty data folder (removes the demo's saved data first).")
         var reset = false
 
@@ -42,6 +46,9 @@ extension Offline {
             }
             if let keys, ScriptStep.parse(keys) == nil {
                 throw ValidationError("--keys has a step the demo does not know; run `offline demo --help` for the key names.")
+            }
+            if !AccountSeed.demo.contains(where: { $0.user.name == user }) {
+                throw ValidationError("--user must be one of the demo's accounts: \(AccountSeed.demo.map(\.user.name).joined(separator: ", ")).")
             }
             if let server, URL(string: server)?.host() == nil {
                 throw ValidationError("--server must be a URL such as http://127.0.0.1:8080.")
@@ -56,7 +63,8 @@ extension Offline {
                 serverURL: server.flatMap(URL.init(string:)),
                 initialNetwork: NetworkCondition(name: network) ?? .online,
                 script: keys.flatMap(ScriptStep.parse),
-                printEveryStep: printEveryStep)
+                printEveryStep: printEveryStep,
+                user: user)
             do {
                 try await DemoRuntime.run(options)
             } catch let error as ScriptTimeout {

@@ -15,6 +15,8 @@ public struct DemoOptions: Sendable {
     /// Terminal size for scripts and non-interactive runs.
     public var width: Int
     public var height: Int
+    /// The demo account to sign in as (`ana` or `ben`: both are in the workspace).
+    public var user: String
 
     public init(
         dataDirectory: URL,
@@ -23,7 +25,8 @@ public struct DemoOptions: Sendable {
         script: [ScriptStep]? = nil,
         printEveryStep: Bool = false,
         width: Int = Frame.standardWidth,
-        height: Int = Frame.standardHeight
+        height: Int = Frame.standardHeight,
+        user: String = DemoEnvironment.account.name
     ) {
         self.dataDirectory = dataDirectory
         self.serverURL = serverURL
@@ -32,6 +35,7 @@ public struct DemoOptions: Sendable {
         self.printEveryStep = printEveryStep
         self.width = width
         self.height = height
+        self.user = user
     }
 
     /// `~/.offlinekit-demo`, or the current directory when there is no home.

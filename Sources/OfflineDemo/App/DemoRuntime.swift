@@ -14,7 +14,9 @@ public enum DemoRuntime {
     ///   created, or a script's `until:` step never sees its text.
     public static func run(_ options: DemoOptions, terminal: Terminal = Terminal(), output: @escaping @Sendable (String) -> Void = { print($0) }) async throws {
         let directory = options.dataDirectory
-        let clientDirectory = directory.appending(path: "client", directoryHint: .isDirectory)
+        // Each user's device keeps its own data: two demos, one per user, can share a folder.
+        let clientFolder = options.user == DemoEnvironment.account.name ? "client" : "client-\(options.user)"
+        let clientDirectory = directory.appending(path: clientFolder, directoryHint: .isDirectory)
         let serverDirectory = directory.appending(path: "server", directoryHint: .isDirectory)
         try FileManager.default.createDirectory(at: clientDirectory, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(at: serverDirectory, withIntermediateDirectories: true)
@@ -47,9 +49,10 @@ public enum DemoRuntime {
                         rawTransport: http,
                         connectivity: monitor,
                         database: database,
-                        directory: clientDirectory)
+                        directory: clientDirectory,
+                        user: options.user)
                     // The tablet reaches the server itself, not through the switch.
-                    configured.otherDevice = URL(string: "http://\(upstream.host):\(upstream.port)").map { OtherDevice(serverURL: $0, http: http) }
+                    configured.otherDevice = URL(string: "http://\(upstream.host):\(upstream.port)").map { OtherDevice(serverURL: $0, http: http, user: options.user) }
                     let environment = configured
                     group.addTask { await environment.tasks.run() }
 

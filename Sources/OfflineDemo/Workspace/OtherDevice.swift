@@ -11,10 +11,11 @@ public struct OtherDevice: Sendable {
     /// - Parameters:
     ///   - serverURL: the server itself (the switch's upstream).
     ///   - http: a transport that does not cross the switch.
-    public init(serverURL: URL, http: any HTTPTransport) {
+    ///   - user: the demo's user, whose tablet it is.
+    public init(serverURL: URL, http: any HTTPTransport, user: String = DemoEnvironment.account.name) {
         self.serverURL = serverURL
         transport = BearerTokenTransport(http, tokens: SignInSession(
-            serverURL: serverURL, name: DemoEnvironment.account.name, password: DemoEnvironment.account.password, transport: http))
+            serverURL: serverURL, name: user, password: DemoEnvironment.account.password, transport: http))
     }
 
     /// Posts `text` to `chat` as the tablet would, and returns the message's id.
