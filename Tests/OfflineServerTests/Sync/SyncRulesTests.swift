@@ -1,3 +1,4 @@
+import Foundation
 @testable import OfflineServer
 import Testing
 
@@ -119,5 +120,16 @@ struct SyncRulesTests {
         #expect(throws: SyncRulesError(file: "app.yaml", line: 2, "the collection messages is already defined by the server's built-in rules")) {
             try builtIn.merging(extra)
         }
+    }
+
+    @Test("the rules file of docs/shared-sync.md reads, and adds to the built-in rules as it says")
+    func documentedExample() throws {
+        let doc = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appending(path: "../../../docs/shared-sync.md")
+        let text = try String(contentsOf: doc, encoding: .utf8)
+        let start = try #require(text.range(of: "```yaml\n"))
+        let end = try #require(text.range(of: "```", range: start.upperBound..<text.endIndex))
+        let rules = try SyncRules.load(yaml: String(text[start.upperBound..<end.lowerBound]), file: "shared-sync.md")
+        let merged = try SyncRules.builtIn.merging(rules)
+        #expect(merged.collection(named: "team_messages") != nil && merged.collection(named: "customer_orders") != nil)
     }
 }
