@@ -77,13 +77,7 @@ enum SyncPull {
             cursor = Cursor(e: state.epoch, p: head, m: head, c: wanted, t: [Cursor.Task(k: .snapshot, c: wanted, a: nil, h: head, s: 0)])
         }
         let userAudience = SyncRules.audience(SyncRules.userKind, request.user)
-        // `+position` keeps SQLite on the primary key (the user's membership rows alone): on the
-        // (audience, position) index it read every row of the user's own audience, each page,
-        // 22 ms a page at 100,000 rows.
-        let audiences = try Set(db.rows("""
-            SELECT id FROM sync_change WHERE collection = \(FeedMapping.membersCollection) AND audience = \(userAudience)
-            AND value IS NOT NULL AND +position <= \(Int(head))
-            """).map { try $0.string("id") }).union([userAudience])
+        let audiences = try Self.audiences(of: request.user, through: head, in: db)
 
         // Collections the device did not sync before come whole.
         let added = wanted.filter { !cursor.c.contains($0) }
@@ -161,6 +155,19 @@ enum SyncPull {
     }
 
     // MARK: Reading the feed
+
+    /// The audiences `user` belongs to at feed position `head`: their own, and those of their
+    /// membership rows in the feed.
+    static func audiences(of user: String, through head: Int64, in db: any SQLDatabase) throws -> Set<String> {
+        let userAudience = SyncRules.audience(SyncRules.userKind, user)
+        // `+position` keeps SQLite on the primary key (the user's membership rows alone): on the
+        // (audience, position) index it read every row of the user's own audience, 22 ms at
+        // 100,000 rows, on each page and each stream's start.
+        return try Set(db.rows("""
+            SELECT id FROM sync_change WHERE collection = \(FeedMapping.membersCollection) AND audience = \(userAudience)
+            AND value IS NOT NULL AND +position <= \(Int(head))
+            """).map { try $0.string("id") }).union([userAudience])
+    }
 
     struct FeedRow {
         var collection: String

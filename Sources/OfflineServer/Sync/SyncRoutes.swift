@@ -16,11 +16,7 @@ struct SyncService: Sendable {
     func audiences(of user: String) async throws -> Set<String> {
         try await storage.read { db in
             guard let head = try SyncFeed.state(in: db)?.head else { return [] }
-            let userAudience = SyncRules.audience(SyncRules.userKind, user)
-            return try Set(db.rows("""
-                SELECT id FROM sync_change WHERE collection = \(FeedMapping.membersCollection) AND audience = \(userAudience)
-                AND value IS NOT NULL AND position <= \(Int(head))
-                """).map { try $0.string("id") }).union([userAudience])
+            return try SyncPull.audiences(of: user, through: head, in: db)
         }
     }
 }
