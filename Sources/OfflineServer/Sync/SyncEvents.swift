@@ -21,16 +21,20 @@ import ServiceLifecycle
 /// another user's writes neither wake it into sending nor shift its heartbeat, which runs on the
 /// stream's own timer, every `heartbeat` of silence, so a client notices a dropped connection.
 /// When the user's memberships change (their own audience is touched), the stream reads them
-/// again: an audience left is no longer announced from that moment.
+/// again: an audience left is no longer announced from that moment. A user holds at most
+/// ``StreamQuota/defaultPerUser`` streams on an instance; the next is answered `429`.
 struct SyncEvents: Sendable {
     let user: String
     let sync: SyncService
+    /// The stream's place in its user's quota: held by the body, given back when it ends.
+    let lease: StreamQuota.Lease
 
     func response() -> Response {
         Response(
             status: .ok,
             headers: [.contentType: "text/event-stream", .cacheControl: "no-store"],
-            body: ResponseBody { [user, sync] writer in
+            body: ResponseBody { [user, sync, lease] writer in
+                defer { lease.end() }
                 let own = SyncRules.audience(SyncRules.userKind, user)
                 try await sync.storage.notifications.listen(SyncFeed.pokeChannel) { listening in
                     var audiences = try await sync.audiences(of: user)

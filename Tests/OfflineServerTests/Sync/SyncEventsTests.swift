@@ -113,6 +113,35 @@ struct SyncEventsTests {
         }
     }
 
+    @Test("one account holds at most its quota of live streams: the next is 429, another user still gets one, a closed one frees its place")
+    func streamQuota() async throws {
+        var configuration = ServerConfiguration.testing()
+        // The server notices a stream closed when a heartbeat fails to go out.
+        configuration.syncHeartbeat = .milliseconds(100)
+        try await withLiveServer(configuration) { port in
+            let ana = try await LiveRequest.signIn(port, "ana")
+            var streams: [EventStream] = []
+            for _ in 0..<StreamQuota.defaultPerUser {
+                let stream = try EventStream(port: port, token: ana)
+                try await stream.waitFor(": connected\n\n")
+                streams.append(stream)
+            }
+            let refused = try await LiveRequest.send(port, "GET", "/api/sync/events", headers: ["Authorization": "Bearer \(ana)"])
+            #expect(refused.status == 429)
+            #expect(refused.body.contains("live streams open already"))
+            let ben = try EventStream(port: port, token: try await LiveRequest.signIn(port, "ben"))
+            try await ben.waitFor(": connected\n\n")
+
+            streams.removeLast().socket.close()
+            var reopened = false
+            for _ in 0..<50 where !reopened {
+                try await Task.sleep(for: .milliseconds(100))
+                reopened = try await LiveRequest.send(port, "GET", "/api/sync/events", headers: ["Authorization": "Bearer \(ana)"]).status == 200
+            }
+            #expect(reopened, "the closed stream's place was never given back")
+        }
+    }
+
     @Test("heartbeats keep the stream's own timer while other users write: as many as the interval makes, no more, and no event")
     func heartbeatsOnOwnTimer() async throws {
         try await Self.withLiveSync(.sqlite, heartbeat: .milliseconds(250)) { port, _ in
