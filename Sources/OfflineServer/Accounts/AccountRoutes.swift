@@ -8,18 +8,26 @@ extension Router where Context == OfflineRequestContext {
     ///
     /// - `POST /api/auth/sign-in` `{"name": "ana", "password": "…"}` → `200` with
     ///   `{"accessToken", "refreshToken", "tokenType": "Bearer", "expiresIn", "user"}`; `401` when
-    ///   the name or password is wrong (one answer for both).
+    ///   the name or password is wrong (one answer for both); `429` with `Retry-After` after
+    ///   five wrong passwords for a name within 15 minutes (``SignInAttempts``).
     /// - `POST /api/auth/refresh` `{"refreshToken": "…"}` → a new pair (the old refresh token is
     ///   used up); `401` when it is unknown, expired or already used.
     /// - `POST /api/auth/sign-out` with the access token → `204`; its sign-in's tokens stop working.
     ///
     /// Every other route finds the caller's user in the context (``UserAuthenticator``, added here
     /// for the whole router). None of these answers is cached.
-    func addAccountRoutes(accounts: AccountStore) {
+    func addAccountRoutes(accounts: AccountStore, throttle: SignInThrottle = SignInThrottle()) {
         add(middleware: UserAuthenticator(accounts: accounts))
         post("/api/auth/sign-in") { request, context in
             let input = try await request.decode(as: SignIn.self, context: context)
-            guard let tokens = try await accounts.signIn(name: input.name, password: input.password) else {
+            if let wait = throttle.retryAfter(input.name) {
+                var response = problemResponse(.tooManyRequests, "Too many wrong passwords for this name. Try again in \(Int(wait) / 60 + 1) minutes.")
+                response.headers[.retryAfter] = String(Int(wait))
+                return response
+            }
+            let tokens = try await accounts.signIn(name: input.name, password: input.password)
+            throttle.record(input.name, succeeded: tokens != nil)
+            guard let tokens else {
                 throw HTTPError(.unauthorized, message: "That name and password don't match an account.")
             }
             return try Self.tokensResponse(tokens)

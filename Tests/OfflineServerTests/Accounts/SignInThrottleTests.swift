@@ -1,0 +1,54 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+@testable import OfflineServer
+import Testing
+
+@Suite("Sign-in: wrong passwords are throttled per name")
+struct SignInThrottleTests {
+    let start = Date(timeIntervalSince1970: 1_000_000)
+
+    @Test("five wrong passwords within the window stop the name until the oldest is a window old; a success forgets them")
+    func attempts() {
+        var attempts = SignInAttempts()
+        for second in 0..<4 { attempts.failed("ana", now: start.addingTimeInterval(Double(second))) }
+        #expect(attempts.retryAfter("ana", now: start.addingTimeInterval(4)) == nil)
+        attempts.failed("Ana ", now: start.addingTimeInterval(4))
+        #expect(attempts.retryAfter("ana", now: start.addingTimeInterval(5)) == 895, "900 s after the first, names folded")
+        #expect(attempts.retryAfter("ben", now: start.addingTimeInterval(5)) == nil)
+        #expect(attempts.retryAfter("ana", now: start.addingTimeInterval(899)) == 1)
+        #expect(attempts.retryAfter("ana", now: start.addingTimeInterval(900)) == nil, "the first failure left the window")
+        attempts.succeeded("ana")
+        attempts.failed("ana", now: start.addingTimeInterval(901))
+        #expect(attempts.retryAfter("ana", now: start.addingTimeInterval(901)) == nil)
+    }
+
+    @Test("names sprayed past the capacity push out the oldest, never memory up")
+    func capacity() {
+        var attempts = SignInAttempts(policy: .init(failures: 5, window: 900, capacity: 100))
+        for index in 0..<1_000 { attempts.failed("name-\(index)", now: start.addingTimeInterval(Double(index) / 1000)) }
+        #expect(attempts.names == 100)
+        attempts.failed("ana", now: start.addingTimeInterval(2))
+        #expect(attempts.names == 100)
+    }
+
+    @Test("the route answers 429 with Retry-After after five wrong passwords, to the right one too; another name signs in")
+    func route() async throws {
+        let app = try await buildApplication(.testing())
+        try await app.test(.router) { client in
+            func signIn(_ name: String, _ password: String) async throws -> TestResponse {
+                let body = try JSONEncoder().encode(["name": name, "password": password])
+                return try await client.execute(uri: "/api/auth/sign-in", method: .post, headers: [.contentType: "application/json"],
+                                                body: ByteBuffer(bytes: body))
+            }
+            for _ in 0..<5 { #expect(try await signIn("ana", "guess").status == .unauthorized) }
+            let refused = try await signIn("ana", AccountSeed.demoPassword)
+            #expect(refused.status == .tooManyRequests)
+            #expect(refused.headers[.contentType] == "application/problem+json")
+            #expect(refused.headers[.retryAfter].flatMap(Int.init).map { (1...900).contains($0) } == true)
+            #expect(try await signIn("ben", AccountSeed.demoPassword).status == .ok)
+        }
+    }
+}
