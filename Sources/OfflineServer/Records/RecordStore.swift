@@ -82,10 +82,19 @@ struct RecordStore: Sendable {
         case delete
     }
 
+    /// A patch would make the record larger than its collection allows a body to be: patches of
+    /// fields could otherwise grow one record without bound, each under the limit.
+    struct TooLarge: Error, Equatable {
+        var limit: Int
+    }
+
     /// Applies a write in `db`, records it in the owner's change feed and counts its effect under
     /// `key`: call it inside the `write` that commits the write route's effect.
+    /// - Parameter maxBytes: the most a patched record's JSON may take (the collection's body limit).
     /// - Returns: the record after the write (nil after a delete, or a patch of a missing record).
-    func apply(_ write: Write, owner: String, collection: String, id: String, key: String?, in db: any SQLDatabase) throws -> Record? {
+    /// - Throws: ``TooLarge`` when a patch would pass `maxBytes`; nothing is written then.
+    func apply(_ write: Write, owner: String, collection: String, id: String, key: String?, maxBytes: Int = .max,
+               in db: any SQLDatabase) throws -> Record? {
         var result: Record?
         switch write {
         case .put(let body):
@@ -105,6 +114,7 @@ struct RecordStore: Sendable {
             let current = try Self.body(try row.data("body"))
             let (version, mergedBody) = (try row.int("version") + 1, current.merging(body) { _, new in new })
             let encoded = JSONValue.object(mergedBody).jsonBytes
+            guard encoded.count <= maxBytes else { throw TooLarge(limit: maxBytes) }
             try db.execute("""
                 UPDATE records SET body = \(Data(encoded)), version = \(version)
                 WHERE owner = \(owner) AND collection = \(collection) AND id = \(id)

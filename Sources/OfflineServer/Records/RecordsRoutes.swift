@@ -81,11 +81,16 @@ private func write(
     if let refusal = RecordRules.refusal(request.method, object, collection: collection) { return refusal }
     let key = request.headers[IdempotentWrites.keyField].flatMap(IdempotentWrites.parseKey)
     let write = make(object)
+    let limit = context.maxUploadSize
     return try await context.commitWrite(on: storage) { db in
-        guard let record = try records.apply(write, owner: owner, collection: collection, id: id, key: key, in: db) else {
-            return .problem(.notFound, "No such record.")
+        do {
+            guard let record = try records.apply(write, owner: owner, collection: collection, id: id, key: key, maxBytes: limit, in: db) else {
+                return .problem(.notFound, "No such record.")
+            }
+            return .json(record.jsonBytes)
+        } catch is RecordStore.TooLarge {
+            return .problem(.contentTooLarge, "With this change the record would be larger than \(BodyLimit(bytes: limit).text), the most a record of this collection may be.")
         }
-        return .json(record.jsonBytes)
     }
 }
 

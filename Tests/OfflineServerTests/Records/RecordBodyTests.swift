@@ -136,6 +136,36 @@ struct RecordBodyTests {
         }
     }
 
+    @Test("patches that would grow a record past its collection's limit are refused 413 and change nothing; under it they apply")
+    func patchGrowth() async throws {
+        let app = try await buildApplication(ServerConfiguration.testing())
+        try await app.test(.router) { client in
+            let client = try await signedInClient(client, "ana")
+            let part = String(repeating: "x", count: 40 << 10)
+            try await client.execute(uri: "/api/records/notes/big", method: .put, headers: Self.headers(),
+                                     body: ByteBuffer(string: #"{"a":"\#(part)"}"#)) { response in
+                #expect(response.status == .ok)
+            }
+            // Each patch is under the 64 KiB limit; the record it would make is not.
+            try await client.execute(uri: "/api/records/notes/big", method: .patch, headers: Self.headers(),
+                                     body: ByteBuffer(string: #"{"b":"\#(part)"}"#)) { response throws in
+                #expect(response.status == .contentTooLarge)
+                #expect(response.headers[.contentType] == "application/problem+json")
+                #expect((try Self.object(response)["detail"] as? String)?.contains(BodyLimit.record.text) == true)
+            }
+            try await client.execute(uri: "/api/records/notes/big", method: .get) { response throws in
+                let record = try Self.object(response)
+                #expect(record["version"] as? Int == 1)
+                #expect((record["body"] as? [String: Any])?["b"] == nil)
+            }
+            try await client.execute(uri: "/api/records/notes/big", method: .patch, headers: Self.headers(),
+                                     body: ByteBuffer(string: #"{"b":"small"}"#)) { response throws in
+                #expect(response.status == .ok)
+                #expect(try Self.object(response)["version"] as? Int == 2)
+            }
+        }
+    }
+
     @Test("a row written by the earlier JSONEncoder-based store still reads, and a patch keeps its values")
     func earlierRows() async throws {
         struct Earlier: Encodable { var title = "Tea/Coffee"; var count = 2.0; var tags = ["é", "\u{0}"]; var done = false }
