@@ -23,14 +23,9 @@ extension Router where Context == OfflineRequestContext {
             let user = try context.requireUser().id
             let (workspace, id) = (try context.pathParameter("workspace"), try context.pathParameter("id"))
             let input: ChatInput
-            do {
-                input = try await ChatInput.read(request, context)
-            } catch let refusal as BadRequest {
-                // Returned, not thrown, so the idempotency key keeps this answer like any other 4xx.
-                return problemResponse(refusal.status, refusal.detail)
-            }
-            if let refusal = RecordRules.checkMessage(input.object, isPatch: false) {
-                return problemResponse(.unprocessableContent, refusal.detail, ["field": refusal.field])
+            switch try await ChatInput.checked(request, context) {
+            case .refused(let response): return response
+            case .input(let checked): input = checked
             }
             guard let chat = input.chat, !chat.isEmpty, let text = input.text else {
                 return problemResponse(.unprocessableContent, "A message needs a chat.", ["field": "chat"])
@@ -47,13 +42,9 @@ extension Router where Context == OfflineRequestContext {
             let user = try context.requireUser().id
             let (workspace, id) = (try context.pathParameter("workspace"), try context.pathParameter("id"))
             let input: ChatInput
-            do {
-                input = try await ChatInput.read(request, context)
-            } catch let refusal as BadRequest {
-                return problemResponse(refusal.status, refusal.detail)
-            }
-            if let refusal = RecordRules.checkMessage(input.object, isPatch: false) {
-                return problemResponse(.unprocessableContent, refusal.detail, ["field": refusal.field])
+            switch try await ChatInput.checked(request, context) {
+            case .refused(let response): return response
+            case .input(let checked): input = checked
             }
             guard let text = input.text else { return problemResponse(.unprocessableContent, "An edit needs a text.", ["field": "text"]) }
             return try await context.commitWrite(on: storage) { db in
@@ -102,6 +93,28 @@ private struct ChatInput {
         var chat: String?
         var text: String?
         var sentAt: Date?
+    }
+
+    /// What a message's body is: the fields, or the answer refusing it.
+    enum Checked {
+        case input(ChatInput)
+        /// Returned, not thrown, so the idempotency key keeps this answer like any other 4xx.
+        case refused(Response)
+    }
+
+    /// The request's body, held to the message rules (``RecordRules/checkMessage(_:isPatch:)``).
+    /// A post and an edit both carry the text, so both are checked as whole messages.
+    static func checked(_ request: Request, _ context: OfflineRequestContext) async throws -> Checked {
+        let input: ChatInput
+        do {
+            input = try await read(request, context)
+        } catch let refusal as BadRequest {
+            return .refused(problemResponse(refusal.status, refusal.detail))
+        }
+        if let refusal = RecordRules.checkMessage(input.object, isPatch: false) {
+            return .refused(problemResponse(.unprocessableContent, refusal.detail, ["field": refusal.field]))
+        }
+        return .input(input)
     }
 
     /// The request's body.
