@@ -132,31 +132,24 @@ extension SyncEngine {
             }
         }
         // The writes on their way are few: read them once per collection, not once per row.
-        var writesByCollection: [String: [String: [Data]]] = [:]
+        var writesByCollection = ReadOnce<[String: [Data]]>()
         // Rows held for writes that settled but that the server's capture may not have read yet:
         // until a page captured through the checkpoint, a version pulled for them may predate
         // the user's write, so it is held too instead of taking the user's value away.
-        var heldByCollection: [String: Set<String>] = [:]
+        var heldByCollection = ReadOnce<Set<String>>()
         for change in changes {
             guard let collection = collections[change.collection] else { continue }
             if resyncing {
                 try db.execute(sql: "INSERT OR IGNORE INTO offlinekit_sync_seen (collection, id) VALUES (?, ?)",
                                arguments: [collection.name, change.id])
             }
-            let writes = try writesByCollection[collection.name] ?? {
-                let writes = try pendingPayloads(collection.name, in: db)
-                writesByCollection[collection.name] = writes
-                return writes
-            }()
+            let writes = try writesByCollection.value(collection.name) { try pendingPayloads(collection.name, in: db) }
             let conflicts = ConflictLedger(collection: collection)
             let pending = writes.isEmpty ? [] : writes[change.id] ?? []
             if pending.isEmpty, !settling {
-                let held = try heldByCollection[collection.name] ?? {
-                    let held = try Set(String.fetchAll(db, sql: "SELECT id FROM offlinekit_sync_held WHERE collection = ?",
-                                                       arguments: [collection.name]))
-                    heldByCollection[collection.name] = held
-                    return held
-                }()
+                let held = try heldByCollection.value(collection.name) {
+                    try Set(String.fetchAll(db, sql: "SELECT id FROM offlinekit_sync_held WHERE collection = ?", arguments: [collection.name]))
+                }
                 if held.contains(change.id) {
                     try db.execute(sql: "UPDATE offlinekit_sync_held SET value = ? WHERE collection = ? AND id = ?",
                                    arguments: [change.value, collection.name, change.id])
@@ -277,5 +270,17 @@ struct SyncCursorRow: Sendable {
         for name in collections {
             try db.execute(sql: "DELETE FROM offlinekit_sync_seen WHERE collection = ?", arguments: [name])
         }
+    }
+}
+
+/// Values read on first use, once per key: what a page's rows look up per collection.
+private struct ReadOnce<Value> {
+    private var values: [String: Value] = [:]
+
+    mutating func value(_ key: String, read: () throws -> Value) rethrows -> Value {
+        if let value = values[key] { return value }
+        let value = try read()
+        values[key] = value
+        return value
     }
 }
