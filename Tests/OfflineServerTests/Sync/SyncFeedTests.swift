@@ -31,9 +31,7 @@ struct SyncFeedTests {
             queue = try DatabaseQueue()
             try queue.write { db in
                 let database = TestDatabase(db: db)
-                for (_, statements) in SyncFeed.schema.migrations {
-                    for statement in statements { try database.execute(statement) }
-                }
+                try database.migrate(SyncFeed.schema)
                 try SyncFeed.reset(rules: "test", through: 0, in: database)
             }
         }
@@ -277,6 +275,17 @@ struct SyncFeedTests {
 }
 
 /// The statements of a test's GRDB transaction.
+extension TestDatabase {
+    /// Runs every migration of `schemas`, in order, as the server's storage does at start.
+    func migrate(_ schemas: StorageSchema...) throws {
+        for schema in schemas {
+            for (_, statements) in schema.migrations {
+                for statement in statements { try execute(statement) }
+            }
+        }
+    }
+}
+
 struct TestDatabase: SQLDatabase {
     let db: Database
 
@@ -318,9 +327,7 @@ struct SQLiteCaptureTests {
             let database = TestDatabase(db: db)
             try db.execute(sql: "CREATE TABLE messages (id TEXT PRIMARY KEY, workspace_id TEXT, body TEXT, n INTEGER)")
             try db.execute(sql: "CREATE TABLE memberships (user_id TEXT, workspace_id TEXT, PRIMARY KEY (user_id, workspace_id))")
-            for (_, statements) in SyncFeed.schema.migrations + SQLiteCapture.schema.migrations {
-                for statement in statements { try database.execute(statement) }
-            }
+            try database.migrate(SyncFeed.schema, SQLiteCapture.schema)
             let catalog = try SyncCatalog.sqlite(in: database)
             try Self.rules.check(against: catalog)
             #expect(catalog.tables["memberships"]?.primaryKey == ["user_id", "workspace_id"])
