@@ -27,6 +27,8 @@ extension Offline {
         var requestHeadTimeout: Double = 10
         @Option(name: .customLong("request-body-timeout"), help: "Seconds a client has, from a request's head, to send the whole body.")
         var requestBodyTimeout: Double = 30
+        @Option(name: .customLong("response-write-timeout"), help: "Seconds an answer may wait for a client that stopped reading it before the connection is closed.")
+        var responseWriteTimeout: Double = 30
         @Option(name: .customLong("max-connections"), help: "Connections served at once; more wait in the listen queue until one closes.")
         var maxConnections = 2048
         @Option(name: .customLong("sync-rules"), help: "A YAML file of sync rules: which of the database's tables are synced, and to whom (added to the built-in ones).")
@@ -38,7 +40,7 @@ extension Offline {
             guard (0...65_535).contains(port) else { throw ValidationError("--port must be between 0 and 65535.") }
             guard idempotencyRetention > 0 else { throw ValidationError("--idempotency-retention must be positive.") }
             for (name, seconds) in [("--idle-timeout", idleTimeout), ("--request-head-timeout", requestHeadTimeout),
-                                    ("--request-body-timeout", requestBodyTimeout)] where !(seconds > 0) {
+                                    ("--request-body-timeout", requestBodyTimeout), ("--response-write-timeout", responseWriteTimeout)] where !(seconds > 0) {
                 throw ValidationError("\(name) must be positive.")
             }
             guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive.") }
@@ -58,6 +60,7 @@ extension Offline {
                 idleTimeout: .seconds(idleTimeout),
                 requestHeadTimeout: .seconds(requestHeadTimeout),
                 requestBodyTimeout: .seconds(requestBodyTimeout),
+                responseWriteTimeout: .seconds(responseWriteTimeout),
                 maxConnections: maxConnections,
                 syncRules: syncRules.map { URL(fileURLWithPath: $0) },
                 tombstoneRetention: .seconds(tombstoneRetention * 24 * 3600)

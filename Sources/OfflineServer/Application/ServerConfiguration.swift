@@ -32,6 +32,9 @@ public struct ServerConfiguration: Sendable {
     public var requestHeadTimeout: Duration
     /// How long a client has, from a request's head, to send the whole body.
     public var requestBodyTimeout: Duration
+    /// How long an answer may wait for a client that stopped reading it (the connection's send
+    /// buffer full, nothing taken) before the server closes the connection.
+    public var responseWriteTimeout: Duration
     /// The most connections served at once. Past it the server accepts no new connection until one
     /// closes: they wait in the kernel's listen queue (then are refused once that is full).
     public var maxConnections: Int
@@ -61,6 +64,7 @@ public struct ServerConfiguration: Sendable {
         idleTimeout: Duration = .seconds(60),
         requestHeadTimeout: Duration = .seconds(10),
         requestBodyTimeout: Duration = .seconds(30),
+        responseWriteTimeout: Duration = .seconds(30),
         maxConnections: Int = 2048,
         syncHeartbeat: Duration = .seconds(15),
         syncRules: URL? = nil,
@@ -81,6 +85,7 @@ public struct ServerConfiguration: Sendable {
         self.idleTimeout = idleTimeout
         self.requestHeadTimeout = requestHeadTimeout
         self.requestBodyTimeout = requestBodyTimeout
+        self.responseWriteTimeout = responseWriteTimeout
         self.maxConnections = maxConnections
         self.syncHeartbeat = syncHeartbeat
         self.syncRules = syncRules

@@ -14,11 +14,13 @@ struct HTTP1ChannelWithDeadlines: ServerChildChannel {
     let http1: HTTP1Channel
     let headTimeout: Duration
     let bodyTimeout: Duration
+    let writeTimeout: Duration
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         do {
             // Before Hummingbird's handlers, which are all added at the back.
             try channel.pipeline.syncOperations.addHandler(RequestBytesObserver())
+            try channel.pipeline.syncOperations.addHandler(StalledReaderHandler(timeout: writeTimeout, logger: logger))
         } catch {
             return channel.eventLoop.makeFailedFuture(error)
         }
@@ -40,15 +42,17 @@ struct HTTP1ChannelWithDeadlines: ServerChildChannel {
 }
 
 extension HTTPServerBuilder {
-    /// HTTP/1 with an idle timeout and request head and body deadlines.
+    /// HTTP/1 with an idle timeout, request head and body deadlines, and a limit on how long an
+    /// answer may wait for a client that stopped reading.
     static func http1(
-        idleTimeout: Duration, requestHeadTimeout: Duration, requestBodyTimeout: Duration
+        idleTimeout: Duration, requestHeadTimeout: Duration, requestBodyTimeout: Duration, responseWriteTimeout: Duration
     ) -> HTTPServerBuilder {
         HTTPServerBuilder { responder in
             HTTP1ChannelWithDeadlines(
                 http1: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: TimeAmount(idleTimeout))),
                 headTimeout: requestHeadTimeout,
-                bodyTimeout: requestBodyTimeout
+                bodyTimeout: requestBodyTimeout,
+                writeTimeout: responseWriteTimeout
             )
         }
     }

@@ -91,3 +91,52 @@ final class RequestBytesObserver: ChannelInboundHandler, RemovableChannelHandler
         context.fireChannelRead(data)
     }
 }
+
+/// Closes a connection whose client stopped reading: an answer waiting to go out, the
+/// connection's send buffer full, for ``timeout`` without the client taking a byte. The idle
+/// timeout does not run while an answer is pending, so without this 300 connections that asked
+/// for a megabyte each and read nothing held their answers in memory for as long as they liked.
+///
+/// A slow reader is not a stalled one: each time the client takes enough for the channel to be
+/// writable again, the wait starts over.
+final class StalledReaderHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+
+    private let timeout: Duration
+    private let logger: Logger
+    private var close: Scheduled<Void>?
+
+    init(timeout: Duration, logger: Logger) {
+        self.timeout = timeout
+        self.logger = logger
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            cancel()
+        } else if close == nil {
+            close = context.eventLoop.assumeIsolated().scheduleTask(in: TimeAmount(timeout)) {
+                self.close = nil
+                self.logger.debug("Closing a connection whose client stopped reading its answer", metadata: [
+                    "remote": "\(context.remoteAddress?.description ?? "?")",
+                ])
+                context.close(promise: nil)
+            }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        cancel()
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        cancel()
+    }
+
+    private func cancel() {
+        close?.cancel()
+        close = nil
+    }
+}
