@@ -13,6 +13,9 @@ package final class Broadcast<Element: Sendable>: Sendable {
     }
 
     private let state: Locked<State>
+    /// Held while values are handed to subscribers, so they get them in order; never held by a
+    /// subscription's end (see ``update(_:)``).
+    private let delivery = Locked(())
 
     package init(_ initial: Element) {
         state = Locked(State(latest: initial))
@@ -28,31 +31,40 @@ package final class Broadcast<Element: Sendable>: Sendable {
     /// Changes the latest value and publishes the result, as one step.
     ///
     /// Concurrent updates never lose each other's changes (no read of ``latest`` then a send),
-    /// and every subscriber receives values in the order they were made: the yield happens under
-    /// the lock, which a yield never re-enters (it only buffers, or resumes a waiting reader).
+    /// and every subscriber receives values in the order they were made: they are handed over
+    /// under ``delivery``. Not under the state's lock: a yield that resumes a waiting reader takes
+    /// that task's lock, and a task being cancelled holds its lock while its stream's
+    /// `onTermination` takes the state's lock to remove the subscriber. Yielding under the
+    /// state's lock deadlocked the two (a cancelled download's progress, once in a full run).
     @discardableResult
     package func update<T>(_ body: (inout Element) -> T) -> T {
-        state.withLock { state in
-            let result = body(&state.latest)
-            for subscriber in state.subscribers.values { subscriber.yield(state.latest) }
+        delivery.withLock { _ in
+            let (result, value, subscribers) = state.withLock { state in
+                let result = body(&state.latest)
+                return (result, state.latest, Array(state.subscribers.values))
+            }
+            for subscriber in subscribers { subscriber.yield(value) }
             return result
         }
     }
 
     /// Ends every subscription; later subscribers get the latest value and then the end.
     package func finish() {
-        let subscribers = state.withLock { state -> [AsyncStream<Element>.Continuation] in
-            state.finished = true
-            defer { state.subscribers.removeAll() }
-            return Array(state.subscribers.values)
+        delivery.withLock { _ in
+            let subscribers = state.withLock { state -> [AsyncStream<Element>.Continuation] in
+                state.finished = true
+                defer { state.subscribers.removeAll() }
+                return Array(state.subscribers.values)
+            }
+            for subscriber in subscribers { subscriber.finish() }
         }
-        for subscriber in subscribers { subscriber.finish() }
     }
 
     /// Every value from now on, starting with the latest unless `replayingLatest` is false.
     package func subscribe(replayingLatest: Bool = true) -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream.makeStream(of: Element.self, bufferingPolicy: .bufferingNewest(1))
         let id = UUID()
+        // The new stream has no reader yet: this yield only buffers, so it may run under the lock.
         state.withLock { state in
             if replayingLatest { continuation.yield(state.latest) }
             if state.finished {
