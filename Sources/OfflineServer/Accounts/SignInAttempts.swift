@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import OfflineCore
 
 /// The failed sign-ins of each account name, and whether a name may try again: after
 /// ``Policy/failures`` wrong passwords within ``Policy/window``, a name is refused until the
@@ -58,11 +58,11 @@ struct SignInAttempts: Sendable {
 
 /// ``SignInAttempts`` shared by the sign-in route's requests.
 final class SignInThrottle: Sendable {
-    private let attempts: Mutex<SignInAttempts>
+    private let attempts: Locked<SignInAttempts>
     private let now: @Sendable () -> Date
 
     init(policy: SignInAttempts.Policy = .init(), now: @escaping @Sendable () -> Date = { Date() }) {
-        attempts = Mutex(SignInAttempts(policy: policy))
+        attempts = Locked(SignInAttempts(policy: policy))
         self.now = now
     }
 

@@ -2,7 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
-import Synchronization
+import OfflineCore
 
 /// What the sync routes serve from: the rules, the feed's storage, and where capture stands.
 struct SyncService: Sendable {
@@ -31,7 +31,7 @@ struct SyncService: Sendable {
 final class StreamQuota: Sendable {
     static let defaultPerUser = 8
     let perUser: Int
-    private let open = Mutex<[String: Int]>([:])
+    private let open = Locked<[String: Int]>([:])
 
     init(perUser: Int) { self.perUser = perUser }
 
@@ -60,7 +60,7 @@ final class StreamQuota: Sendable {
     final class Lease: Sendable {
         let quota: StreamQuota
         let user: String
-        private let ended = Mutex(false)
+        private let ended = Locked(false)
 
         fileprivate init(quota: StreamQuota, user: String) { (self.quota, self.user) = (quota, user) }
 
