@@ -156,7 +156,9 @@ struct PostgresCapture: Service {
         let mapping = FeedMapping(rules: rules)
         let logger = logger
         let now = now()
-        try await storage.write { db in try SyncFeed.reset(rules: fingerprint, through: Int64(start), in: db) }
+        // `through` stays at 0 until the snapshot is published below: a client's checkpoint must
+        // not count as captured while the tables' rows are still being copied in.
+        try await storage.write { db in try SyncFeed.reset(rules: fingerprint, through: 0, in: db) }
         var rows = 0
         for table in rules.tables.sorted() {
             let columns = try await storage.read { db in try Self.columns(of: table, in: db) }
