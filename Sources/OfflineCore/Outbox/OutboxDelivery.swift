@@ -73,6 +73,10 @@ public enum OutboxDelivery {
         if let seconds = Int(trimmed) {
             return seconds >= 0 ? .seconds(seconds) : nil
         }
+        // An HTTP-date is printable ASCII, 29 characters. Anything else never reaches
+        // DateFormatter, which traps on some strings (a combining mark: "m\u{487}"), so a hostile
+        // server's Retry-After could crash the app.
+        guard trimmed.utf8.count <= 64, trimmed.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) else { return nil }
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")

@@ -65,6 +65,9 @@ struct OutboxPolicyTests {
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
         #expect(OutboxDelivery.parseRetryAfter(formatter.string(from: date), now: now) == .seconds(30))
         #expect(OutboxDelivery.parseRetryAfter("soon", now: now) == nil)
+        // DateFormatter traps on a combining mark; a server may send anything.
+        #expect(OutboxDelivery.parseRetryAfter("m\u{487}", now: now) == nil)
+        #expect(OutboxDelivery.parseRetryAfter("Wed, 21 Oct 2015 07:28:00 GMT\u{487}", now: now) == nil)
         #expect(OutboxDelivery.parseRetryAfter("-3", now: now) == nil)
     }
 
