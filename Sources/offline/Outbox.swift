@@ -193,10 +193,10 @@ extension Offline.Outbox {
             struct Record: Decodable { var id: String; var version: Int }
             struct Effects: Decodable { var effects: [String: Int] }
             let (records, effects) = try await HTTPClientTransport.withTransport { transport in
-                let records = try await account.signedIn(transport, at: baseURL)
-                    .send(TransportRequest(url: baseURL.appendingPathComponent("api/records/\(collection)")))
+                let signedIn = account.signedIn(transport, at: baseURL)
+                let records = try await signedIn.send(TransportRequest(url: baseURL.appendingPathComponent("api/records/\(collection)")))
                 guard records.status == 200 else { throw ValidationError("The server refused to list the records (status \(records.status)).") }
-                let effects = try await transport.send(TransportRequest(url: baseURL.appendingPathComponent("api/record-effects")))
+                let effects = try await signedIn.send(TransportRequest(url: baseURL.appendingPathComponent("api/record-effects")))
                 guard effects.status == 200 else {
                     throw ValidationError("The server does not count applied writes: start it with `offline serve --faults`.")
                 }

@@ -393,7 +393,7 @@ extension DemoHarness {
 
     /// How many times the server applied a write, per idempotency key.
     func serverEffects() async throws -> [String: Int] {
-        let response = try await requests.base.send(TransportRequest(url: environment.url("api/record-effects")))
+        let response = try await asDemoAccount.send(TransportRequest(url: environment.url("api/record-effects")))
         let object = try JSONSerialization.jsonObject(with: response.body) as? [String: Any]
         return (object?["effects"] as? [String: Int]) ?? [:]
     }

@@ -32,11 +32,13 @@ extension Router where Context == OfflineRequestContext {
         }
         if configuration.faultsEnabled {
             put("/_faults/packs") { request, context in
+                try context.requireLocalPeer()
                 let plan = try await request.decode(as: PackFaultPlan.self, context: context)
                 hosting.faults.set(plan)
                 return Response(status: .noContent)
             }
-            delete("/_faults/packs") { _, _ in
+            delete("/_faults/packs") { _, context in
+                try context.requireLocalPeer()
                 hosting.faults.set(nil)
                 return Response(status: .noContent)
             }

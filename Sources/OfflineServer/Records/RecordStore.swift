@@ -74,6 +74,19 @@ struct RecordStore: Sendable {
             "DROP TABLE records",
             "ALTER TABLE records_owned RENAME TO records",
         ]),
+        // Effects are counted per owner, like the keys they are counted under (a key is the
+        // client's, unique per user only), and listed to their owner only. Counts from before
+        // have no owner and are no one's.
+        ("records.v3-effect-owners", [
+            """
+            CREATE TABLE record_effects_owned (
+                owner \(.text) NOT NULL, idempotencyKey \(.text) NOT NULL, count \(.integer) NOT NULL,
+                PRIMARY KEY (owner, idempotencyKey))
+            """,
+            "INSERT INTO record_effects_owned (owner, idempotencyKey, count) SELECT '', idempotencyKey, count FROM record_effects",
+            "DROP TABLE record_effects",
+            "ALTER TABLE record_effects_owned RENAME TO record_effects",
+        ]),
     ])
 
     enum Write: Sendable {
@@ -125,8 +138,8 @@ struct RecordStore: Sendable {
         }
         if let key {
             try db.execute("""
-                INSERT INTO record_effects (idempotencyKey, count) VALUES (\(key), 1)
-                ON CONFLICT (idempotencyKey) DO UPDATE SET count = record_effects.count + 1
+                INSERT INTO record_effects (owner, idempotencyKey, count) VALUES (\(owner), \(key), 1)
+                ON CONFLICT (owner, idempotencyKey) DO UPDATE SET count = record_effects.count + 1
                 """)
         }
         return result
@@ -149,9 +162,10 @@ struct RecordStore: Sendable {
         }
     }
 
-    func effects() async throws -> [String: Int] {
+    /// How many times each of `owner`'s writes ran, by idempotency key.
+    func effects(owner: String) async throws -> [String: Int] {
         try await storage.read { db in
-            Dictionary(uniqueKeysWithValues: try db.rows("SELECT idempotencyKey, count FROM record_effects").map {
+            Dictionary(uniqueKeysWithValues: try db.rows("SELECT idempotencyKey, count FROM record_effects WHERE owner = \(owner)").map {
                 (try $0.string("idempotencyKey"), try $0.int("count"))
             })
         }

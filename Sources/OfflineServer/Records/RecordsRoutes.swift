@@ -17,8 +17,9 @@ extension Router where Context == OfflineRequestContext {
     ///   whenever any device of its owner writes, so no lifetime would be honest: a cached copy
     ///   is stale at once and says so, and is revalidated before reuse at the cost of a `304`.
     ///   Without `must-revalidate`, so a client that cannot reach the server may still show it.
-    /// - `GET /api/record-effects`: how many times a write with each idempotency key ran, for the
-    ///   crash labs; only with `faultsEnabled` (`offline serve --faults`), never on a server others use.
+    /// - `GET /api/record-effects`: how many times each of the signed-in user's writes ran, by
+    ///   idempotency key, for the crash labs; only with `faultsEnabled` (`offline serve --faults`)
+    ///   and only to this machine, never on a server others use.
     ///
     /// Every route needs a signed-in user (`401` otherwise), whose records they are: another
     /// account's record is not found. Writes need an `Idempotency-Key`: like every write route,
@@ -28,8 +29,10 @@ extension Router where Context == OfflineRequestContext {
     func addRecordsRoutes(storage: any ServerStorage, faultsEnabled: Bool) {
         let records = RecordStore(storage: storage)
         if faultsEnabled {
-            get("/api/record-effects") { _, _ in
-                jsonResponse(.object(["effects": .object(try await records.effects().mapValues { .number(String($0)) })]))
+            get("/api/record-effects") { _, context in
+                try context.requireLocalPeer()
+                let owner = try context.requireUser().id
+                return jsonResponse(.object(["effects": .object(try await records.effects(owner: owner).mapValues { .number(String($0)) })]))
             }
         }
         let group = group("/api/records")

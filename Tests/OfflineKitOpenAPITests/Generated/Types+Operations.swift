@@ -2002,7 +2002,7 @@ internal enum Operations {
             }
         }
     }
-    /// How many times the write of each idempotency key ran (servers started with faults only).
+    /// How many times each of the signed-in user's writes ran, by idempotency key (servers started with faults only, answered to this machine only).
     ///
     /// - Remark: HTTP `GET /api/record-effects`.
     /// - Remark: Generated from `#/paths//api/record-effects/get(getRecordEffects)`.
@@ -2081,6 +2081,29 @@ internal enum Operations {
                     }
                 }
             }
+            /// No valid access token.
+            ///
+            /// - Remark: Generated from `#/paths//api/record-effects/get(getRecordEffects)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -2088,11 +2111,14 @@ internal enum Operations {
         }
         internal enum AcceptableContentType: AcceptableProtocol {
             case json
+            case applicationProblemJson
             case other(Swift.String)
             internal init?(rawValue: Swift.String) {
                 switch rawValue.lowercased() {
                 case "application/json":
                     self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
                 default:
                     self = .other(rawValue)
                 }
@@ -2103,11 +2129,14 @@ internal enum Operations {
                     return string
                 case .json:
                     return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
                 }
             }
             internal static var allCases: [Self] {
                 [
-                    .json
+                    .json,
+                    .applicationProblemJson
                 ]
             }
         }

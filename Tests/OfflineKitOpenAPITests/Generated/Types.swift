@@ -65,7 +65,7 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /api/planner/suggestions`.
     /// - Remark: Generated from `#/paths//api/planner/suggestions/post(suggestPlannerTasks)`.
     func suggestPlannerTasks(_ input: Operations.SuggestPlannerTasks.Input) async throws -> Operations.SuggestPlannerTasks.Output
-    /// How many times the write of each idempotency key ran (servers started with faults only).
+    /// How many times each of the signed-in user's writes ran, by idempotency key (servers started with faults only, answered to this machine only).
     ///
     /// - Remark: HTTP `GET /api/record-effects`.
     /// - Remark: Generated from `#/paths//api/record-effects/get(getRecordEffects)`.
@@ -235,7 +235,7 @@ extension APIProtocol {
             body: body
         ))
     }
-    /// How many times the write of each idempotency key ran (servers started with faults only).
+    /// How many times each of the signed-in user's writes ran, by idempotency key (servers started with faults only, answered to this machine only).
     ///
     /// - Remark: HTTP `GET /api/record-effects`.
     /// - Remark: Generated from `#/paths//api/record-effects/get(getRecordEffects)`.

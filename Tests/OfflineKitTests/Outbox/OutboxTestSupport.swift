@@ -118,9 +118,11 @@ func serverItems(_ url: URL, _ collection: String, _ transport: any HTTPTranspor
     return Dictionary(uniqueKeysWithValues: try JSONDecoder().decode([Record].self, from: response.body).map { ($0.id, $0.body.value) })
 }
 
+/// How many times the server ran each of Ana's writes, by idempotency key (a server started with
+/// faults answers its lab count to the signed-in owner only).
 func serverEffects(_ url: URL, _ transport: any HTTPTransport) async throws -> [String: Int] {
     struct Effects: Decodable { var effects: [String: Int] }
-    let response = try await transport.send(OfflineKit.TransportRequest(url: url.appendingPathComponent("api/record-effects")))
+    let response = try await signedInAsAna(transport, at: url).send(OfflineKit.TransportRequest(url: url.appendingPathComponent("api/record-effects")))
     return try JSONDecoder().decode(Effects.self, from: response.body).effects
 }
 

@@ -175,7 +175,7 @@ struct StorageBackendTests {
             }
             await #expect(throws: Refused.self) {
                 try await storage.write { db in
-                    try db.execute("INSERT INTO record_effects (idempotencyKey, count) VALUES ('failed', 1)")
+                    try db.execute("INSERT INTO record_effects (owner, idempotencyKey, count) VALUES ('ana', 'failed', 1)")
                     throw Refused()
                 }
             }
@@ -183,24 +183,24 @@ struct StorageBackendTests {
             let proceed = DispatchSemaphore(value: 0)
             let cancelled = Task {
                 try await storage.write { db in
-                    try db.execute("INSERT INTO record_effects (idempotencyKey, count) VALUES ('cancelled-1', 1)")
+                    try db.execute("INSERT INTO record_effects (owner, idempotencyKey, count) VALUES ('ana', 'cancelled-1', 1)")
                     enter.yield()
                     _ = proceed.wait(timeout: .now() + 30)
-                    try db.execute("INSERT INTO record_effects (idempotencyKey, count) VALUES ('cancelled-2', 1)")
+                    try db.execute("INSERT INTO record_effects (owner, idempotencyKey, count) VALUES ('ana', 'cancelled-2', 1)")
                 }
             }
             for await _ in entered { break }
             cancelled.cancel()
             proceed.signal()
             _ = try? await cancelled.value
-            let left = try await records.effects()
+            let left = try await records.effects(owner: "ana")
             // GRDB interrupts the access of a cancelled task; a PostgreSQL transaction never waits
             // on the task, so it runs to its end.
             #expect(left == (backend == .sqlite ? [:] : ["cancelled-1": 1, "cancelled-2": 1]), "all or nothing: \(left)")
             _ = try await storage.write { db in
                 try records.apply(.put(["n": .number("1")]), owner: "ana", collection: "c", id: "1", key: "next", in: db)
             }
-            #expect(try await records.effects()["next"] == 1)
+            #expect(try await records.effects(owner: "ana")["next"] == 1)
             group.cancelAll()
         }
     }

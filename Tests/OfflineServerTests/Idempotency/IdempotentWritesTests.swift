@@ -160,8 +160,8 @@ struct IdempotentWritesTests {
                     let run = effectRuns.next()
                     if run == 2 { otherInEffect.signal() }
                     try db.execute("""
-                        INSERT INTO record_effects (idempotencyKey, count) VALUES ('once', 1)
-                        ON CONFLICT (idempotencyKey) DO UPDATE SET count = record_effects.count + 1
+                        INSERT INTO record_effects (owner, idempotencyKey, count) VALUES ('ana', 'once', 1)
+                        ON CONFLICT (owner, idempotencyKey) DO UPDATE SET count = record_effects.count + 1
                         """)
                     if run == 1 { _ = otherOnItsWay.wait(timeout: .now() + 20) }
                     return WriteAnswer(status: .created, body: ByteBuffer(string: "run \(run)"))
@@ -188,7 +188,7 @@ struct IdempotentWritesTests {
                 let later = try await clientB.execute(uri: "/once", method: .post, headers: headers)
                 #expect(String(buffer: later.body) == answers[0].0 && later.headers[IdempotentWrites.replayedField] == "true")
                 #expect(effectRuns.count == (backend == .postgres ? 2 : 1), "a copy sent after the answer was stored does not run the effect")
-                let counted = try await first.read { db in try db.row("SELECT count FROM record_effects WHERE idempotencyKey = 'once'")?.int("count") }
+                let counted = try await first.read { db in try db.row("SELECT count FROM record_effects WHERE owner = 'ana' AND idempotencyKey = 'once'")?.int("count") }
                 #expect(counted == 1, "the effect committed once")
             }
         }

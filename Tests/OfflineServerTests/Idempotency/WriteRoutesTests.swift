@@ -5,6 +5,7 @@ import HummingbirdTesting
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOEmbedded
 @testable import OfflineServer
 import Testing
 
@@ -52,15 +53,48 @@ struct WriteRoutesTests {
         }
     }
 
-    @Test("the count of applied writes is a lab endpoint: it exists only on a server started with faults")
+    @Test("the count of applied writes is a lab endpoint: only with faults, only to its owner, signed in")
     func effectsOnlyWithFaults() async throws {
         for faults in [false, true] {
             let app = try await buildApplication(.testing(faultsEnabled: faults))
             try await app.test(.router) { client in
-                try await client.execute(uri: "/api/record-effects", method: .get) { response in
+                let ana = try await signedInJSON(client, "ana")
+                try await client.execute(uri: "/api/records/notes/1", method: .put, headers: keyed(ana),
+                                         body: ByteBuffer(string: #"{"title":"Ana's"}"#)) { response in #expect(response.status == .ok) }
+                try await client.execute(uri: "/api/record-effects", method: .get, headers: ana) { response throws in
                     #expect(response.status == (faults ? .ok : .notFound), "faults \(faults)")
+                    if faults {
+                        let object = try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any]
+                        #expect((object?["effects"] as? [String: Int])?.count == 1)
+                    }
+                }
+                guard faults else { return }
+                try await client.execute(uri: "/api/record-effects", method: .get) { response in
+                    #expect(response.status == .unauthorized, "another user's keys are not listed to anyone")
+                }
+                try await client.execute(uri: "/api/record-effects", method: .get, headers: try await signedIn(client, "ben")) { response in
+                    let object = try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any]
+                    #expect((object?["effects"] as? [String: Int]) == [:], "Ben sees none of Ana's keys")
                 }
             }
+        }
+    }
+
+    @Test("the fault controls answer only this machine: a peer elsewhere gets 404, whatever the server is bound to",
+          arguments: [("10.0.0.7", false), ("192.0.2.2", false), ("::ffff:10.0.0.7", false), ("fd00::2", false),
+                      ("127.0.0.1", true), ("127.8.9.1", true), ("::1", true), ("::ffff:127.0.0.1", true)])
+    func faultControlsOnlyLocal(peer: String, local: Bool) async throws {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "offline-fault-peers-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let configuration = ServerConfiguration.testing(packsDirectory: folder, faultsEnabled: true)
+        let responder = try await SyncTestBackend.prepare(.sqlite, configuration).router().buildResponder()
+        let channel = NIOAsyncTestingChannel()
+        channel.remoteAddress = try SocketAddress(ipAddress: peer, port: 40_000)
+        let context = OfflineRequestContext(source: .init(channel: channel, logger: Logger(label: "test")))
+        for (method, path) in [(HTTPRequest.Method.get, "/_faults/routes"), (.delete, "/_faults/routes"), (.delete, "/_faults/packs")] {
+            let request = Request(head: HTTPRequest(method: method, scheme: nil, authority: "127.0.0.1", path: path), body: .init(buffer: ByteBuffer()))
+            let status = try await responder.respond(to: request, context: context).status
+            #expect(status == (local ? (method == .get ? .ok : .noContent) : .notFound), "\(method) \(path) from \(peer)")
         }
     }
 
@@ -117,7 +151,7 @@ struct WriteRoutesTests {
             try await client.execute(uri: "/flaky", method: .post, headers: headers) { response in
                 #expect(response.headers[IdempotentWrites.replayedField] == "true")
             }
-            #expect(try await records.effects()["flaky-write"] == 1, "one effect in all")
+            #expect(try await records.effects(owner: "ana")["flaky-write"] == 1, "one effect in all")
             #expect(try await records.list("flaky", owner: "ana").map(\.version) == [1])
         }
     }
