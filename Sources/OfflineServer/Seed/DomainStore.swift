@@ -18,6 +18,12 @@ struct DomainStore: Sendable {
                 "CREATE TABLE IF NOT EXISTS workspace_member (email \(.text) PRIMARY KEY, name \(.text) NOT NULL, role \(.text) NOT NULL)",
                 "CREATE TABLE IF NOT EXISTS generation (id \(.serialPrimaryKey), session_id \(.text) NOT NULL, created_at \(.double) NOT NULL)",
             ]),
+            // Variations are numbered per user: one count for everyone told each user how often
+            // the others generated. Those made before belong to no one.
+            ("domain.v2-own-variations", [
+                "ALTER TABLE generation ADD COLUMN owner \(.text) NOT NULL DEFAULT ''",
+                "CREATE INDEX generation_owner_session ON generation (owner, session_id)",
+            ]),
         ],
         seed: { db in
             for city in DomainCatalog.cities {
@@ -62,12 +68,15 @@ struct DomainStore: Sendable {
         }
     }
 
-    /// Records one generation of a session in `db` and returns its number (1 for the first).
-    static func recordGeneration(sessionId: String, at date: Date, in db: any SQLDatabase) throws -> Int {
+    /// Records one generation of a session by `owner` in `db` and returns its number among the
+    /// owner's generations of that session (1 for the first).
+    static func recordGeneration(sessionId: String, owner: String, at date: Date, in db: any SQLDatabase) throws -> Int {
         // Generations of one session are numbered one at a time, across instances too.
         _ = try db.rows("SELECT id FROM audio_session WHERE id = \(sessionId) \(.forUpdate)")
-        try db.execute("INSERT INTO generation (session_id, created_at) VALUES (\(sessionId), \(date))")
-        return try db.row("SELECT COUNT(*) AS count FROM generation WHERE session_id = \(sessionId)")?.int("count") ?? 1
+        try db.execute("INSERT INTO generation (owner, session_id, created_at) VALUES (\(owner), \(sessionId), \(date))")
+        return try db.row("""
+            SELECT COUNT(*) AS count FROM generation WHERE owner = \(owner) AND session_id = \(sessionId)
+            """)?.int("count") ?? 1
     }
 
     func plannerDocument(user: String) async throws -> Data? {

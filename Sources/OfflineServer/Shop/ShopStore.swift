@@ -45,12 +45,10 @@ struct ShopStore: Sendable {
                 """,
                 "CREATE TABLE IF NOT EXISTS shop_counter (name \(.text) PRIMARY KEY, next_value \(.integer) NOT NULL)",
             ]),
-        ],
-        seed: { db in
-            try db.execute("""
-                INSERT INTO shop_counter (name, next_value) VALUES ('order', \(firstOrderNumber)) ON CONFLICT (name) DO NOTHING
-                """)
-        })
+            // Order numbers were one counter for every customer, so each one's numbers showed how
+            // many orders everyone else placed in between. They now follow the customer's own.
+            ("shop.v2-own-order-numbers", ["DROP TABLE shop_counter"]),
+        ])
 
     static func seed() -> Account {
         Account(
@@ -119,13 +117,18 @@ struct ShopStore: Sendable {
         _ = try db.rows("SELECT id FROM shop_customer WHERE id = \(user) \(.forUpdate)")
         let items = try Self.cartItems(of: user, in: db)
         guard !items.isEmpty else { throw Failure.emptyCart }
-        let number = try db.row("""
-            UPDATE shop_counter SET next_value = next_value + 1 WHERE name = 'order' RETURNING next_value - 1 AS number
-            """)?.int("number") ?? Self.firstOrderNumber
+        // The customer's own next number: their row is locked, so two checkouts cannot take one.
+        let number = try db.rows("SELECT id FROM shop_order WHERE customer = \(user)")
+            .compactMap { try Self.orderNumber($0.string("id")) }.max().map { $0 + 1 } ?? Self.firstOrderNumber
         let order = ShopOrder(id: "A-\(number)", placedAt: now(), status: .placed, totalCents: ShopCart(items: items).totalCents)
         try insert(order, of: user, in: db)
         try db.execute("DELETE FROM shop_cart_item WHERE customer = \(user)")
         return order
+    }
+
+    /// The number of an order id such as `A-1042`; nil for an id of another form.
+    static func orderNumber(_ id: String) -> Int? {
+        id.hasPrefix("A-") ? Int(id.dropFirst(2)) : nil
     }
 
     /// Rates a past order, in `db`.

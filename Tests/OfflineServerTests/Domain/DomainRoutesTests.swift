@@ -61,9 +61,15 @@ struct DomainRoutesTests {
                 #expect(sessions.count == 3)
                 #expect(sessions.allSatisfy { ($0["packId"] as? String)?.hasPrefix("session-") == true })
             }
-            try await client.execute(uri: "/api/sessions/deep-focus/generate", method: .post, headers: keyed(ana)) { response throws in
-                #expect(response.status == .created)
-                #expect(try Self.object(response)["variation"] as? Int == 1)
+            for variation in [1, 2] {
+                try await client.execute(uri: "/api/sessions/deep-focus/generate", method: .post, headers: keyed(ana)) { response throws in
+                    #expect(response.status == .created)
+                    #expect(try Self.object(response)["variation"] as? Int == variation)
+                }
+            }
+            let ben = try await signedInJSON(client, "ben")
+            try await client.execute(uri: "/api/sessions/deep-focus/generate", method: .post, headers: keyed(ben)) { response throws in
+                #expect(try Self.object(response)["variation"] as? Int == 1, "Ben's first, whatever Ana generated")
             }
             try await client.execute(uri: "/api/sessions/nope/generate", method: .post, headers: keyed(ana)) { response throws in
                 #expect(response.status == .notFound)

@@ -105,6 +105,18 @@ struct ShopRoutesTests {
         }
     }
 
+    @Test("order numbers are each customer's own: one customer's order does not move another's number", arguments: StorageBackend.available)
+    func ownOrderNumbers(backend: StorageBackend) async throws {
+        try await backend.testApplication() { client in
+            for name in ["alice", "bob", "customer-0"] {
+                let headers = try await signedIn(client, name)
+                try await client.execute(uri: "/shop/checkout", method: .post, headers: keyed(headers)) { response throws in
+                    #expect(try Self.decode(ShopOrder.self, response).id == "A-1042", "\(name)'s first order follows their own A-1041")
+                }
+            }
+        }
+    }
+
     @Test("with a data folder, the shop is kept in SQLite: cart and orders survive a restart")
     func survivesRestart() async throws {
         let folder = FileManager.default.temporaryDirectory.appending(path: "offline-shop-test-\(UUID().uuidString)")
@@ -138,11 +150,11 @@ struct ShopRoutesTests {
             try await client.execute(uri: "/shop/cart", method: .get, headers: bob) { response throws in
                 #expect(try Self.decode(ShopCart.self, response).items.map(\.id) == ["mug", "bottle"])
             }
-            // Order numbers carry on from where they were.
+            // Each customer's numbers follow their own orders, kept across the restart.
             let next = try await client.execute(uri: "/shop/checkout", method: .post, headers: keyed(bob)) { response throws in
                 try Self.decode(ShopOrder.self, response)
             }
-            #expect(next.id != order.id)
+            #expect(next.id == "A-1042")
         }
     }
 }
