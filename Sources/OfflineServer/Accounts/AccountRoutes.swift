@@ -9,7 +9,8 @@ extension Router where Context == OfflineRequestContext {
     /// - `POST /api/auth/sign-in` `{"name": "ana", "password": "…"}` → `200` with
     ///   `{"accessToken", "refreshToken", "tokenType": "Bearer", "expiresIn", "user"}`; `401` when
     ///   the name or password is wrong (one answer for both); `429` with `Retry-After` after
-    ///   five wrong passwords for a name within 15 minutes (``SignInAttempts``).
+    ///   five wrong passwords for a name within 15 minutes (``SignInAttempts``); `503` with
+    ///   `Retry-After` while more sign-ins are being checked than ``PasswordChecks`` takes.
     /// - `POST /api/auth/refresh` `{"refreshToken": "…"}` → a new pair (the old refresh token is
     ///   used up); `401` when it is unknown, expired or already used.
     /// - `POST /api/auth/sign-out` with the access token → `204`; its sign-in's tokens stop working.
@@ -25,7 +26,14 @@ extension Router where Context == OfflineRequestContext {
                 response.headers[.retryAfter] = String(Int(wait))
                 return response
             }
-            let tokens = try await accounts.signIn(name: input.name, password: input.password)
+            let tokens: AccountStore.Tokens?
+            do {
+                tokens = try await accounts.signIn(name: input.name, password: input.password)
+            } catch is PasswordChecks.Busy {
+                var response = problemResponse(.serviceUnavailable, "Too many people are signing in right now. Try again in a moment.")
+                response.headers[.retryAfter] = "1"
+                return response
+            }
             throttle.record(input.name, succeeded: tokens != nil)
             guard let tokens else {
                 throw HTTPError(.unauthorized, message: "That name and password don't match an account.")

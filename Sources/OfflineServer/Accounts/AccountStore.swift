@@ -1,7 +1,5 @@
 import Crypto
 import Foundation
-import HummingbirdBcrypt
-import NIOPosix
 
 /// Accounts and their tokens, in the server's storage (SQLite or PostgreSQL).
 ///
@@ -63,6 +61,7 @@ struct AccountStore: Sendable {
 
     /// Signs `name` in with `password`; nil when either is wrong (the same answer for both, and
     /// the same work: an unknown name is checked against a decoy hash).
+    /// - Throws: ``PasswordChecks/Busy`` when too many sign-ins are being checked at once.
     func signIn(name: String, password: String) async throws -> Tokens? {
         let row = try await storage.read { db in
             try db.row("""
@@ -70,8 +69,9 @@ struct AccountStore: Sendable {
                 """)
         }
         let hash = try row?.string("password_hash") ?? Self.decoyHash
-        // bcrypt is slow on purpose: off the cooperative pool, like any blocking work.
-        let matches = try await NIOThreadPool.singleton.runIfActive { Bcrypt.verify(password, hash: hash) }
+        // bcrypt is slow on purpose: on threads of its own, off the cooperative pool and off the
+        // pool file reads use.
+        let matches = try await PasswordChecks.shared.verify(password, hash: hash)
         guard matches, let row else { return nil }
         let user = try Self.user(row)
         let fresh = freshTokens()
