@@ -35,6 +35,10 @@ extension Offline {
         var syncRules: String?
         @Option(name: .customLong("tombstone-retention"), help: "Days to keep deleted rows' tombstones in the sync feed; a device offline longer syncs everything again.")
         var tombstoneRetention: Double = 30
+        @Option(name: .customLong("max-records-per-user"), help: "Records one user may keep across collections; a write past it is refused (403).")
+        var maxRecordsPerUser = RecordQuota.standard.records
+        @Option(name: .customLong("max-record-bytes-per-user"), help: "Bytes the bodies of one user's records may take together; a write past it is refused (403).")
+        var maxRecordBytesPerUser = RecordQuota.standard.bytes
 
         func validate() throws {
             guard (0...65_535).contains(port) else { throw ValidationError("--port must be between 0 and 65535.") }
@@ -45,6 +49,9 @@ extension Offline {
             }
             guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive.") }
             guard tombstoneRetention > 0 else { throw ValidationError("--tombstone-retention must be positive.") }
+            guard maxRecordsPerUser > 0, maxRecordBytesPerUser > 0 else {
+                throw ValidationError("--max-records-per-user and --max-record-bytes-per-user must be positive.")
+            }
         }
 
         func run() async throws {
@@ -63,7 +70,8 @@ extension Offline {
                 responseWriteTimeout: .seconds(responseWriteTimeout),
                 maxConnections: maxConnections,
                 syncRules: syncRules.map { URL(fileURLWithPath: $0) },
-                tombstoneRetention: .seconds(tombstoneRetention * 24 * 3600)
+                tombstoneRetention: .seconds(tombstoneRetention * 24 * 3600),
+                recordQuota: RecordQuota(records: maxRecordsPerUser, bytes: maxRecordBytesPerUser)
             )
             let app = try await buildApplication(configuration) { port in
                 print("offline serve: listening on http://\(configuration.host):\(port)")

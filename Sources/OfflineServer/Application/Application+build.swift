@@ -87,7 +87,7 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     router.addShopRoutes(storage: storage)
     router.addDomainRoutes(configuration, storage: storage)
     router.addPackRoutes(configuration)
-    router.addRecordsRoutes(storage: storage, faultsEnabled: configuration.faultsEnabled)
+    router.addRecordsRoutes(storage: storage, quota: configuration.recordQuota, faultsEnabled: configuration.faultsEnabled)
     router.addChatRoutes(storage: storage)
     router.addSyncRoutes(sync)
     return router

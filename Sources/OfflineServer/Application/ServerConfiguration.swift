@@ -48,6 +48,8 @@ public struct ServerConfiguration: Sendable {
     public var tombstoneRetention: Duration
     /// How often capture looks for changes when it found none the last time.
     public var capturePollInterval: Duration
+    /// How many records, and how many bytes of them, each user may keep (`/api/records/…`).
+    public var recordQuota: RecordQuota
 
     public init(
         host: String = "127.0.0.1",
@@ -69,7 +71,8 @@ public struct ServerConfiguration: Sendable {
         syncHeartbeat: Duration = .seconds(15),
         syncRules: URL? = nil,
         tombstoneRetention: Duration = .seconds(30 * 24 * 3600),
-        capturePollInterval: Duration = .milliseconds(5)
+        capturePollInterval: Duration = .milliseconds(5),
+        recordQuota: RecordQuota = .standard
     ) {
         self.host = host
         self.port = port
@@ -91,5 +94,6 @@ public struct ServerConfiguration: Sendable {
         self.syncRules = syncRules
         self.tombstoneRetention = tombstoneRetention
         self.capturePollInterval = capturePollInterval
+        self.recordQuota = recordQuota
     }
 }

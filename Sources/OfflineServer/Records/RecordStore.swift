@@ -12,6 +12,8 @@ import Foundation
 /// route commits them with its idempotency key; reads open their own.
 struct RecordStore: Sendable {
     let storage: any ServerStorage
+    /// What each owner may keep; checked by every write through ``apply(_:owner:collection:id:key:maxBytes:in:)``.
+    var quota = RecordQuota.unlimited
     var now: @Sendable () -> Date = { Date() }
 
     struct Record: Sendable, Equatable {
@@ -87,6 +89,16 @@ struct RecordStore: Sendable {
             "DROP TABLE record_effects",
             "ALTER TABLE record_effects_owned RENAME TO record_effects",
         ]),
+        // What each owner keeps, for ``RecordQuota``: counted once here, then by every write.
+        ("records.v4-usage", [
+            """
+            CREATE TABLE record_usage (owner \(.text) PRIMARY KEY, records \(.integer) NOT NULL, bytes \(.integer) NOT NULL)
+            """,
+            """
+            INSERT INTO record_usage (owner, records, bytes)
+            SELECT owner, COUNT(*), COALESCE(SUM(LENGTH(body)), 0) FROM records GROUP BY owner
+            """,
+        ]),
     ])
 
     enum Write: Sendable {
@@ -106,35 +118,50 @@ struct RecordStore: Sendable {
     /// - Parameter maxBytes: the most a patched record's JSON may take (the collection's body limit).
     /// - Returns: the record after the write (nil after a delete, or a patch of a missing record).
     /// - Throws: ``TooLarge`` when a patch would pass `maxBytes`; nothing is written then.
+    ///   ``RecordQuota/Exceeded`` when the write would take the owner past ``quota``: the caller's
+    ///   `write` rolls back what this one wrote.
     func apply(_ write: Write, owner: String, collection: String, id: String, key: String?, maxBytes: Int = .max,
                in db: any SQLDatabase) throws -> Record? {
         var result: Record?
         switch write {
         case .put(let body):
             let encoded = JSONValue.object(body).jsonBytes
+            let previous = try db.row("""
+                SELECT LENGTH(body) AS bytes FROM records WHERE owner = \(owner) AND collection = \(collection) AND id = \(id) \(.forUpdate)
+                """)?.int("bytes")
             // One statement, so concurrent writers on other instances each get their own version.
             let version = try db.row("""
                 INSERT INTO records (owner, collection, id, body, version) VALUES (\(owner), \(collection), \(id), \(Data(encoded)), 1)
                 ON CONFLICT (owner, collection, id) DO UPDATE SET body = excluded.body, version = records.version + 1
                 RETURNING version
                 """)?.int("version") ?? 1
+            // Version 1 is a new record. (When the same user creates it twice at once on two instances,
+            // the second finds none before its insert and version 2 after: it counts no new record
+            // and, not knowing the bytes it replaced, counts more bytes than the user keeps.)
+            try charge(owner, records: version == 1 ? 1 : 0, bytes: encoded.count - (previous ?? 0), in: db)
             result = Record(id: id, version: version, body: body, encodedBody: encoded)
         case .patch(let body):
             // The merge happens here, so the row stays locked from read to write.
             guard let row = try db.row("""
                 SELECT body, version FROM records WHERE owner = \(owner) AND collection = \(collection) AND id = \(id) \(.forUpdate)
                 """) else { return nil }
-            let current = try Self.body(try row.data("body"))
+            let stored = try row.data("body")
+            let current = try Self.body(stored)
             let (version, mergedBody) = (try row.int("version") + 1, current.merging(body) { _, new in new })
             let encoded = JSONValue.object(mergedBody).jsonBytes
             guard encoded.count <= maxBytes else { throw TooLarge(limit: maxBytes) }
+            try charge(owner, records: 0, bytes: encoded.count - stored.count, in: db)
             try db.execute("""
                 UPDATE records SET body = \(Data(encoded)), version = \(version)
                 WHERE owner = \(owner) AND collection = \(collection) AND id = \(id)
                 """)
             result = Record(id: id, version: version, body: mergedBody, encodedBody: encoded)
         case .delete:
-            try db.execute("DELETE FROM records WHERE owner = \(owner) AND collection = \(collection) AND id = \(id)")
+            if let freed = try db.row("""
+                DELETE FROM records WHERE owner = \(owner) AND collection = \(collection) AND id = \(id) RETURNING LENGTH(body) AS bytes
+                """)?.int("bytes") {
+                try charge(owner, records: -1, bytes: -freed, in: db)
+            }
         }
         if let key {
             try db.execute("""
@@ -143,6 +170,20 @@ struct RecordStore: Sendable {
                 """)
         }
         return result
+    }
+
+    /// Adds a write's change to what `owner` keeps.
+    /// - Throws: ``RecordQuota/Exceeded`` when a change that adds records or bytes ends past the
+    ///   quota (the owner's usage row stays locked until the caller's `write` ends either way).
+    private func charge(_ owner: String, records: Int, bytes: Int, in db: any SQLDatabase) throws {
+        guard records != 0 || bytes != 0 else { return }
+        guard let usage = try db.row("""
+            INSERT INTO record_usage (owner, records, bytes) VALUES (\(owner), \(records), \(bytes))
+            ON CONFLICT (owner) DO UPDATE SET records = record_usage.records + excluded.records, bytes = record_usage.bytes + excluded.bytes
+            RETURNING records, bytes
+            """) else { return }
+        if records > 0, try usage.int("records") > quota.records { throw RecordQuota.Exceeded(quota: quota, records: true) }
+        if bytes > 0, try usage.int("bytes") > quota.bytes { throw RecordQuota.Exceeded(quota: quota, records: false) }
     }
 
     func list(_ collection: String, owner: String) async throws -> [Record] {

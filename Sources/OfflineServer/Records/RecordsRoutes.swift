@@ -25,9 +25,11 @@ extension Router where Context == OfflineRequestContext {
     /// account's record is not found. Writes need an `Idempotency-Key`: like every write route,
     /// they run exactly once (``IdempotentWrites``): the body is decoded and checked first, then the
     /// record, its change in the owner's feed (`GET /api/sync/records/COLLECTION`), the effect's
-    /// count and the key commit in one write.
-    func addRecordsRoutes(storage: any ServerStorage, faultsEnabled: Bool) {
-        let records = RecordStore(storage: storage)
+    /// count and the key commit in one write. A write that would take its owner past their
+    /// ``RecordQuota`` is `403` with a problem naming the limit, nothing written; like any other
+    /// refusal the answer is kept under the write's key (the client's outbox rolls it back).
+    func addRecordsRoutes(storage: any ServerStorage, quota: RecordQuota, faultsEnabled: Bool) {
+        let records = RecordStore(storage: storage, quota: quota)
         if faultsEnabled {
             get("/api/record-effects") { _, context in
                 try context.requireLocalPeer()
@@ -85,15 +87,20 @@ private func write(
     let key = request.headers[IdempotentWrites.keyField].flatMap(IdempotentWrites.parseKey)
     let write = make(object)
     let limit = context.maxUploadSize
-    return try await context.commitWrite(on: storage) { db in
-        do {
-            guard let record = try records.apply(write, owner: owner, collection: collection, id: id, key: key, maxBytes: limit, in: db) else {
-                return .problem(.notFound, "No such record.")
+    do {
+        return try await context.commitWrite(on: storage) { db in
+            do {
+                guard let record = try records.apply(write, owner: owner, collection: collection, id: id, key: key, maxBytes: limit, in: db) else {
+                    return .problem(.notFound, "No such record.")
+                }
+                return .json(record.jsonBytes)
+            } catch is RecordStore.TooLarge {
+                return .problem(.contentTooLarge, "With this change the record would be larger than \(BodyLimit(bytes: limit).text), the most a record of this collection may be.")
             }
-            return .json(record.jsonBytes)
-        } catch is RecordStore.TooLarge {
-            return .problem(.contentTooLarge, "With this change the record would be larger than \(BodyLimit(bytes: limit).text), the most a record of this collection may be.")
         }
+    } catch let exceeded as RecordQuota.Exceeded {
+        // Thrown, so the write's statements were rolled back.
+        return problemResponse(.forbidden, exceeded.detail)
     }
 }
 
