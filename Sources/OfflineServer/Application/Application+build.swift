@@ -82,7 +82,8 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     router.addAccountRoutes(accounts: accountStore(configuration, storage: storage))
     // Every write after this point is exactly-once.
     if exactlyOnce {
-        router.add(middleware: IdempotentWrites(storage: storage, retention: configuration.idempotencyRetention, now: { Date() }))
+        router.add(middleware: IdempotentWrites(storage: storage, retention: configuration.idempotencyRetention, now: { Date() },
+                                                requiresUser: true))
     }
     router.addShopRoutes(storage: storage)
     router.addDomainRoutes(configuration, storage: storage)
@@ -90,6 +91,9 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     router.addRecordsRoutes(storage: storage, quota: configuration.recordQuota, faultsEnabled: configuration.faultsEnabled)
     router.addChatRoutes(storage: storage)
     router.addSyncRoutes(sync)
+    // Last, so it runs only for a request no route took: a path served with other methods gets
+    // 405 and its `Allow`, not 404.
+    router.add(middleware: MethodNotAllowedMiddleware(routes: router.routes))
     return router
 }
 

@@ -10,8 +10,8 @@ import RawStructuredFieldValues
 /// kept for the key commit in one short database transaction, or none of them does.
 ///
 /// It runs in phases, and only the last one holds a transaction:
-/// 1. this middleware reads the key (`400` without one), collects the body and fingerprints the
-///    request (method, path and body);
+/// 1. this middleware reads the key (`400` without one; `401` before that without a user, with
+///    ``requiresUser``), collects the body and fingerprints the request (method, path and body);
 /// 2. the route runs, outside any transaction: it decodes and checks the body, reads what it
 ///    needs, and does anything slow;
 /// 3. the route hands its database effect to ``OfflineRequestContext/commitWrite(on:_:)``, a
@@ -56,6 +56,10 @@ struct IdempotentWrites: RouterMiddleware {
     let storage: any ServerStorage
     let retention: Duration
     let now: @Sendable () -> Date
+    /// Whether every guarded write is a signed-in user's: a request without a user is then
+    /// answered `401` before its key is read, so a client missing both learns first that it must
+    /// sign in (a key alone would not get it served).
+    var requiresUser = false
     /// Path prefixes whose writes are not guarded: signing in, and the loopback-only controls.
     static let unguardedPrefixes = ["/api/auth/", "/_faults/", "/_demo/"]
     static let methods: Set<HTTPRequest.Method> = [.post, .put, .patch, .delete]
@@ -77,7 +81,12 @@ struct IdempotentWrites: RouterMiddleware {
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard Self.isGuarded(request.method, path: request.uri.path) else { return try await next(request, context) }
+        // A request no route took (no endpoint path) is not a write: it gets the router's 404,
+        // or 405 for a method its path does not serve.
+        guard Self.isGuarded(request.method, path: request.uri.path), context.endpointPath != nil else {
+            return try await next(request, context)
+        }
+        if requiresUser { _ = try context.requireUser() }
         guard let key = request.headers[Self.keyField].flatMap(Self.parseKey) else {
             return Self.problem(.badRequest, "Idempotency-Key missing",
                                 "This request must carry an Idempotency-Key header (a quoted string of 1 to 255 characters).")

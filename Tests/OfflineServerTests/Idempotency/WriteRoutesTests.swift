@@ -53,6 +53,28 @@ struct WriteRoutesTests {
         }
     }
 
+    @Test("a write without a token is answered 401 with the Bearer challenge before its missing key")
+    func signInBeforeKey() async throws {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "offline-write-routes-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let configuration = ServerConfiguration.testing(packsDirectory: folder.appending(path: "packs"), faultsEnabled: true)
+        let server = try await SyncTestBackend.prepare(.sqlite, configuration)
+        let router = try server.router()
+        let writes = Self.writeRoutes(router).filter { !Self.unguarded.contains("\($0.method) \($0.path)") }
+        #expect(writes.count >= 10, "\(writes)")
+        try await Application(router: router).test(.router) { client in
+            for (method, path) in writes {
+                let uri = path.replacingOccurrences(of: "{collection}", with: "notes").replacingOccurrences(of: "{id}", with: "1")
+                    .replacingOccurrences(of: "{workspace}", with: ChatStore.workspace)
+                try await client.execute(uri: uri, method: method, headers: [.contentType: "application/json"],
+                                         body: ByteBuffer(string: "{}")) { response throws in
+                    #expect(response.status == .unauthorized, "\(method) \(path)")
+                    #expect(response.headers[.wwwAuthenticate]?.hasPrefix("Bearer realm=") == true, "\(method) \(path)")
+                }
+            }
+        }
+    }
+
     @Test("the count of applied writes is a lab endpoint: only with faults, only to its owner, signed in")
     func effectsOnlyWithFaults() async throws {
         for faults in [false, true] {
