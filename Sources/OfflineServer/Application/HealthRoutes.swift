@@ -2,14 +2,23 @@ import Hummingbird
 import NIOCore
 
 extension Router where Context == OfflineRequestContext {
+    /// The most `GET /health/sample` answers: 1 MiB.
+    static var maxSampleBytes: Int { 1 << 20 }
+
     /// `GET /health` answers 204 with no body: the default target of the client's probes.
-    /// `GET /health/sample?bytes=N` answers N bytes (up to 1 MiB), so a client can measure
-    /// throughput with its own traffic.
+    /// `GET /health/sample?bytes=N` answers N bytes (16 KiB without `bytes`, up to 1 MiB), so a
+    /// client can measure throughput with its own traffic; any other `bytes` is refused with
+    /// `400`, so a client never times a size it did not ask for.
     func addHealthRoutes() {
         get("/health") { _, _ in Response(status: .noContent) }
         get("/health/sample") { request, _ in
-            let requested = request.uri.queryParameters.get("bytes", as: Int.self) ?? 16 * 1024
-            let size = min(max(requested, 0), 1 << 20)
+            var size = 16 * 1024
+            if let bytes = request.uri.queryParameters.get("bytes") {
+                guard let requested = Int(bytes), (0...Self.maxSampleBytes).contains(requested) else {
+                    throw BadRequest(detail: "bytes is a whole number from 0 to \(Self.maxSampleBytes).")
+                }
+                size = requested
+            }
             return Response(
                 status: .ok,
                 headers: [.contentType: "application/octet-stream", .cacheControl: "no-store"],
