@@ -3,13 +3,15 @@ import Hummingbird
 
 extension Router where Context == OfflineRequestContext {
     /// - `GET /api/cities?q=par`: up to 8 cities whose name starts with (then contains) the
-    ///   query, for the city input's autocomplete; each names its pack under `/packs/`.
+    ///   query, for the city input's autocomplete; each names its pack under `/packs/`. A query
+    ///   is at most 64 Unicode scalars, as the published contract counts a string's length: one
+    ///   character may carry any number of combining marks, so counting characters bounds nothing.
     /// - `POST /_demo/packs/{pack}/publish`: publishes the next version of a city pack (with
     ///   `faultsEnabled` only), so a client can show "Update available".
     func addCityRoutes(store: DomainStore, packsDirectory: URL?, faultsEnabled: Bool, now: @escaping @Sendable () -> Date) {
         get("/api/cities") { request, _ in
             let query = request.uri.queryParameters.get("q") ?? ""
-            guard query.count <= 64 else {
+            guard query.unicodeScalars.count <= 64 else {
                 return try DomainHTTP.problem("Type a shorter city name.", field: "q", status: .badRequest)
             }
             return try DomainHTTP.json(CityList(cities: try await store.cities(matching: query)))

@@ -29,6 +29,21 @@ struct DomainRoutesTests {
         }
     }
 
+    @Test("a city query is at most 64 Unicode scalars, however few characters they make")
+    func cityQueryLength() async throws {
+        try await StorageBackend.sqlite.testApplication() { client in
+            // 64 scalars: "e" and a combining acute accent, 32 times (32 characters).
+            let accented = String(repeating: "e\u{301}", count: 32)
+            for (query, status) in [(accented, HTTPResponse.Status.ok), (accented + "e", .badRequest),
+                                    (String(repeating: "e\u{301}", count: 33), .badRequest), (String(repeating: "p", count: 65), .badRequest)] {
+                let encoded = try #require(query.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+                try await client.execute(uri: "/api/cities?q=" + encoded, method: .get) { response in
+                    #expect(response.status == status, "\(query.unicodeScalars.count) scalars in \(query.count) characters")
+                }
+            }
+        }
+    }
+
     @Test("planner: suggestions for the open tasks; backup stored and read back; bad documents refused", arguments: StorageBackend.available)
     func planner(backend: StorageBackend) async throws {
         try await backend.testApplication() { client in
