@@ -92,7 +92,7 @@ private struct ChatInput {
     private struct Fields: Decodable {
         var chat: String?
         var text: String?
-        var sentAt: Date?
+        var sentAt: String?
     }
 
     /// What a message's body is: the fields, or the answer refusing it.
@@ -126,12 +126,17 @@ private struct ChatInput {
         var request = request
         let body = try await request.collectBody(upTo: context.maxUploadSize)
         let object = try JSONBody.object(body, maxBytes: context.maxUploadSize)
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        guard let fields = try? decoder.decode(Fields.self, from: body) else {
-            throw BadRequest(detail: "A message is a JSON object with a chat and a text (strings), and may have a sentAt (an ISO 8601 date).")
+        guard let fields = try? JSONDecoder().decode(Fields.self, from: body) else {
+            throw BadRequest(detail: "A message is a JSON object with a chat and a text (strings), and may have a sentAt (an RFC 3339 date).")
         }
-        return ChatInput(chat: fields.chat, text: fields.text, sentAt: fields.sentAt, object: object)
+        var sentAt: Date?
+        if let text = fields.sentAt {
+            guard let date = RFC3339.date(text) else {
+                throw BadRequest(detail: "A message's sentAt is an RFC 3339 date and time, such as 2026-11-26T09:00:00Z.")
+            }
+            sentAt = date
+        }
+        return ChatInput(chat: fields.chat, text: fields.text, sentAt: sentAt, object: object)
     }
 
     static func json(_ message: ChatStore.Message) throws -> [UInt8] {
