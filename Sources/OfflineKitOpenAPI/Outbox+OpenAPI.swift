@@ -12,7 +12,8 @@ extension Outbox {
     /// ```swift
     /// try await outbox.write(.saveNote, record: RecordKey("notes", note.id),
     ///                        localChange: { db in try note.save(db) }) {
-    ///     try await client.putRecord(path: .init(collection: "notes", id: note.id), body: .json(fields))
+    ///     try await client.putRecord(path: .init(collection: "notes", id: note.id),
+    ///                                headers: .init(idempotencyKey: UUID().uuidString), body: .json(fields))
     /// }
     /// // Returned after the commit, offline or not. The server's answer reaches the operation's
     /// // `onAcknowledged` (or `onRejected`) hook when the drainer delivers it.

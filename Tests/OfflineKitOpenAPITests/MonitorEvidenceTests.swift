@@ -47,7 +47,7 @@ struct MonitorEvidenceTests {
 
                 let sent = wire.requests.count
                 let refused = await #expect(throws: ClientError.self) {
-                    _ = try await client.putRecord(path: .init(collection: "notes", id: "a"), body: try note("Later"))
+                    _ = try await client.putRecord(path: .init(collection: "notes", id: "a"), headers: freshKey(), body: try note("Later"))
                 }
                 #expect(refused?.networkRequired?.status == .offlineSoft)
                 #expect(wire.requests.count == sent, "nothing was sent")

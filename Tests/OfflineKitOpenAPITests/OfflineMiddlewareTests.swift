@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import OfflineCore
 import OfflineKit
 import OfflineKitOpenAPI
@@ -16,7 +17,7 @@ struct OfflineMiddlewareTests {
             let monitor = FakeConnectivityMonitor(.online)
             let wire = Wire(url, network)
             let client = makeClient(url, wire.transport, monitor)
-            let stored = try await client.putRecord(path: .init(collection: "notes", id: "a"), body: try note("Hello")).ok.body.json
+            let stored = try await client.putRecord(path: .init(collection: "notes", id: "a"), headers: freshKey(), body: try note("Hello")).ok.body.json
             #expect(stored.id == "a" && stored.version == 1)
             #expect(try await titles(client, "notes") == ["a": "Hello"])
             #expect(monitor.reportedOutcomes.count == 2)
@@ -33,7 +34,7 @@ struct OfflineMiddlewareTests {
             let wire = Wire(url, network)
             let client = makeClient(url, wire.transport, monitor, requirements: [Operations.ListRecords.id: .offlineCapable])
             let error = await #expect(throws: ClientError.self) {
-                _ = try await client.suggestPlannerTasks(body: .json(.init(additionalProperties: try OpenAPIObjectContainer(unvalidatedValue: ["tasks": ["Pack"]]))))
+                _ = try await client.suggestPlannerTasks(headers: .init(idempotencyKey: "suggest-1"), body: .json(.init(tasks: ["Pack"])))
             }
             let refusal = try #require(error?.networkRequired)
             #expect(refusal.feature == Operations.SuggestPlannerTasks.id)
@@ -44,7 +45,7 @@ struct OfflineMiddlewareTests {
 
             // A write that needs the network is refused the same way.
             await #expect(throws: ClientError.self) {
-                _ = try await client.putRecord(path: .init(collection: "notes", id: "b"), body: try note("Offline"))
+                _ = try await client.putRecord(path: .init(collection: "notes", id: "b"), headers: freshKey(), body: try note("Offline"))
             }
             #expect(wire.recording.requests.isEmpty)
 
@@ -60,9 +61,18 @@ struct OfflineMiddlewareTests {
             let monitor = FakeConnectivityMonitor(.online)
             let wire = Wire(url, network)
             let client = makeClient(url, wire.transport, monitor)
-            _ = try await client.putRecord(path: .init(collection: "notes", id: "a"), body: try note("One")).ok
-            _ = try await client.putRecord(path: .init(collection: "notes", id: "a"), body: try note("Two")).ok
-            let keys = wire.requests(to: "/api/records/notes/a").map { $0.headerFields[.idempotencyKey] }
+            // The reference document marks the key required; a document that leaves it optional
+            // sends writes without one, and the middleware gives each a fresh key.
+            let middleware = OfflineMiddleware(connectivity: monitor)
+            let sent = Locked<[HTTPRequest]>([])
+            for _ in 0..<2 {
+                _ = try await middleware.intercept(HTTPRequest(method: .put, scheme: nil, authority: nil, path: "/api/records/notes/a"),
+                                                   body: nil, baseURL: url, operationID: Operations.PutRecord.id) { request, _, _ in
+                    sent.withLock { $0.append(request) }
+                    return (HTTPResponse(status: .ok), nil)
+                }
+            }
+            let keys = sent.withLock { $0 }.map { $0.headerFields[.idempotencyKey] }
             #expect(keys.count == 2 && keys.allSatisfy(isFreshKey), "\(keys)")
             #expect(Set(keys).count == 2, "each write its own key")
             // Reads are not keyed.

@@ -34,7 +34,7 @@ struct OutboxQueueTests {
             let queued = try await outbox.write(Self.saveNote, record: RecordKey("notes", "q1"), localChange: { db in
                 try db.execute(sql: "INSERT INTO note (id, title) VALUES ('q1', 'Queued')")
             }) {
-                try await client.putRecord(path: .init(collection: "notes", id: "q1"), body: try note("Queued"))
+                try await client.putRecord(path: .init(collection: "notes", id: "q1"), headers: freshKey(), body: try note("Queued"))
             }
             let entry = try #require(queued)
             #expect(entry.method == "PUT" && entry.path == "/api/records/notes/q1")
@@ -81,14 +81,14 @@ struct OutboxQueueTests {
 
         await #expect(throws: OpenAPIOutboxError.methodMismatch(operationID: Operations.PutRecord.id, method: "PUT", outboxOperation: "createNote")) {
             try await outbox.write(Self.createNote, localChange: insert) {
-                try await client.putRecord(path: .init(collection: "notes", id: "x"), body: try note("Never"))
+                try await client.putRecord(path: .init(collection: "notes", id: "x"), headers: freshKey(), body: try note("Never"))
             }
         }
         let traced = Client(serverURL: url, transport: OfflineClientTransport(wire),
                             middlewares: [TraceMiddleware(), OfflineMiddleware(connectivity: FakeConnectivityMonitor(.online))])
         await #expect(throws: OpenAPIOutboxError.headerNotQueued(operationID: Operations.PutRecord.id, field: "X-Trace")) {
             try await outbox.write(Self.saveNote, localChange: insert) {
-                try await traced.putRecord(path: .init(collection: "notes", id: "x"), body: try note("Never"))
+                try await traced.putRecord(path: .init(collection: "notes", id: "x"), headers: freshKey(), body: try note("Never"))
             }
         }
         await #expect(throws: OpenAPIOutboxError.noRequest) {
@@ -97,7 +97,7 @@ struct OutboxQueueTests {
         let bare = Client(serverURL: url, transport: OfflineClientTransport(wire))
         await #expect(throws: OpenAPIOutboxError.noRequest) {
             try await outbox.write(Self.saveNote, localChange: insert) {
-                try await bare.putRecord(path: .init(collection: "notes", id: "x"), body: try note("Never"))
+                try await bare.putRecord(path: .init(collection: "notes", id: "x"), headers: freshKey(), body: try note("Never"))
             }
         }
         #expect(wire.requests.isEmpty, "nothing was sent")

@@ -65,6 +65,12 @@ func titles(_ client: Client, _ collection: String) async throws -> [String: Str
 }
 
 /// A key as the middleware and the outbox send it: a lowercase UUID as an RFC 8941 string.
+/// A new key for one write: the reference backend's document marks `Idempotency-Key` required,
+/// so every generated write call takes one.
+func freshKey() -> Operations.PutRecord.Input.Headers {
+    .init(idempotencyKey: "\"" + UUID().uuidString.lowercased() + "\"")
+}
+
 func isFreshKey(_ value: String?) -> Bool {
     guard let value, value.hasPrefix("\""), value.hasSuffix("\""), value.count == 38 else { return false }
     return UUID(uuidString: String(value.dropFirst().dropLast())) != nil && value == value.lowercased()

@@ -6,9 +6,9 @@ import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/parameters` section of the OpenAPI document.
     internal enum Parameters {
-        /// The write's key, unique per write: 1 to 255 printable ASCII characters. On the wire it is an RFC 8941 string (`"0f9c…"`); the server also takes it bare. The server refuses a write without one (`400`); OfflineKit's middleware adds one when the call sets none, and sends a key the call sets (bare or quoted) as an RFC 8941 string.
+        /// The write's key, unique per write: 1 to 255 printable ASCII characters, without `"` or `\`. On the wire an RFC 8941 string (`"0f9c…"`); the server also takes it bare, as an RFC 8941 token. Without one, or with one it cannot read, the write is refused with `400`; a key already used for another request gets `422`.
         ///
-        /// - Remark: Generated from `#/components/parameters/IdempotencyKey`.
-        internal typealias IdempotencyKey = Swift.String
+        /// - Remark: Generated from `#/components/parameters/RequiredIdempotencyKey`.
+        internal typealias RequiredIdempotencyKey = Swift.String
     }
 }

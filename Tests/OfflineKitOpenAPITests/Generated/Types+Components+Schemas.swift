@@ -93,6 +93,31 @@ extension Components {
                 try encoder.encodeAdditionalProperties(additionalProperties)
             }
         }
+        /// A refusal of the app's own routes (planner, workspace, cities, demo packs), in words a person can read, with the field at fault when there is one.
+        ///
+        /// - Remark: Generated from `#/components/schemas/DomainProblem`.
+        internal struct DomainProblem: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/DomainProblem/message`.
+            internal var message: Swift.String
+            /// - Remark: Generated from `#/components/schemas/DomainProblem/field`.
+            internal var field: Swift.String?
+            /// Creates a new `DomainProblem`.
+            ///
+            /// - Parameters:
+            ///   - message:
+            ///   - field:
+            internal init(
+                message: Swift.String,
+                field: Swift.String? = nil
+            ) {
+                self.message = message
+                self.field = field
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case message
+                case field
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/SignIn`.
         internal struct SignIn: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/SignIn/name`.

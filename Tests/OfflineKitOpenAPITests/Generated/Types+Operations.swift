@@ -53,34 +53,39 @@ internal enum Operations {
             }
         }
         internal enum Output: Sendable, Hashable {
-            internal struct Ok: Sendable, Hashable {
-                /// - Remark: Generated from `#/paths/_demo/packs/{pack}/publish/POST/responses/200/content`.
+            internal struct Created: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/_demo/packs/{pack}/publish/POST/responses/201/content`.
                 internal enum Body: Sendable, Hashable {
-                    /// - Remark: Generated from `#/paths/_demo/packs/{pack}/publish/POST/responses/200/content/json`.
+                    /// - Remark: Generated from `#/paths/_demo/packs/{pack}/publish/POST/responses/201/content/json`.
                     internal struct JsonPayload: Codable, Hashable, Sendable {
-                        /// A container of undocumented properties.
-                        internal var additionalProperties: OpenAPIRuntime.OpenAPIObjectContainer
+                        /// - Remark: Generated from `#/paths/_demo/packs/{pack}/publish/POST/responses/201/content/json/pack`.
+                        internal var pack: Swift.String
+                        /// - Remark: Generated from `#/paths/_demo/packs/{pack}/publish/POST/responses/201/content/json/version`.
+                        internal var version: Swift.String
                         /// Creates a new `JsonPayload`.
                         ///
                         /// - Parameters:
-                        ///   - additionalProperties: A container of undocumented properties.
-                        internal init(additionalProperties: OpenAPIRuntime.OpenAPIObjectContainer = .init()) {
-                            self.additionalProperties = additionalProperties
+                        ///   - pack:
+                        ///   - version:
+                        internal init(
+                            pack: Swift.String,
+                            version: Swift.String
+                        ) {
+                            self.pack = pack
+                            self.version = version
                         }
-                        internal init(from decoder: any Swift.Decoder) throws {
-                            additionalProperties = try decoder.decodeAdditionalProperties(knownKeys: [])
-                        }
-                        internal func encode(to encoder: any Swift.Encoder) throws {
-                            try encoder.encodeAdditionalProperties(additionalProperties)
+                        internal enum CodingKeys: String, CodingKey {
+                            case pack
+                            case version
                         }
                     }
-                    /// - Remark: Generated from `#/paths/_demo/packs/{pack}/publish/POST/responses/200/content/application\/json`.
-                    case json(Operations.PublishDemoPack.Output.Ok.Body.JsonPayload)
+                    /// - Remark: Generated from `#/paths/_demo/packs/{pack}/publish/POST/responses/201/content/application\/json`.
+                    case json(Operations.PublishDemoPack.Output.Created.Body.JsonPayload)
                     /// The associated value of the enum case if `self` is `.json`.
                     ///
                     /// - Throws: An error if `self` is not `.json`.
                     /// - SeeAlso: `.json`.
-                    internal var json: Operations.PublishDemoPack.Output.Ok.Body.JsonPayload {
+                    internal var json: Operations.PublishDemoPack.Output.Created.Body.JsonPayload {
                         get throws {
                             switch self {
                             case let .json(body):
@@ -90,49 +95,77 @@ internal enum Operations {
                     }
                 }
                 /// Received HTTP response body
-                internal var body: Operations.PublishDemoPack.Output.Ok.Body
-                /// Creates a new `Ok`.
+                internal var body: Operations.PublishDemoPack.Output.Created.Body
+                /// Creates a new `Created`.
                 ///
                 /// - Parameters:
                 ///   - body: Received HTTP response body
-                internal init(body: Operations.PublishDemoPack.Output.Ok.Body) {
+                internal init(body: Operations.PublishDemoPack.Output.Created.Body) {
                     self.body = body
                 }
             }
-            /// The new manifest.
+            /// The version published.
             ///
-            /// - Remark: Generated from `#/paths//_demo/packs/{pack}/publish/post(publishDemoPack)/responses/200`.
+            /// - Remark: Generated from `#/paths//_demo/packs/{pack}/publish/post(publishDemoPack)/responses/201`.
             ///
-            /// HTTP response code: `200 ok`.
-            case ok(Operations.PublishDemoPack.Output.Ok)
-            /// The associated value of the enum case if `self` is `.ok`.
+            /// HTTP response code: `201 created`.
+            case created(Operations.PublishDemoPack.Output.Created)
+            /// The associated value of the enum case if `self` is `.created`.
             ///
-            /// - Throws: An error if `self` is not `.ok`.
-            /// - SeeAlso: `.ok`.
-            internal var ok: Operations.PublishDemoPack.Output.Ok {
+            /// - Throws: An error if `self` is not `.created`.
+            /// - SeeAlso: `.created`.
+            internal var created: Operations.PublishDemoPack.Output.Created {
                 get throws {
                     switch self {
-                    case let .ok(response):
+                    case let .created(response):
                         return response
                     default:
                         try throwUnexpectedResponseStatus(
-                            expectedStatus: "ok",
+                            expectedStatus: "created",
                             response: self
                         )
                     }
                 }
             }
-            /// Refused, with a problem saying why.
+            internal struct NotFound: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/_demo/packs/{pack}/publish/POST/responses/404/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/_demo/packs/{pack}/publish/POST/responses/404/content/application\/json`.
+                    case json(Components.Schemas.DomainProblem)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas.DomainProblem {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.PublishDemoPack.Output.NotFound.Body
+                /// Creates a new `NotFound`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.PublishDemoPack.Output.NotFound.Body) {
+                    self.body = body
+                }
+            }
+            /// No such city pack.
             ///
             /// - Remark: Generated from `#/paths//_demo/packs/{pack}/publish/post(publishDemoPack)/responses/404`.
             ///
             /// HTTP response code: `404 notFound`.
-            case notFound(Components.Responses.Problem)
+            case notFound(Operations.PublishDemoPack.Output.NotFound)
             /// The associated value of the enum case if `self` is `.notFound`.
             ///
             /// - Throws: An error if `self` is not `.notFound`.
             /// - SeeAlso: `.notFound`.
-            internal var notFound: Components.Responses.Problem {
+            internal var notFound: Operations.PublishDemoPack.Output.NotFound {
                 get throws {
                     switch self {
                     case let .notFound(response):
@@ -152,14 +185,11 @@ internal enum Operations {
         }
         internal enum AcceptableContentType: AcceptableProtocol {
             case json
-            case applicationProblemJson
             case other(Swift.String)
             internal init?(rawValue: Swift.String) {
                 switch rawValue.lowercased() {
                 case "application/json":
                     self = .json
-                case "application/problem+json":
-                    self = .applicationProblemJson
                 default:
                     self = .other(rawValue)
                 }
@@ -170,14 +200,11 @@ internal enum Operations {
                     return string
                 case .json:
                     return "application/json"
-                case .applicationProblemJson:
-                    return "application/problem+json"
                 }
             }
             internal static var allCases: [Self] {
                 [
-                    .json,
-                    .applicationProblemJson
+                    .json
                 ]
             }
         }
@@ -1163,6 +1190,76 @@ internal enum Operations {
                     }
                 }
             }
+            internal struct ServiceUnavailable: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/auth/sign-in/POST/responses/503/headers`.
+                internal struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/auth/sign-in/POST/responses/503/headers/Retry-After`.
+                    internal var retryAfter: Swift.Int?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - retryAfter:
+                    internal init(retryAfter: Swift.Int? = nil) {
+                        self.retryAfter = retryAfter
+                    }
+                }
+                /// Received HTTP response headers
+                internal var headers: Operations.SignIn.Output.ServiceUnavailable.Headers
+                /// - Remark: Generated from `#/paths/api/auth/sign-in/POST/responses/503/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/auth/sign-in/POST/responses/503/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    internal var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.SignIn.Output.ServiceUnavailable.Body
+                /// Creates a new `ServiceUnavailable`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                internal init(
+                    headers: Operations.SignIn.Output.ServiceUnavailable.Headers = .init(),
+                    body: Operations.SignIn.Output.ServiceUnavailable.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// More sign-ins are being checked than the server takes at once: try again after Retry-After seconds.
+            ///
+            /// - Remark: Generated from `#/paths//api/auth/sign-in/post(signIn)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Operations.SignIn.Output.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Operations.SignIn.Output.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -1483,18 +1580,18 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/api/planner/PUT/header`.
             internal struct Headers: Sendable, Hashable {
-                /// The write's key, unique per write: 1 to 255 printable ASCII characters. On the wire it is an RFC 8941 string (`"0f9c…"`); the server also takes it bare. The server refuses a write without one (`400`); OfflineKit's middleware adds one when the call sets none, and sends a key the call sets (bare or quoted) as an RFC 8941 string.
+                /// The write's key, unique per write: 1 to 255 printable ASCII characters, without `"` or `\`. On the wire an RFC 8941 string (`"0f9c…"`); the server also takes it bare, as an RFC 8941 token. Without one, or with one it cannot read, the write is refused with `400`; a key already used for another request gets `422`.
                 ///
                 /// - Remark: Generated from `#/paths/api/planner/PUT/header/Idempotency-Key`.
-                internal var idempotencyKey: Components.Parameters.IdempotencyKey?
+                internal var idempotencyKey: Components.Parameters.RequiredIdempotencyKey
                 internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PutPlanner.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
-                ///   - idempotencyKey: The write's key, unique per write: 1 to 255 printable ASCII characters. On the wire it is an RFC 8941 string (`"0f9c…"`); the server also takes it bare. The server refuses a write without one (`400`); OfflineKit's middleware adds one when the call sets none, and sends a key the call sets (bare or quoted) as an RFC 8941 string.
+                ///   - idempotencyKey: The write's key, unique per write: 1 to 255 printable ASCII characters, without `"` or `\`. On the wire an RFC 8941 string (`"0f9c…"`); the server also takes it bare, as an RFC 8941 token. Without one, or with one it cannot read, the write is refused with `400`; a key already used for another request gets `422`.
                 ///   - accept:
                 internal init(
-                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    idempotencyKey: Components.Parameters.RequiredIdempotencyKey,
                     accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PutPlanner.AcceptableContentType>] = .defaultValues()
                 ) {
                     self.idempotencyKey = idempotencyKey
@@ -1532,7 +1629,7 @@ internal enum Operations {
             ///   - headers:
             ///   - body:
             internal init(
-                headers: Operations.PutPlanner.Input.Headers = .init(),
+                headers: Operations.PutPlanner.Input.Headers,
                 body: Operations.PutPlanner.Input.Body
             ) {
                 self.headers = headers
@@ -1540,86 +1637,104 @@ internal enum Operations {
             }
         }
         internal enum Output: Sendable, Hashable {
-            internal struct Ok: Sendable, Hashable {
-                /// - Remark: Generated from `#/paths/api/planner/PUT/responses/200/content`.
-                internal enum Body: Sendable, Hashable {
-                    /// - Remark: Generated from `#/paths/api/planner/PUT/responses/200/content/json`.
-                    internal struct JsonPayload: Codable, Hashable, Sendable {
-                        /// A container of undocumented properties.
-                        internal var additionalProperties: OpenAPIRuntime.OpenAPIObjectContainer
-                        /// Creates a new `JsonPayload`.
-                        ///
-                        /// - Parameters:
-                        ///   - additionalProperties: A container of undocumented properties.
-                        internal init(additionalProperties: OpenAPIRuntime.OpenAPIObjectContainer = .init()) {
-                            self.additionalProperties = additionalProperties
-                        }
-                        internal init(from decoder: any Swift.Decoder) throws {
-                            additionalProperties = try decoder.decodeAdditionalProperties(knownKeys: [])
-                        }
-                        internal func encode(to encoder: any Swift.Encoder) throws {
-                            try encoder.encodeAdditionalProperties(additionalProperties)
-                        }
-                    }
-                    /// - Remark: Generated from `#/paths/api/planner/PUT/responses/200/content/application\/json`.
-                    case json(Operations.PutPlanner.Output.Ok.Body.JsonPayload)
-                    /// The associated value of the enum case if `self` is `.json`.
-                    ///
-                    /// - Throws: An error if `self` is not `.json`.
-                    /// - SeeAlso: `.json`.
-                    internal var json: Operations.PutPlanner.Output.Ok.Body.JsonPayload {
-                        get throws {
-                            switch self {
-                            case let .json(body):
-                                return body
-                            }
-                        }
-                    }
-                }
-                /// Received HTTP response body
-                internal var body: Operations.PutPlanner.Output.Ok.Body
-                /// Creates a new `Ok`.
-                ///
-                /// - Parameters:
-                ///   - body: Received HTTP response body
-                internal init(body: Operations.PutPlanner.Output.Ok.Body) {
-                    self.body = body
-                }
+            internal struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                internal init() {}
             }
-            /// The plan.
+            /// Stored.
             ///
-            /// - Remark: Generated from `#/paths//api/planner/put(putPlanner)/responses/200`.
+            /// - Remark: Generated from `#/paths//api/planner/put(putPlanner)/responses/204`.
             ///
-            /// HTTP response code: `200 ok`.
-            case ok(Operations.PutPlanner.Output.Ok)
-            /// The associated value of the enum case if `self` is `.ok`.
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.PutPlanner.Output.NoContent)
+            /// Stored.
             ///
-            /// - Throws: An error if `self` is not `.ok`.
-            /// - SeeAlso: `.ok`.
-            internal var ok: Operations.PutPlanner.Output.Ok {
+            /// - Remark: Generated from `#/paths//api/planner/put(putPlanner)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            internal static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            internal var noContent: Operations.PutPlanner.Output.NoContent {
                 get throws {
                     switch self {
-                    case let .ok(response):
+                    case let .noContent(response):
                         return response
                     default:
                         try throwUnexpectedResponseStatus(
-                            expectedStatus: "ok",
+                            expectedStatus: "noContent",
                             response: self
                         )
                     }
                 }
             }
-            /// Refused, with a problem saying why.
+            internal struct BadRequest: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/planner/PUT/responses/400/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/planner/PUT/responses/400/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    internal var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            default:
+                                try throwUnexpectedResponseBody(
+                                    expectedContent: "application/problem+json",
+                                    body: self
+                                )
+                            }
+                        }
+                    }
+                    /// - Remark: Generated from `#/paths/api/planner/PUT/responses/400/content/application\/json`.
+                    case json(Components.Schemas.DomainProblem)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas.DomainProblem {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            default:
+                                try throwUnexpectedResponseBody(
+                                    expectedContent: "application/json",
+                                    body: self
+                                )
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.PutPlanner.Output.BadRequest.Body
+                /// Creates a new `BadRequest`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.PutPlanner.Output.BadRequest.Body) {
+                    self.body = body
+                }
+            }
+            /// A body that is not one JSON object in UTF-8 without control characters (`application/json`, with a `message`), or no `Idempotency-Key` (`application/problem+json`).
             ///
             /// - Remark: Generated from `#/paths//api/planner/put(putPlanner)/responses/400`.
             ///
             /// HTTP response code: `400 badRequest`.
-            case badRequest(Components.Responses.Problem)
+            case badRequest(Operations.PutPlanner.Output.BadRequest)
             /// The associated value of the enum case if `self` is `.badRequest`.
             ///
             /// - Throws: An error if `self` is not `.badRequest`.
             /// - SeeAlso: `.badRequest`.
-            internal var badRequest: Components.Responses.Problem {
+            internal var badRequest: Operations.PutPlanner.Output.BadRequest {
                 get throws {
                     switch self {
                     case let .badRequest(response):
@@ -1707,15 +1822,15 @@ internal enum Operations {
             case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
         }
         internal enum AcceptableContentType: AcceptableProtocol {
-            case json
             case applicationProblemJson
+            case json
             case other(Swift.String)
             internal init?(rawValue: Swift.String) {
                 switch rawValue.lowercased() {
-                case "application/json":
-                    self = .json
                 case "application/problem+json":
                     self = .applicationProblemJson
+                case "application/json":
+                    self = .json
                 default:
                     self = .other(rawValue)
                 }
@@ -1724,16 +1839,16 @@ internal enum Operations {
                 switch self {
                 case let .other(string):
                     return string
-                case .json:
-                    return "application/json"
                 case .applicationProblemJson:
                     return "application/problem+json"
+                case .json:
+                    return "application/json"
                 }
             }
             internal static var allCases: [Self] {
                 [
-                    .json,
-                    .applicationProblemJson
+                    .applicationProblemJson,
+                    .json
                 ]
             }
         }
@@ -1747,18 +1862,18 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/api/planner/suggestions/POST/header`.
             internal struct Headers: Sendable, Hashable {
-                /// The write's key, unique per write: 1 to 255 printable ASCII characters. On the wire it is an RFC 8941 string (`"0f9c…"`); the server also takes it bare. The server refuses a write without one (`400`); OfflineKit's middleware adds one when the call sets none, and sends a key the call sets (bare or quoted) as an RFC 8941 string.
+                /// The write's key, unique per write: 1 to 255 printable ASCII characters, without `"` or `\`. On the wire an RFC 8941 string (`"0f9c…"`); the server also takes it bare, as an RFC 8941 token. Without one, or with one it cannot read, the write is refused with `400`; a key already used for another request gets `422`.
                 ///
                 /// - Remark: Generated from `#/paths/api/planner/suggestions/POST/header/Idempotency-Key`.
-                internal var idempotencyKey: Components.Parameters.IdempotencyKey?
+                internal var idempotencyKey: Components.Parameters.RequiredIdempotencyKey
                 internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SuggestPlannerTasks.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
-                ///   - idempotencyKey: The write's key, unique per write: 1 to 255 printable ASCII characters. On the wire it is an RFC 8941 string (`"0f9c…"`); the server also takes it bare. The server refuses a write without one (`400`); OfflineKit's middleware adds one when the call sets none, and sends a key the call sets (bare or quoted) as an RFC 8941 string.
+                ///   - idempotencyKey: The write's key, unique per write: 1 to 255 printable ASCII characters, without `"` or `\`. On the wire an RFC 8941 string (`"0f9c…"`); the server also takes it bare, as an RFC 8941 token. Without one, or with one it cannot read, the write is refused with `400`; a key already used for another request gets `422`.
                 ///   - accept:
                 internal init(
-                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    idempotencyKey: Components.Parameters.RequiredIdempotencyKey,
                     accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SuggestPlannerTasks.AcceptableContentType>] = .defaultValues()
                 ) {
                     self.idempotencyKey = idempotencyKey
@@ -1770,19 +1885,43 @@ internal enum Operations {
             internal enum Body: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/api/planner/suggestions/POST/requestBody/json`.
                 internal struct JsonPayload: Codable, Hashable, Sendable {
+                    /// The open tasks, first the one to do first.
+                    ///
+                    /// - Remark: Generated from `#/paths/api/planner/suggestions/POST/requestBody/json/tasks`.
+                    internal var tasks: [Swift.String]
                     /// A container of undocumented properties.
                     internal var additionalProperties: OpenAPIRuntime.OpenAPIObjectContainer
                     /// Creates a new `JsonPayload`.
                     ///
                     /// - Parameters:
+                    ///   - tasks: The open tasks, first the one to do first.
                     ///   - additionalProperties: A container of undocumented properties.
-                    internal init(additionalProperties: OpenAPIRuntime.OpenAPIObjectContainer = .init()) {
+                    internal init(
+                        tasks: [Swift.String],
+                        additionalProperties: OpenAPIRuntime.OpenAPIObjectContainer = .init()
+                    ) {
+                        self.tasks = tasks
                         self.additionalProperties = additionalProperties
                     }
+                    internal enum CodingKeys: String, CodingKey {
+                        case tasks
+                    }
                     internal init(from decoder: any Swift.Decoder) throws {
-                        additionalProperties = try decoder.decodeAdditionalProperties(knownKeys: [])
+                        let container = try decoder.container(keyedBy: CodingKeys.self)
+                        self.tasks = try container.decode(
+                            [Swift.String].self,
+                            forKey: .tasks
+                        )
+                        additionalProperties = try decoder.decodeAdditionalProperties(knownKeys: [
+                            "tasks"
+                        ])
                     }
                     internal func encode(to encoder: any Swift.Encoder) throws {
+                        var container = encoder.container(keyedBy: CodingKeys.self)
+                        try container.encode(
+                            self.tasks,
+                            forKey: .tasks
+                        )
                         try encoder.encodeAdditionalProperties(additionalProperties)
                     }
                 }
@@ -1796,7 +1935,7 @@ internal enum Operations {
             ///   - headers:
             ///   - body:
             internal init(
-                headers: Operations.SuggestPlannerTasks.Input.Headers = .init(),
+                headers: Operations.SuggestPlannerTasks.Input.Headers,
                 body: Operations.SuggestPlannerTasks.Input.Body
             ) {
                 self.headers = headers
@@ -1809,20 +1948,17 @@ internal enum Operations {
                 internal enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/api/planner/suggestions/POST/responses/200/content/json`.
                     internal struct JsonPayload: Codable, Hashable, Sendable {
-                        /// A container of undocumented properties.
-                        internal var additionalProperties: OpenAPIRuntime.OpenAPIObjectContainer
+                        /// - Remark: Generated from `#/paths/api/planner/suggestions/POST/responses/200/content/json/suggestions`.
+                        internal var suggestions: [Swift.String]
                         /// Creates a new `JsonPayload`.
                         ///
                         /// - Parameters:
-                        ///   - additionalProperties: A container of undocumented properties.
-                        internal init(additionalProperties: OpenAPIRuntime.OpenAPIObjectContainer = .init()) {
-                            self.additionalProperties = additionalProperties
+                        ///   - suggestions:
+                        internal init(suggestions: [Swift.String]) {
+                            self.suggestions = suggestions
                         }
-                        internal init(from decoder: any Swift.Decoder) throws {
-                            additionalProperties = try decoder.decodeAdditionalProperties(knownKeys: [])
-                        }
-                        internal func encode(to encoder: any Swift.Encoder) throws {
-                            try encoder.encodeAdditionalProperties(additionalProperties)
+                        internal enum CodingKeys: String, CodingKey {
+                            case suggestions
                         }
                     }
                     /// - Remark: Generated from `#/paths/api/planner/suggestions/POST/responses/200/content/application\/json`.
@@ -2263,6 +2399,29 @@ internal enum Operations {
                     }
                 }
             }
+            /// Refused, with a problem saying why.
+            ///
+            /// - Remark: Generated from `#/paths//api/records/{collection}/get(listRecords)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -2466,6 +2625,29 @@ internal enum Operations {
                     }
                 }
             }
+            /// Refused, with a problem saying why.
+            ///
+            /// - Remark: Generated from `#/paths//api/records/{collection}/{id}/get(getRecord)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.Problem)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.Problem {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -2512,7 +2694,7 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/PATCH/path`.
             internal struct Path: Sendable, Hashable {
-                /// The collection.
+                /// The collection. Any name but two: `messages` and `pins` hold a body to their own rules (a message needs a `chat` and a `text`; a pin a boolean `pinned`), refused with `422` otherwise.
                 ///
                 /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/PATCH/path/collection`.
                 internal var collection: Swift.String
@@ -2523,7 +2705,7 @@ internal enum Operations {
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - collection: The collection.
+                ///   - collection: The collection. Any name but two: `messages` and `pins` hold a body to their own rules (a message needs a `chat` and a `text`; a pin a boolean `pinned`), refused with `422` otherwise.
                 ///   - id: The record's id.
                 internal init(
                     collection: Swift.String,
@@ -2536,18 +2718,18 @@ internal enum Operations {
             internal var path: Operations.PatchRecord.Input.Path
             /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/PATCH/header`.
             internal struct Headers: Sendable, Hashable {
-                /// The write's key, unique per write: 1 to 255 printable ASCII characters. On the wire it is an RFC 8941 string (`"0f9c…"`); the server also takes it bare. The server refuses a write without one (`400`); OfflineKit's middleware adds one when the call sets none, and sends a key the call sets (bare or quoted) as an RFC 8941 string.
+                /// The write's key, unique per write: 1 to 255 printable ASCII characters, without `"` or `\`. On the wire an RFC 8941 string (`"0f9c…"`); the server also takes it bare, as an RFC 8941 token. Without one, or with one it cannot read, the write is refused with `400`; a key already used for another request gets `422`.
                 ///
                 /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/PATCH/header/Idempotency-Key`.
-                internal var idempotencyKey: Components.Parameters.IdempotencyKey?
+                internal var idempotencyKey: Components.Parameters.RequiredIdempotencyKey
                 internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PatchRecord.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
-                ///   - idempotencyKey: The write's key, unique per write: 1 to 255 printable ASCII characters. On the wire it is an RFC 8941 string (`"0f9c…"`); the server also takes it bare. The server refuses a write without one (`400`); OfflineKit's middleware adds one when the call sets none, and sends a key the call sets (bare or quoted) as an RFC 8941 string.
+                ///   - idempotencyKey: The write's key, unique per write: 1 to 255 printable ASCII characters, without `"` or `\`. On the wire an RFC 8941 string (`"0f9c…"`); the server also takes it bare, as an RFC 8941 token. Without one, or with one it cannot read, the write is refused with `400`; a key already used for another request gets `422`.
                 ///   - accept:
                 internal init(
-                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    idempotencyKey: Components.Parameters.RequiredIdempotencyKey,
                     accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PatchRecord.AcceptableContentType>] = .defaultValues()
                 ) {
                     self.idempotencyKey = idempotencyKey
@@ -2569,7 +2751,7 @@ internal enum Operations {
             ///   - body:
             internal init(
                 path: Operations.PatchRecord.Input.Path,
-                headers: Operations.PatchRecord.Input.Headers = .init(),
+                headers: Operations.PatchRecord.Input.Headers,
                 body: Operations.PatchRecord.Input.Body
             ) {
                 self.path = path
@@ -2744,6 +2926,57 @@ internal enum Operations {
                     }
                 }
             }
+            internal struct Forbidden: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/PATCH/responses/403/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/PATCH/responses/403/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    internal var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.PatchRecord.Output.Forbidden.Body
+                /// Creates a new `Forbidden`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.PatchRecord.Output.Forbidden.Body) {
+                    self.body = body
+                }
+            }
+            /// The write would take the user past their quota of records (their number, or their bytes): nothing was written.
+            ///
+            /// - Remark: Generated from `#/paths//api/records/{collection}/{id}/patch(patchRecord)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Operations.PatchRecord.Output.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            internal var forbidden: Operations.PatchRecord.Output.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -2790,7 +3023,7 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/PUT/path`.
             internal struct Path: Sendable, Hashable {
-                /// The collection.
+                /// The collection. Any name but two: `messages` and `pins` hold a body to their own rules (a message needs a `chat` and a `text`; a pin a boolean `pinned`), refused with `422` otherwise.
                 ///
                 /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/PUT/path/collection`.
                 internal var collection: Swift.String
@@ -2801,7 +3034,7 @@ internal enum Operations {
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - collection: The collection.
+                ///   - collection: The collection. Any name but two: `messages` and `pins` hold a body to their own rules (a message needs a `chat` and a `text`; a pin a boolean `pinned`), refused with `422` otherwise.
                 ///   - id: The record's id.
                 internal init(
                     collection: Swift.String,
@@ -2814,18 +3047,18 @@ internal enum Operations {
             internal var path: Operations.PutRecord.Input.Path
             /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/PUT/header`.
             internal struct Headers: Sendable, Hashable {
-                /// The write's key, unique per write: 1 to 255 printable ASCII characters. On the wire it is an RFC 8941 string (`"0f9c…"`); the server also takes it bare. The server refuses a write without one (`400`); OfflineKit's middleware adds one when the call sets none, and sends a key the call sets (bare or quoted) as an RFC 8941 string.
+                /// The write's key, unique per write: 1 to 255 printable ASCII characters, without `"` or `\`. On the wire an RFC 8941 string (`"0f9c…"`); the server also takes it bare, as an RFC 8941 token. Without one, or with one it cannot read, the write is refused with `400`; a key already used for another request gets `422`.
                 ///
                 /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/PUT/header/Idempotency-Key`.
-                internal var idempotencyKey: Components.Parameters.IdempotencyKey?
+                internal var idempotencyKey: Components.Parameters.RequiredIdempotencyKey
                 internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PutRecord.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
-                ///   - idempotencyKey: The write's key, unique per write: 1 to 255 printable ASCII characters. On the wire it is an RFC 8941 string (`"0f9c…"`); the server also takes it bare. The server refuses a write without one (`400`); OfflineKit's middleware adds one when the call sets none, and sends a key the call sets (bare or quoted) as an RFC 8941 string.
+                ///   - idempotencyKey: The write's key, unique per write: 1 to 255 printable ASCII characters, without `"` or `\`. On the wire an RFC 8941 string (`"0f9c…"`); the server also takes it bare, as an RFC 8941 token. Without one, or with one it cannot read, the write is refused with `400`; a key already used for another request gets `422`.
                 ///   - accept:
                 internal init(
-                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    idempotencyKey: Components.Parameters.RequiredIdempotencyKey,
                     accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PutRecord.AcceptableContentType>] = .defaultValues()
                 ) {
                     self.idempotencyKey = idempotencyKey
@@ -2847,7 +3080,7 @@ internal enum Operations {
             ///   - body:
             internal init(
                 path: Operations.PutRecord.Input.Path,
-                headers: Operations.PutRecord.Input.Headers = .init(),
+                headers: Operations.PutRecord.Input.Headers,
                 body: Operations.PutRecord.Input.Body
             ) {
                 self.path = path
@@ -2999,6 +3232,57 @@ internal enum Operations {
                     }
                 }
             }
+            internal struct Forbidden: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/PUT/responses/403/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/PUT/responses/403/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    internal var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.PutRecord.Output.Forbidden.Body
+                /// Creates a new `Forbidden`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.PutRecord.Output.Forbidden.Body) {
+                    self.body = body
+                }
+            }
+            /// The write would take the user past their quota of records (their number, or their bytes): nothing was written.
+            ///
+            /// - Remark: Generated from `#/paths//api/records/{collection}/{id}/put(putRecord)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Operations.PutRecord.Output.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            internal var forbidden: Operations.PutRecord.Output.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -3045,7 +3329,7 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/DELETE/path`.
             internal struct Path: Sendable, Hashable {
-                /// The collection.
+                /// The collection. Any name but two: `messages` and `pins` hold a body to their own rules (a message needs a `chat` and a `text`; a pin a boolean `pinned`), refused with `422` otherwise.
                 ///
                 /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/DELETE/path/collection`.
                 internal var collection: Swift.String
@@ -3056,7 +3340,7 @@ internal enum Operations {
                 /// Creates a new `Path`.
                 ///
                 /// - Parameters:
-                ///   - collection: The collection.
+                ///   - collection: The collection. Any name but two: `messages` and `pins` hold a body to their own rules (a message needs a `chat` and a `text`; a pin a boolean `pinned`), refused with `422` otherwise.
                 ///   - id: The record's id.
                 internal init(
                     collection: Swift.String,
@@ -3069,18 +3353,18 @@ internal enum Operations {
             internal var path: Operations.DeleteRecord.Input.Path
             /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/DELETE/header`.
             internal struct Headers: Sendable, Hashable {
-                /// The write's key, unique per write: 1 to 255 printable ASCII characters. On the wire it is an RFC 8941 string (`"0f9c…"`); the server also takes it bare. The server refuses a write without one (`400`); OfflineKit's middleware adds one when the call sets none, and sends a key the call sets (bare or quoted) as an RFC 8941 string.
+                /// The write's key, unique per write: 1 to 255 printable ASCII characters, without `"` or `\`. On the wire an RFC 8941 string (`"0f9c…"`); the server also takes it bare, as an RFC 8941 token. Without one, or with one it cannot read, the write is refused with `400`; a key already used for another request gets `422`.
                 ///
                 /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/DELETE/header/Idempotency-Key`.
-                internal var idempotencyKey: Components.Parameters.IdempotencyKey?
+                internal var idempotencyKey: Components.Parameters.RequiredIdempotencyKey
                 internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeleteRecord.AcceptableContentType>]
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
-                ///   - idempotencyKey: The write's key, unique per write: 1 to 255 printable ASCII characters. On the wire it is an RFC 8941 string (`"0f9c…"`); the server also takes it bare. The server refuses a write without one (`400`); OfflineKit's middleware adds one when the call sets none, and sends a key the call sets (bare or quoted) as an RFC 8941 string.
+                ///   - idempotencyKey: The write's key, unique per write: 1 to 255 printable ASCII characters, without `"` or `\`. On the wire an RFC 8941 string (`"0f9c…"`); the server also takes it bare, as an RFC 8941 token. Without one, or with one it cannot read, the write is refused with `400`; a key already used for another request gets `422`.
                 ///   - accept:
                 internal init(
-                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    idempotencyKey: Components.Parameters.RequiredIdempotencyKey,
                     accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeleteRecord.AcceptableContentType>] = .defaultValues()
                 ) {
                     self.idempotencyKey = idempotencyKey
@@ -3095,7 +3379,7 @@ internal enum Operations {
             ///   - headers:
             internal init(
                 path: Operations.DeleteRecord.Input.Path,
-                headers: Operations.DeleteRecord.Input.Headers = .init()
+                headers: Operations.DeleteRecord.Input.Headers
             ) {
                 self.path = path
                 self.headers = headers
@@ -3321,12 +3605,14 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/health/sample/GET/query`.
             internal struct Query: Sendable, Hashable {
+                /// How many bytes to answer, 0 to 1 MiB; 16 KiB when not given.
+                ///
                 /// - Remark: Generated from `#/paths/health/sample/GET/query/bytes`.
                 internal var bytes: Swift.Int?
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
-                ///   - bytes:
+                ///   - bytes: How many bytes to answer, 0 to 1 MiB; 16 KiB when not given.
                 internal init(bytes: Swift.Int? = nil) {
                     self.bytes = bytes
                 }
@@ -3409,6 +3695,57 @@ internal enum Operations {
                     }
                 }
             }
+            internal struct BadRequest: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/health/sample/GET/responses/400/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/health/sample/GET/responses/400/content/application\/problem+json`.
+                    case applicationProblemJson(Components.Schemas.Problem)
+                    /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                    /// - SeeAlso: `.applicationProblemJson`.
+                    internal var applicationProblemJson: Components.Schemas.Problem {
+                        get throws {
+                            switch self {
+                            case let .applicationProblemJson(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.GetHealthSample.Output.BadRequest.Body
+                /// Creates a new `BadRequest`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.GetHealthSample.Output.BadRequest.Body) {
+                    self.body = body
+                }
+            }
+            /// A `bytes` that is not a whole number from 0 to 1048576.
+            ///
+            /// - Remark: Generated from `#/paths//health/sample/get(getHealthSample)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Operations.GetHealthSample.Output.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Operations.GetHealthSample.Output.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -3416,11 +3753,14 @@ internal enum Operations {
         }
         internal enum AcceptableContentType: AcceptableProtocol {
             case binary
+            case applicationProblemJson
             case other(Swift.String)
             internal init?(rawValue: Swift.String) {
                 switch rawValue.lowercased() {
                 case "application/octet-stream":
                     self = .binary
+                case "application/problem+json":
+                    self = .applicationProblemJson
                 default:
                     self = .other(rawValue)
                 }
@@ -3431,11 +3771,14 @@ internal enum Operations {
                     return string
                 case .binary:
                     return "application/octet-stream"
+                case .applicationProblemJson:
+                    return "application/problem+json"
                 }
             }
             internal static var allCases: [Self] {
                 [
-                    .binary
+                    .binary,
+                    .applicationProblemJson
                 ]
             }
         }

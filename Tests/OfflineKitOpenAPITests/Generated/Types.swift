@@ -214,7 +214,7 @@ extension APIProtocol {
     /// - Remark: HTTP `PUT /api/planner`.
     /// - Remark: Generated from `#/paths//api/planner/put(putPlanner)`.
     internal func putPlanner(
-        headers: Operations.PutPlanner.Input.Headers = .init(),
+        headers: Operations.PutPlanner.Input.Headers,
         body: Operations.PutPlanner.Input.Body
     ) async throws -> Operations.PutPlanner.Output {
         try await putPlanner(Operations.PutPlanner.Input(
@@ -227,7 +227,7 @@ extension APIProtocol {
     /// - Remark: HTTP `POST /api/planner/suggestions`.
     /// - Remark: Generated from `#/paths//api/planner/suggestions/post(suggestPlannerTasks)`.
     internal func suggestPlannerTasks(
-        headers: Operations.SuggestPlannerTasks.Input.Headers = .init(),
+        headers: Operations.SuggestPlannerTasks.Input.Headers,
         body: Operations.SuggestPlannerTasks.Input.Body
     ) async throws -> Operations.SuggestPlannerTasks.Output {
         try await suggestPlannerTasks(Operations.SuggestPlannerTasks.Input(
@@ -274,7 +274,7 @@ extension APIProtocol {
     /// - Remark: Generated from `#/paths//api/records/{collection}/{id}/patch(patchRecord)`.
     internal func patchRecord(
         path: Operations.PatchRecord.Input.Path,
-        headers: Operations.PatchRecord.Input.Headers = .init(),
+        headers: Operations.PatchRecord.Input.Headers,
         body: Operations.PatchRecord.Input.Body
     ) async throws -> Operations.PatchRecord.Output {
         try await patchRecord(Operations.PatchRecord.Input(
@@ -289,7 +289,7 @@ extension APIProtocol {
     /// - Remark: Generated from `#/paths//api/records/{collection}/{id}/put(putRecord)`.
     internal func putRecord(
         path: Operations.PutRecord.Input.Path,
-        headers: Operations.PutRecord.Input.Headers = .init(),
+        headers: Operations.PutRecord.Input.Headers,
         body: Operations.PutRecord.Input.Body
     ) async throws -> Operations.PutRecord.Output {
         try await putRecord(Operations.PutRecord.Input(
@@ -304,7 +304,7 @@ extension APIProtocol {
     /// - Remark: Generated from `#/paths//api/records/{collection}/{id}/delete(deleteRecord)`.
     internal func deleteRecord(
         path: Operations.DeleteRecord.Input.Path,
-        headers: Operations.DeleteRecord.Input.Headers = .init()
+        headers: Operations.DeleteRecord.Input.Headers
     ) async throws -> Operations.DeleteRecord.Output {
         try await deleteRecord(Operations.DeleteRecord.Input(
             path: path,
