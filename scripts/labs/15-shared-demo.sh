@@ -8,9 +8,7 @@ cd "$(dirname "$0")/../.."
 source scripts/labs/common.bash
 
 lab=shared-demo
-bin=${OFFLINEKIT_BIN:-$PWD/.build/debug/offline}
-[[ -x "$bin" ]] || { echo "$lab: no offline binary at $bin (swift build --product offline)"; exit 1; }
-[[ $(id -u) -eq 0 ]] || { echo "$lab: needs root (PostgreSQL runs as the postgres user)"; exit 1; }
+require_offline "$lab" root
 
 work=$(mktemp -d /tmp/shared-demo.XXXXXX)
 chmod 755 "$work"

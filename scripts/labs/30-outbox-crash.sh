@@ -11,11 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/labs/common.bash
 
-bin=${OFFLINEKIT_BIN:-$PWD/.build/debug/offline}
+require_offline outbox-crash
 kills_wanted=${OUTBOX_CRASH_KILLS:-200}
 batch=${OUTBOX_CRASH_BATCH:-10}
 time_limit=${OUTBOX_CRASH_SECONDS:-$((kills_wanted * 2 + 60))}
-[[ -x "$bin" ]] || { echo "outbox-crash: no offline binary at $bin (swift build --product offline)"; exit 1; }
 
 work=$(mktemp -d /tmp/outbox-crash.XXXXXX)
 server_pid=""

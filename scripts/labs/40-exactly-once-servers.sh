@@ -18,13 +18,11 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/labs/common.bash
 
-bin=${OFFLINEKIT_BIN:-$PWD/.build/debug/offline}
 kills_wanted=${SERVER_CRASH_KILLS:-200}
 batch=${SERVER_CRASH_BATCH:-40}
 time_limit=${SERVER_CRASH_SECONDS:-$((200 + kills_wanted / 2))}
 lab=server-crash
-[[ -x "$bin" ]] || { echo "$lab: no offline binary at $bin (swift build --product offline)"; exit 1; }
-[[ $(id -u) -eq 0 ]] || { echo "$lab: needs root (PostgreSQL runs as the postgres user)"; exit 1; }
+require_offline "$lab" root
 command -v nginx >/dev/null || { echo "$lab: no nginx (scripts/setup.sh installs it)"; exit 1; }
 
 work=$(mktemp -d /tmp/server-crash.XXXXXX)

@@ -22,12 +22,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/labs/common.bash
 
-bin=${OFFLINEKIT_BIN:-$PWD/.build/debug/offline}
+require_offline sync-kill root
 kills_wanted=${SYNC_KILL_KILLS:-100}
 rows=${SYNC_KILL_ROWS:-3000}
 time_limit=$((kills_wanted * 2 + 240))
-[[ -x "$bin" ]] || { echo "sync-kill: no offline binary at $bin (swift build --product offline)"; exit 1; }
-[[ $(id -u) -eq 0 ]] || { echo "sync-kill: needs root (PostgreSQL runs as the postgres user)"; exit 1; }
 
 work=$(mktemp -d /tmp/sync-kill.XXXXXX)
 chmod 755 "$work"

@@ -35,9 +35,7 @@ cd "$(dirname "$0")/../.."
 source scripts/labs/common.bash
 
 lab=psql-writers
-bin=${OFFLINEKIT_BIN:-$PWD/.build/debug/offline}
-[[ -x "$bin" ]] || { echo "$lab: no offline binary at $bin (swift build --product offline)"; exit 1; }
-[[ $(id -u) -eq 0 ]] || { echo "$lab: needs root (PostgreSQL runs as the postgres user)"; exit 1; }
+require_offline "$lab" root
 "$bin" sync pull --help | grep -q -- '--synced' || { echo "$lab: $bin has no sync pull --synced (rebuild it)"; exit 1; }
 
 work=$(mktemp -d /tmp/psql-writers.XXXXXX)

@@ -13,10 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/labs/common.bash
 
-bin=${OFFLINEKIT_BIN:-$PWD/.build/debug/offline}
 lab=outbox-hiccup
-[[ -x "$bin" ]] || { echo "$lab: no offline binary at $bin (swift build --product offline)"; exit 1; }
-[[ $(id -u) -eq 0 ]] || { echo "$lab: needs root (PostgreSQL runs as the postgres user)"; exit 1; }
+require_offline "$lab" root
 command -v nginx >/dev/null || { echo "$lab: no nginx (scripts/setup.sh installs it)"; exit 1; }
 
 work=$(mktemp -d /tmp/outbox-hiccup.XXXXXX)

@@ -20,10 +20,9 @@ cd "$(dirname "$0")/../.."
 source scripts/labs/common.bash
 
 lab=api-contract
-bin=${OFFLINEKIT_BIN:-$PWD/.build/debug/offline}
+require_offline "$lab"
 schemathesis=${SCHEMATHESIS:-/opt/offlinekit/schemathesis-4.32.5/bin/schemathesis}
 examples=${API_CONTRACT_EXAMPLES:-100}
-[[ -x "$bin" ]] || { echo "$lab: no offline binary at $bin (swift build --product offline)"; exit 1; }
 [[ -x "$schemathesis" ]] || { echo "$lab: no schemathesis at $schemathesis (scripts/setup.sh installs it)"; exit 1; }
 
 # The fault switch changes how the server answers every other request (a random rule could slow

@@ -1,5 +1,17 @@
 # Shared by the kill labs (sourced, not run: the labs are the *.sh files beside it).
 
+# Sets `bin` to the `offline` binary (OFFLINEKIT_BIN, or the debug build) and exits unless it is
+# there; with `root`, also unless the lab runs as root (PostgreSQL runs as the postgres user).
+#   require_offline LAB [root]
+require_offline() {
+    bin=${OFFLINEKIT_BIN:-$PWD/.build/debug/offline}
+    [[ -x "$bin" ]] || { echo "$1: no offline binary at $bin (swift build --product offline)"; exit 1; }
+    if [[ ${2:-} == root && $(id -u) -ne 0 ]]; then
+        echo "$1: needs root (PostgreSQL runs as the postgres user)"
+        exit 1
+    fi
+}
+
 # Starts `offline serve --port 0 ARGS…` logging to LOG, and waits until it listens: sets
 # `server_pid` and `url` (http://127.0.0.1:PORT), or prints the log and exits.
 #   start_offline_server LAB LOG ARGS…
