@@ -12,7 +12,7 @@
 # (a new key per write, no control characters in bodies, invitations of people not yet members,
 # no made-up sync cursor) is in api_contract_hooks.py; the settings are in api-contract.toml.
 #
-#   API_CONTRACT_EXAMPLES   cases per operation (default 100)
+#   API_CONTRACT_EXAMPLES   cases per operation (default 60)
 #   OFFLINEKIT_BIN          the `offline` binary (default .build/debug/offline)
 #   SCHEMATHESIS            the schemathesis command (default: the one scripts/setup.sh installs)
 set -euo pipefail
@@ -22,7 +22,7 @@ source scripts/labs/common.bash
 lab=api-contract
 require_offline "$lab"
 schemathesis=${SCHEMATHESIS:-/opt/offlinekit/schemathesis-4.32.5/bin/schemathesis}
-examples=${API_CONTRACT_EXAMPLES:-100}
+examples=${API_CONTRACT_EXAMPLES:-60}
 [[ -x "$schemathesis" ]] || { echo "$lab: no schemathesis at $schemathesis (scripts/setup.sh installs it)"; exit 1; }
 
 # The fault switch changes how the server answers every other request (a random rule could slow
