@@ -23,20 +23,18 @@ struct MethodNotAllowedTests {
 
     @Test("a method the path does not serve gets 405 and the path's methods in Allow, before any key or body is read")
     func methodNotAllowed() async throws {
-        let folder = FileManager.default.temporaryDirectory.appending(path: "offline-405-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let configuration = ServerConfiguration.testing(packsDirectory: folder.appending(path: "packs"), faultsEnabled: true)
-        let server = try await SyncTestBackend.prepare(.sqlite, configuration)
-        try await Application(router: try server.router()).test(.router) { client in
-            // Signed in, without an Idempotency-Key: a write route would answer 400 for the key.
-            let ana = try await signedInJSON(client, "ana")
-            for request in Self.cases {
-                try await client.execute(uri: request.uri, method: request.method, headers: ana, body: ByteBuffer(string: "{}")) { response in
-                    #expect(response.status == .methodNotAllowed, "\(request.method) \(request.uri)")
-                    #expect(response.headers[.allow] == request.allow, "\(request.method) \(request.uri)")
-                    #expect(response.headers[.contentType] == "application/problem+json", "\(request.method) \(request.uri)")
-                    let problem = try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any]
-                    #expect(problem?["status"] as? Int == 405, "\(request.method) \(request.uri)")
+        try await SyncTestBackend.withEveryRoute { router in
+            try await Application(router: router).test(.router) { client in
+                // Signed in, without an Idempotency-Key: a write route would answer 400 for the key.
+                let ana = try await signedInJSON(client, "ana")
+                for request in Self.cases {
+                    try await client.execute(uri: request.uri, method: request.method, headers: ana, body: ByteBuffer(string: "{}")) { response in
+                        #expect(response.status == .methodNotAllowed, "\(request.method) \(request.uri)")
+                        #expect(response.headers[.allow] == request.allow, "\(request.method) \(request.uri)")
+                        #expect(response.headers[.contentType] == "application/problem+json", "\(request.method) \(request.uri)")
+                        let problem = try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any]
+                        #expect(problem?["status"] as? Int == 405, "\(request.method) \(request.uri)")
+                    }
                 }
             }
         }

@@ -24,26 +24,27 @@ struct WriteRoutesTests {
         router.routes.filter { IdempotentWrites.methods.contains($0.method) }.map { ($0.method, $0.path.description) }
     }
 
+    /// A route's path with its parameters filled in: a note, the demo's workspace.
+    static func uri(_ path: String) -> String {
+        path.replacingOccurrences(of: "{collection}", with: "notes").replacingOccurrences(of: "{id}", with: "1")
+            .replacingOccurrences(of: "{workspace}", with: ChatStore.workspace)
+    }
+
     @Test("every write route refuses a request without an Idempotency-Key, except the few listed as unguarded")
     func everyWriteIsGuarded() async throws {
-        let folder = FileManager.default.temporaryDirectory.appending(path: "offline-write-routes-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let configuration = ServerConfiguration.testing(packsDirectory: folder.appending(path: "packs"), faultsEnabled: true)
-        let server = try await SyncTestBackend.prepare(.sqlite, configuration)
-        let router = try server.router()
-        let writes = Self.writeRoutes(router)
-        #expect(writes.count >= 10, "\(writes)")
-        let listed = Set(writes.map { "\($0.method) \($0.path)" })
-        #expect(Self.unguarded.isSubset(of: listed), "an unguarded route named here no longer exists")
-        try await Application(router: router).test(.router) { client in
-            let ana = try await signedInJSON(client, "ana")
-            for (method, path) in writes where !Self.unguarded.contains("\(method) \(path)") {
-                let uri = path.replacingOccurrences(of: "{collection}", with: "notes").replacingOccurrences(of: "{id}", with: "1")
-                    .replacingOccurrences(of: "{workspace}", with: ChatStore.workspace)
-                try await client.execute(uri: uri, method: method, headers: ana, body: ByteBuffer(string: "{}")) { response throws in
-                    #expect(response.status == .badRequest, "\(method) \(path)")
-                    let problem = try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any]
-                    #expect(problem?["title"] as? String == "Idempotency-Key missing", "\(method) \(path) is not guarded")
+        try await SyncTestBackend.withEveryRoute { router in
+            let writes = Self.writeRoutes(router)
+            #expect(writes.count >= 10, "\(writes)")
+            let listed = Set(writes.map { "\($0.method) \($0.path)" })
+            #expect(Self.unguarded.isSubset(of: listed), "an unguarded route named here no longer exists")
+            try await Application(router: router).test(.router) { client in
+                let ana = try await signedInJSON(client, "ana")
+                for (method, path) in writes where !Self.unguarded.contains("\(method) \(path)") {
+                    try await client.execute(uri: Self.uri(path), method: method, headers: ana, body: ByteBuffer(string: "{}")) { response throws in
+                        #expect(response.status == .badRequest, "\(method) \(path)")
+                        let problem = try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any]
+                        #expect(problem?["title"] as? String == "Idempotency-Key missing", "\(method) \(path) is not guarded")
+                    }
                 }
             }
         }
@@ -55,21 +56,16 @@ struct WriteRoutesTests {
 
     @Test("a write without a token is answered 401 with the Bearer challenge before its missing key")
     func signInBeforeKey() async throws {
-        let folder = FileManager.default.temporaryDirectory.appending(path: "offline-write-routes-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let configuration = ServerConfiguration.testing(packsDirectory: folder.appending(path: "packs"), faultsEnabled: true)
-        let server = try await SyncTestBackend.prepare(.sqlite, configuration)
-        let router = try server.router()
-        let writes = Self.writeRoutes(router).filter { !Self.unguarded.contains("\($0.method) \($0.path)") }
-        #expect(writes.count >= 10, "\(writes)")
-        try await Application(router: router).test(.router) { client in
-            for (method, path) in writes {
-                let uri = path.replacingOccurrences(of: "{collection}", with: "notes").replacingOccurrences(of: "{id}", with: "1")
-                    .replacingOccurrences(of: "{workspace}", with: ChatStore.workspace)
-                try await client.execute(uri: uri, method: method, headers: [.contentType: "application/json"],
-                                         body: ByteBuffer(string: "{}")) { response throws in
-                    #expect(response.status == .unauthorized, "\(method) \(path)")
-                    #expect(response.headers[.wwwAuthenticate]?.hasPrefix("Bearer realm=") == true, "\(method) \(path)")
+        try await SyncTestBackend.withEveryRoute { router in
+            let writes = Self.writeRoutes(router).filter { !Self.unguarded.contains("\($0.method) \($0.path)") }
+            #expect(writes.count >= 10, "\(writes)")
+            try await Application(router: router).test(.router) { client in
+                for (method, path) in writes {
+                    try await client.execute(uri: Self.uri(path), method: method, headers: [.contentType: "application/json"],
+                                             body: ByteBuffer(string: "{}")) { response throws in
+                        #expect(response.status == .unauthorized, "\(method) \(path)")
+                        #expect(response.headers[.wwwAuthenticate]?.hasPrefix("Bearer realm=") == true, "\(method) \(path)")
+                    }
                 }
             }
         }
@@ -106,10 +102,7 @@ struct WriteRoutesTests {
           arguments: [("10.0.0.7", false), ("192.0.2.2", false), ("::ffff:10.0.0.7", false), ("fd00::2", false),
                       ("127.0.0.1", true), ("127.8.9.1", true), ("::1", true), ("::ffff:127.0.0.1", true)])
     func faultControlsOnlyLocal(peer: String, local: Bool) async throws {
-        let folder = FileManager.default.temporaryDirectory.appending(path: "offline-fault-peers-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let configuration = ServerConfiguration.testing(packsDirectory: folder, faultsEnabled: true)
-        let responder = try await SyncTestBackend.prepare(.sqlite, configuration).router().buildResponder()
+        let responder = try await SyncTestBackend.withEveryRoute { $0.buildResponder() }
         let channel = NIOAsyncTestingChannel()
         channel.remoteAddress = try SocketAddress(ipAddress: peer, port: 40_000)
         let context = OfflineRequestContext(source: .init(channel: channel, logger: Logger(label: "test")))

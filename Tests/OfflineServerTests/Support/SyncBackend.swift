@@ -249,3 +249,14 @@ extension StorageBackend {
         }
     }
 }
+
+extension SyncTestBackend {
+    /// Every route the reference backend has (packs and the fault switch on, over SQLite), for a
+    /// test that walks the router; the packs folder is removed afterwards.
+    static func withEveryRoute<Value>(_ body: (Router<OfflineRequestContext>) async throws -> Value) async throws -> Value {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "offline-every-route-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await prepare(.sqlite, .testing(packsDirectory: folder.appending(path: "packs"), faultsEnabled: true))
+        return try await body(try server.router())
+    }
+}
