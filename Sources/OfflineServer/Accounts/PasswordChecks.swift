@@ -19,7 +19,8 @@ final class PasswordChecks: Sendable {
     struct Busy: Error {}
 
     private let pool: NIOThreadPool
-    private let maxWaiting: Int
+    /// Checks under way (one per thread) and waiting, at most.
+    private let capacity: Int
     private let admitted = Locked(0)
 
     /// - Parameters:
@@ -28,7 +29,7 @@ final class PasswordChecks: Sendable {
     init(threads: Int, maxWaiting: Int) {
         pool = NIOThreadPool(numberOfThreads: threads)
         pool.start()
-        self.maxWaiting = maxWaiting + threads
+        capacity = threads + maxWaiting
     }
 
     /// Whether `password` matches `hash`.
@@ -40,7 +41,7 @@ final class PasswordChecks: Sendable {
     /// Runs `work` on the pool's threads, or throws ``Busy`` at once when it is full.
     func run<Value: Sendable>(_ work: @escaping @Sendable () throws -> Value) async throws -> Value {
         let entered = admitted.withLock { count in
-            guard count < maxWaiting else { return false }
+            guard count < capacity else { return false }
             count += 1
             return true
         }
