@@ -40,5 +40,5 @@ extension Router where Context == OfflineRequestContext {
     }
 }
 
-/// The bytes of every `/health/sample` answer, 16 KiB at a time.
-private let sampleChunk = ByteBuffer(repeating: UInt8(ascii: "."), count: 16 * 1024)
+/// The bytes of every `/health/sample` answer, 256 KiB at a time.
+private let sampleChunk = ByteBuffer(repeating: UInt8(ascii: "."), count: 256 * 1024)
