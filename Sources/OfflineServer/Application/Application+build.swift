@@ -41,7 +41,8 @@ func buildApplication(
         // Slow and silent clients are closed, and however many there are, they hold at most
         // `maxConnections`: past it, new connections wait in the listen queue until one closes.
         server: .http1(idleTimeout: configuration.idleTimeout, requestHeadTimeout: configuration.requestHeadTimeout,
-                       requestBodyTimeout: configuration.requestBodyTimeout, responseWriteTimeout: configuration.responseWriteTimeout),
+                       requestBodyTimeout: configuration.requestBodyTimeout, responseWriteTimeout: configuration.responseWriteTimeout,
+                       sendBuffer: configuration.socketSendBuffer),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port),
             serverName: "OfflineServer",

@@ -3,7 +3,8 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-/// Hummingbird's HTTP/1 channel with ``RequestDeadlineHandler`` in its pipeline.
+/// Hummingbird's HTTP/1 channel with ``RequestDeadlineHandler`` in its pipeline and the
+/// connection's send buffer bounded.
 ///
 /// Hummingbird's `additionalChannelHandlers` go after its own HTTP codec, where neither raw bytes
 /// nor an unfinished head can be seen, so this wraps the channel's setup instead: the bytes
@@ -15,9 +16,13 @@ struct HTTP1ChannelWithDeadlines: ServerChildChannel {
     let headTimeout: Duration
     let bodyTimeout: Duration
     let writeTimeout: Duration
+    let sendBuffer: Int?
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         do {
+            if let sendBuffer {
+                try channel.syncOptions?.setOption(.socketOption(.so_sndbuf), value: SocketOptionValue(sendBuffer))
+            }
             // Before Hummingbird's handlers, which are all added at the back.
             try channel.pipeline.syncOperations.addHandler(RequestBytesObserver())
             try channel.pipeline.syncOperations.addHandler(StalledReaderHandler(timeout: writeTimeout, logger: logger))
@@ -42,17 +47,19 @@ struct HTTP1ChannelWithDeadlines: ServerChildChannel {
 }
 
 extension HTTPServerBuilder {
-    /// HTTP/1 with an idle timeout, request head and body deadlines, and a limit on how long an
-    /// answer may wait for a client that stopped reading.
+    /// HTTP/1 with an idle timeout, request head and body deadlines, a limit on how long an
+    /// answer may wait for a client that stopped reading, and each connection's send buffer.
     static func http1(
-        idleTimeout: Duration, requestHeadTimeout: Duration, requestBodyTimeout: Duration, responseWriteTimeout: Duration
+        idleTimeout: Duration, requestHeadTimeout: Duration, requestBodyTimeout: Duration, responseWriteTimeout: Duration,
+        sendBuffer: Int?
     ) -> HTTPServerBuilder {
         HTTPServerBuilder { responder in
             HTTP1ChannelWithDeadlines(
                 http1: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: TimeAmount(idleTimeout))),
                 headTimeout: requestHeadTimeout,
                 bodyTimeout: requestBodyTimeout,
-                writeTimeout: responseWriteTimeout
+                writeTimeout: responseWriteTimeout,
+                sendBuffer: sendBuffer
             )
         }
     }

@@ -37,6 +37,22 @@ struct StalledReaderTests {
         }
     }
 
+    @Test("a client that reads nothing is sent at most what the connection's send buffer holds, not megabytes",
+          arguments: [16 * 1024, 64 * 1024])
+    func stalledReaderHoldsOneSendBuffer(sendBuffer: Int) async throws {
+        var configuration = ServerConfiguration.testing()
+        configuration.responseWriteTimeout = .milliseconds(500)
+        configuration.socketSendBuffer = sendBuffer
+        try await withLiveServer(configuration) { port in
+            // What reaches the client: its own receive buffer (the kernel's default, 128 KiB
+            // on Linux, while it reads nothing) and the server's send buffer, which Linux keeps
+            // at twice the size asked. Left to the kernel, the send buffer grows to 4 MiB.
+            let (received, closed) = try await Self.stall(port: port, for: .seconds(2))
+            #expect(closed)
+            #expect(received < 2 * sendBuffer + 512 * 1024, "\(received) bytes were in flight with a send buffer of \(sendBuffer)")
+        }
+    }
+
     @Test("a client that reads, however late within the timeout, gets every answer and keeps its connection")
     func readerKeepsItsConnection() async throws {
         var configuration = ServerConfiguration.testing()
