@@ -186,11 +186,30 @@ struct RecordStore: Sendable {
         if bytes > 0, try usage.int("bytes") > quota.bytes { throw RecordQuota.Exceeded(quota: quota, records: false) }
     }
 
-    func list(_ collection: String, owner: String) async throws -> [Record] {
+    /// One page of a collection's records, by id: those after `after`, at most `limit` of them
+    /// and, past the first, at most `maxBytes` of bodies; `more` when records are left after it.
+    /// The sizes are read first, so a page never holds more than it returns.
+    func list(_ collection: String, owner: String, after: String? = nil, limit: Int = RecordPage.defaultLimit,
+              maxBytes: Int = RecordPage.maximumBytes) async throws -> (records: [Record], more: Bool) {
         try await storage.read { db in
-            try db.rows("""
-                SELECT id, body, version FROM records WHERE owner = \(owner) AND collection = \(collection) ORDER BY id
+            let start: SQL = after.map { "AND id > \($0)" } ?? ""
+            let sizes = try db.rows("""
+                SELECT id, LENGTH(body) AS bytes FROM records WHERE owner = \(owner) AND collection = \(collection) \(start)
+                ORDER BY id LIMIT \(limit + 1)
+                """)
+            var (count, bytes) = (0, 0)
+            for row in sizes.prefix(limit) {
+                bytes += try row.int("bytes")
+                if count > 0, bytes > maxBytes { break }
+                count += 1
+            }
+            guard count > 0 else { return ([], false) }
+            let last = try sizes[count - 1].string("id")
+            let records = try db.rows("""
+                SELECT id, body, version FROM records WHERE owner = \(owner) AND collection = \(collection) \(start)
+                AND id <= \(last) ORDER BY id
                 """).map { try Self.record(from: $0) }
+            return (records, sizes.count > count)
         }
     }
 
@@ -224,4 +243,13 @@ struct RecordStore: Sendable {
         }
         return body
     }
+}
+
+/// How much one page of `GET /api/records/COLLECTION` carries.
+enum RecordPage {
+    static let defaultLimit = 500
+    static let maximumLimit = 1_000
+    /// Past this many bytes of bodies a page ends early, whatever its limit; a page always holds
+    /// at least one record.
+    static let maximumBytes = 4 << 20
 }

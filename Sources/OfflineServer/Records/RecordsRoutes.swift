@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
@@ -11,6 +12,9 @@ extension Router where Context == OfflineRequestContext {
     /// - `PUT /api/records/COLLECTION/ID`: creates or replaces the record (a JSON object).
     /// - `PATCH /api/records/COLLECTION/ID`: merges a JSON object into it (404 if missing).
     /// - `DELETE /api/records/COLLECTION/ID`: deletes it (204, also when already gone).
+    /// - `GET /api/records/COLLECTION?limit=N&after=ID`: a page of the collection's records by id,
+    ///   those after `after`, at most `limit` (500 by default, 1 to 1,000) and 4 MiB of bodies
+    ///   past the first; when more follow, `Link: <…>; rel="next"` names the next page (RFC 8288).
     /// - `GET /api/records/COLLECTION` and `GET /api/records/COLLECTION/ID`: reads, with a strong
     ///   `ETag` over the body, `Cache-Control: private, no-cache` and `Vary: Authorization`;
     ///   `If-None-Match` naming the current tag answers `304` without a body. A record changes
@@ -40,8 +44,25 @@ extension Router where Context == OfflineRequestContext {
         let group = group("/api/records")
         group.get(":collection") { request, context in
             let owner = try context.requireUser().id
-            let list = try await records.list(context.pathParameter("collection"), owner: owner)
-            return cacheableJSONResponse(JSONValue.array(list.map(\.json)).jsonBytes, request: request)
+            let query = request.uri.queryParameters
+            var limit = RecordPage.defaultLimit
+            if let text = query["limit"] {
+                guard let parsed = Int(text), (1...RecordPage.maximumLimit).contains(parsed) else {
+                    throw BadRequest(detail: "The limit is a whole number from 1 to \(RecordPage.maximumLimit).")
+                }
+                limit = parsed
+            }
+            let after = query["after"].map(String.init)
+            if let after, after.unicodeScalars.count > 512 || after.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+                throw BadRequest(detail: "after is the id of the last record of the page before.")
+            }
+            let collection = try context.pathParameter("collection")
+            let page = try await records.list(collection, owner: owner, after: after, limit: limit)
+            var response = cacheableJSONResponse(JSONValue.array(page.records.map(\.json)).jsonBytes, request: request)
+            if page.more, let last = page.records.last?.id {
+                response.headers[HTTPField.Name("Link")!] = "<\(nextPage(collection: collection, after: last, limit: limit))>; rel=\"next\""
+            }
+            return response
         }
         group.get(":collection/:id") { request, context in
             let owner = try context.requireUser().id
@@ -122,6 +143,15 @@ private func cacheableJSONResponse(_ bytes: [UInt8], request: Request) -> Respon
     }
     headers[.contentType] = "application/json"
     return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+}
+
+/// The path of the page after `after`, its parts percent-encoded.
+private func nextPage(collection: String, after: String, limit: Int) -> String {
+    let segment = CharacterSet.urlPathAllowed.subtracting(CharacterSet(charactersIn: "/;"))
+    let value = CharacterSet.urlQueryAllowed.subtracting(CharacterSet(charactersIn: "&=+;#"))
+    let path = collection.addingPercentEncoding(withAllowedCharacters: segment) ?? collection
+    let query = after.addingPercentEncoding(withAllowedCharacters: value) ?? after
+    return "/api/records/\(path)?after=\(query)&limit=\(limit)"
 }
 
 private func jsonResponse(_ bytes: [UInt8]) -> Response {

@@ -2277,7 +2277,7 @@ internal enum Operations {
             }
         }
     }
-    /// The signed-in user's records of a collection.
+    /// The signed-in user's records of a collection, a page at a time.
     ///
     /// - Remark: HTTP `GET /api/records/{collection}`.
     /// - Remark: Generated from `#/paths//api/records/{collection}/get(listRecords)`.
@@ -2299,6 +2299,30 @@ internal enum Operations {
                 }
             }
             internal var path: Operations.ListRecords.Input.Path
+            /// - Remark: Generated from `#/paths/api/records/{collection}/GET/query`.
+            internal struct Query: Sendable, Hashable {
+                /// The most records in a page: 500 when not given, 1 to 1000. A page also ends early past 4 MiB of bodies, never before its first record.
+                ///
+                /// - Remark: Generated from `#/paths/api/records/{collection}/GET/query/limit`.
+                internal var limit: Swift.Int64?
+                /// The id of the last record of the page before: this page starts after it, in id order. The `Link` header of a page that has a next one gives it.
+                ///
+                /// - Remark: Generated from `#/paths/api/records/{collection}/GET/query/after`.
+                internal var after: Swift.String?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - limit: The most records in a page: 500 when not given, 1 to 1000. A page also ends early past 4 MiB of bodies, never before its first record.
+                ///   - after: The id of the last record of the page before: this page starts after it, in id order. The `Link` header of a page that has a next one gives it.
+                internal init(
+                    limit: Swift.Int64? = nil,
+                    after: Swift.String? = nil
+                ) {
+                    self.limit = limit
+                    self.after = after
+                }
+            }
+            internal var query: Operations.ListRecords.Input.Query
             /// - Remark: Generated from `#/paths/api/records/{collection}/GET/header`.
             internal struct Headers: Sendable, Hashable {
                 internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListRecords.AcceptableContentType>]
@@ -2315,17 +2339,36 @@ internal enum Operations {
             ///
             /// - Parameters:
             ///   - path:
+            ///   - query:
             ///   - headers:
             internal init(
                 path: Operations.ListRecords.Input.Path,
+                query: Operations.ListRecords.Input.Query = .init(),
                 headers: Operations.ListRecords.Input.Headers = .init()
             ) {
                 self.path = path
+                self.query = query
                 self.headers = headers
             }
         }
         internal enum Output: Sendable, Hashable {
             internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/records/{collection}/GET/responses/200/headers`.
+                internal struct Headers: Sendable, Hashable {
+                    /// `<PATH>; rel="next"` (RFC 8288) when more records follow this page: the path of the next page. Absent on the last page.
+                    ///
+                    /// - Remark: Generated from `#/paths/api/records/{collection}/GET/responses/200/headers/Link`.
+                    internal var link: Swift.String?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - link: `<PATH>; rel="next"` (RFC 8288) when more records follow this page: the path of the next page. Absent on the last page.
+                    internal init(link: Swift.String? = nil) {
+                        self.link = link
+                    }
+                }
+                /// Received HTTP response headers
+                internal var headers: Operations.ListRecords.Output.Ok.Headers
                 /// - Remark: Generated from `#/paths/api/records/{collection}/GET/responses/200/content`.
                 internal enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/api/records/{collection}/GET/responses/200/content/application\/json`.
@@ -2348,12 +2391,17 @@ internal enum Operations {
                 /// Creates a new `Ok`.
                 ///
                 /// - Parameters:
+                ///   - headers: Received HTTP response headers
                 ///   - body: Received HTTP response body
-                internal init(body: Operations.ListRecords.Output.Ok.Body) {
+                internal init(
+                    headers: Operations.ListRecords.Output.Ok.Headers = .init(),
+                    body: Operations.ListRecords.Output.Ok.Body
+                ) {
+                    self.headers = headers
                     self.body = body
                 }
             }
-            /// The records.
+            /// The records of this page, in id order.
             ///
             /// - Remark: Generated from `#/paths//api/records/{collection}/get(listRecords)/responses/200`.
             ///

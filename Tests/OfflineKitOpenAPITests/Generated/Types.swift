@@ -70,7 +70,7 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /api/record-effects`.
     /// - Remark: Generated from `#/paths//api/record-effects/get(getRecordEffects)`.
     func getRecordEffects(_ input: Operations.GetRecordEffects.Input) async throws -> Operations.GetRecordEffects.Output
-    /// The signed-in user's records of a collection.
+    /// The signed-in user's records of a collection, a page at a time.
     ///
     /// - Remark: HTTP `GET /api/records/{collection}`.
     /// - Remark: Generated from `#/paths//api/records/{collection}/get(listRecords)`.
@@ -242,16 +242,18 @@ extension APIProtocol {
     internal func getRecordEffects(headers: Operations.GetRecordEffects.Input.Headers = .init()) async throws -> Operations.GetRecordEffects.Output {
         try await getRecordEffects(Operations.GetRecordEffects.Input(headers: headers))
     }
-    /// The signed-in user's records of a collection.
+    /// The signed-in user's records of a collection, a page at a time.
     ///
     /// - Remark: HTTP `GET /api/records/{collection}`.
     /// - Remark: Generated from `#/paths//api/records/{collection}/get(listRecords)`.
     internal func listRecords(
         path: Operations.ListRecords.Input.Path,
+        query: Operations.ListRecords.Input.Query = .init(),
         headers: Operations.ListRecords.Input.Headers = .init()
     ) async throws -> Operations.ListRecords.Output {
         try await listRecords(Operations.ListRecords.Input(
             path: path,
+            query: query,
             headers: headers
         ))
     }

@@ -182,7 +182,7 @@ struct RecordBodyTests {
             try records.apply(.patch(["done": .bool(true)]), owner: "ana", collection: "notes", id: "old", key: nil, in: db)
         })
         #expect(patched.body["count"] == record.body["count"])
-        #expect(try await records.list("notes", owner: "ana").first?.body == patched.body)
+        #expect(try await records.list("notes", owner: "ana").records.first?.body == patched.body)
     }
 
     @Test("a percent-encoded id names the record the client means: PUT a%20b, then GET it back with id \"a b\"")
