@@ -10,7 +10,8 @@ extension Router where Context == OfflineRequestContext {
     ///   `{"accessToken", "refreshToken", "tokenType": "Bearer", "expiresIn", "user"}`; `401` when
     ///   the name or password is wrong (one answer for both); `429` with `Retry-After` after
     ///   five wrong passwords for a name within 15 minutes (``SignInAttempts``); `503` with
-    ///   `Retry-After` while more sign-ins are being checked than ``PasswordChecks`` takes.
+    ///   `Retry-After` while more sign-ins are waiting to be checked, from the client's address or
+    ///   in all, than ``PasswordChecks`` takes (addresses take turns).
     /// - `POST /api/auth/refresh` `{"refreshToken": "…"}` → a new pair (the old refresh token is
     ///   used up); `401` when it is unknown, expired or already used.
     /// - `POST /api/auth/sign-out` with the access token → `204`; its sign-in's tokens stop working.
@@ -28,7 +29,7 @@ extension Router where Context == OfflineRequestContext {
             }
             let tokens: AccountStore.Tokens?
             do {
-                tokens = try await accounts.signIn(name: input.name, password: input.password)
+                tokens = try await accounts.signIn(name: input.name, password: input.password, from: context.peerAddress)
             } catch is PasswordChecks.Busy {
                 var response = problemResponse(.serviceUnavailable, "Too many people are signing in right now. Try again in a moment.")
                 response.headers[.retryAfter] = "1"

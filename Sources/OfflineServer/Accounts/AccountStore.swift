@@ -61,8 +61,10 @@ struct AccountStore: Sendable {
 
     /// Signs `name` in with `password`; nil when either is wrong (the same answer for both, and
     /// the same work: an unknown name is checked against a decoy hash).
+    /// - Parameter address: the client's network address, empty when unknown: checks take turns
+    ///   by address.
     /// - Throws: ``PasswordChecks/Busy`` when too many sign-ins are being checked at once.
-    func signIn(name: String, password: String) async throws -> Tokens? {
+    func signIn(name: String, password: String, from address: String = "") async throws -> Tokens? {
         let row = try await storage.read { db in
             try db.row("""
                 SELECT id, name, email, display_name, password_hash FROM account WHERE name = \(name)
@@ -71,7 +73,7 @@ struct AccountStore: Sendable {
         let hash = try row?.string("password_hash") ?? Self.decoyHash
         // bcrypt is slow on purpose: on threads of its own, off the cooperative pool and off the
         // pool file reads use.
-        let matches = try await PasswordChecks.shared.verify(password, hash: hash)
+        let matches = try await PasswordChecks.shared.verify(password, hash: hash, for: address)
         guard matches, let row else { return nil }
         let user = try Self.user(row)
         let fresh = freshTokens()

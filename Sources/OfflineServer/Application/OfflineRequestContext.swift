@@ -13,10 +13,14 @@ public struct OfflineRequestContext: AuthRequestContext {
     /// Whether the connection comes from this machine: loopback or a Unix socket, or no socket at
     /// all (a responder called in-process). The fault controls answer nobody else.
     let isLocalPeer: Bool
+    /// The client's address without its port (`203.0.113.7`, `2001:db8::1`); empty for a Unix
+    /// socket or a responder called in-process. Behind a proxy, the proxy's.
+    let peerAddress: String
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         isLocalPeer = source.channel.remoteAddress.map(\.isLocal) ?? true
+        peerAddress = source.channel.remoteAddress?.ipAddress ?? ""
     }
 
     /// `404` unless the request comes from this machine (``isLocalPeer``): the test controls of a
