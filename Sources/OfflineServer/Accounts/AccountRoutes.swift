@@ -9,7 +9,8 @@ extension Router where Context == OfflineRequestContext {
     /// - `POST /api/auth/sign-in` `{"name": "ana", "password": "…"}` → `200` with
     ///   `{"accessToken", "refreshToken", "tokenType": "Bearer", "expiresIn", "user"}`; `401` when
     ///   the name or password is wrong (one answer for both); `429` with `Retry-After` after
-    ///   five wrong passwords for a name within 15 minutes (``SignInAttempts``); `503` with
+    ///   five wrong passwords for a name, or 100 from the client's address (unless the server
+    ///   was started without), within 15 minutes (``SignInAttempts``); `503` with
     ///   `Retry-After` while more sign-ins are waiting to be checked, from the client's address or
     ///   in all, than ``PasswordChecks`` takes (addresses take turns).
     /// - `POST /api/auth/refresh` `{"refreshToken": "…"}` → a new pair (the old refresh token is
@@ -22,8 +23,9 @@ extension Router where Context == OfflineRequestContext {
         add(middleware: UserAuthenticator(accounts: accounts))
         post("/api/auth/sign-in") { request, context in
             let input = try await request.decode(as: SignIn.self, context: context)
-            if let wait = throttle.retryAfter(input.name) {
-                var response = problemResponse(.tooManyRequests, "Too many wrong passwords for this name. Try again in \(Int(wait) / 60 + 1) minutes.")
+            if let (wait, limit) = throttle.retryAfter(input.name, address: context.peerAddress) {
+                let from = limit == .name ? "for this name" : "from this network"
+                var response = problemResponse(.tooManyRequests, "Too many wrong passwords \(from). Try again in \(Int(wait) / 60 + 1) minutes.")
                 response.headers[.retryAfter] = String(Int(wait))
                 return response
             }
@@ -35,7 +37,7 @@ extension Router where Context == OfflineRequestContext {
                 response.headers[.retryAfter] = "1"
                 return response
             }
-            throttle.record(input.name, succeeded: tokens != nil)
+            throttle.record(input.name, address: context.peerAddress, succeeded: tokens != nil)
             guard let tokens else {
                 throw HTTPError(.unauthorized, message: "That name and password don't match an account.")
             }

@@ -1,20 +1,27 @@
 import Foundation
 import OfflineCore
 
-/// The failed sign-ins of each account name, and whether a name may try again: after
-/// ``Policy/failures`` wrong passwords within ``Policy/window``, a name is refused until the
-/// oldest of them is that old, whatever password comes (else guessing goes on at the pace of
-/// bcrypt, 200 tries in 24 s). A pure value: the shell passes the time in.
+/// The failed sign-ins of each key (an account name, or a client's address), and whether a key
+/// may try again: after ``Policy/failures`` wrong passwords within ``Policy/window``, a key is
+/// refused until the oldest of them is that old, whatever password comes (else guessing goes on
+/// at the pace of bcrypt, 200 tries in 24 s). A pure value: the shell passes the time in.
 ///
-/// Counted per name, on this instance, in memory: a restart forgets them, and instances do not
-/// share them. At most ``Policy/capacity`` names are remembered; past it the names whose
-/// failures are oldest go first, so an attacker spraying names pushes out old entries, never
-/// memory up.
+/// Counted on this instance, in memory: a restart forgets them, and instances do not share them.
+/// At most ``Policy/capacity`` keys are remembered; past it the keys whose failures are oldest go
+/// first, so an attacker spraying names pushes out old entries, never memory up.
 struct SignInAttempts: Sendable {
     struct Policy: Sendable {
         var failures = 5
         var window: TimeInterval = 15 * 60
         var capacity = 10_000
+        /// Whether a right password forgets the key's failures: for a name, yes; for an
+        /// address, no, or one account of the attacker's own would reset its count.
+        var forgetsOnSuccess = true
+
+        /// Five wrong passwords for one name in 15 minutes.
+        static let perName = Policy()
+        /// 100 wrong passwords from one address in 15 minutes, whatever the names.
+        static let perAddress = Policy(failures: 100, forgetsOnSuccess: false)
     }
 
     let policy: Policy
@@ -39,7 +46,7 @@ struct SignInAttempts: Sendable {
     }
 
     mutating func succeeded(_ name: String) {
-        failed[Self.key(name)] = nil
+        if policy.forgetsOnSuccess { failed[Self.key(name)] = nil }
     }
 
     var names: Int { failed.count }
@@ -56,23 +63,37 @@ struct SignInAttempts: Sendable {
     }
 }
 
-/// ``SignInAttempts`` shared by the sign-in route's requests.
+/// ``SignInAttempts`` per name and per address, shared by the sign-in route's requests.
 final class SignInThrottle: Sendable {
-    private let attempts: Locked<SignInAttempts>
+    /// Why a sign-in must wait.
+    enum Limit: Sendable { case name, address }
+
+    private let names: Locked<SignInAttempts>
+    private let addresses: Locked<SignInAttempts>?
     private let now: @Sendable () -> Date
 
-    init(policy: SignInAttempts.Policy = .init(), now: @escaping @Sendable () -> Date = { Date() }) {
-        attempts = Locked(SignInAttempts(policy: policy))
+    /// - Parameter addresses: nil counts no address (a server behind a proxy, where every client
+    ///   has the proxy's).
+    init(names: SignInAttempts.Policy = .perName, addresses: SignInAttempts.Policy? = .perAddress,
+         now: @escaping @Sendable () -> Date = { Date() }) {
+        self.names = Locked(SignInAttempts(policy: names))
+        self.addresses = addresses.map { Locked(SignInAttempts(policy: $0)) }
         self.now = now
     }
 
-    func retryAfter(_ name: String) -> TimeInterval? {
+    /// How long a sign-in for `name` from `address` must wait, and which limit it met; nil when
+    /// it may go ahead. An empty address (unknown) is not counted.
+    func retryAfter(_ name: String, address: String) -> (seconds: TimeInterval, limit: Limit)? {
         let now = now()
-        return attempts.withLock { $0.retryAfter(name, now: now) }
+        if let wait = names.withLock({ $0.retryAfter(name, now: now) }) { return (wait, .name) }
+        guard let addresses, !address.isEmpty, let wait = addresses.withLock({ $0.retryAfter(address, now: now) }) else { return nil }
+        return (wait, .address)
     }
 
-    func record(_ name: String, succeeded: Bool) {
+    func record(_ name: String, address: String, succeeded: Bool) {
         let now = now()
-        attempts.withLock { succeeded ? $0.succeeded(name) : $0.failed(name, now: now) }
+        names.withLock { succeeded ? $0.succeeded(name) : $0.failed(name, now: now) }
+        guard let addresses, !address.isEmpty else { return }
+        addresses.withLock { succeeded ? $0.succeeded(address) : $0.failed(address, now: now) }
     }
 }

@@ -80,7 +80,8 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     router.addFaultSwitch(configuration)
     router.addHealthRoutes()
     // Before every route that needs to know who is asking.
-    router.addAccountRoutes(accounts: accountStore(configuration, storage: storage))
+    let perAddress = configuration.signInFailuresPerAddress.map { SignInAttempts.Policy(failures: $0, forgetsOnSuccess: false) }
+    router.addAccountRoutes(accounts: accountStore(configuration, storage: storage), throttle: SignInThrottle(addresses: perAddress))
     // Every write after this point is exactly-once.
     if exactlyOnce {
         router.add(middleware: IdempotentWrites(storage: storage, retention: configuration.idempotencyRetention, now: { Date() },

@@ -57,6 +57,11 @@ public struct ServerConfiguration: Sendable {
     public var capturePollInterval: Duration
     /// How many records, and how many bytes of them, each user may keep (`/api/records/…`).
     public var recordQuota: RecordQuota
+    /// How many wrong passwords one client address may send in 15 minutes, whatever the names,
+    /// before its sign-ins are refused (`429`) until the oldest is 15 minutes old; nil counts
+    /// none. Behind a proxy every client has the proxy's address: set it nil there, or one
+    /// guesser stops everyone's sign-in.
+    public var signInFailuresPerAddress: Int?
 
     public init(
         host: String = "127.0.0.1",
@@ -80,7 +85,8 @@ public struct ServerConfiguration: Sendable {
         syncRules: URL? = nil,
         tombstoneRetention: Duration = .seconds(30 * 24 * 3600),
         capturePollInterval: Duration = .milliseconds(5),
-        recordQuota: RecordQuota = .standard
+        recordQuota: RecordQuota = .standard,
+        signInFailuresPerAddress: Int? = 100
     ) {
         self.host = host
         self.port = port
@@ -104,5 +110,6 @@ public struct ServerConfiguration: Sendable {
         self.tombstoneRetention = tombstoneRetention
         self.capturePollInterval = capturePollInterval
         self.recordQuota = recordQuota
+        self.signInFailuresPerAddress = signInFailuresPerAddress
     }
 }

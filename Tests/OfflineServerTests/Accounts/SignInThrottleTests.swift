@@ -6,7 +6,7 @@ import NIOCore
 @testable import OfflineServer
 import Testing
 
-@Suite("Sign-in: wrong passwords are throttled per name")
+@Suite("Sign-in: wrong passwords are throttled per name and per address")
 struct SignInThrottleTests {
     let start = Date(timeIntervalSince1970: 1_000_000)
 
@@ -23,6 +23,25 @@ struct SignInThrottleTests {
         attempts.succeeded("ana")
         attempts.failed("ana", now: start.addingTimeInterval(901))
         #expect(attempts.retryAfter("ana", now: start.addingTimeInterval(901)) == nil)
+    }
+
+    @Test("wrong passwords from one address under many names stop that address, not another; a right one does not reset it")
+    func perAddress() {
+        let throttle = SignInThrottle(addresses: .init(failures: 3, forgetsOnSuccess: false), now: { [start] in start })
+        for index in 0..<3 {
+            #expect(throttle.retryAfter("guess-\(index)", address: "203.0.113.7") == nil)
+            throttle.record("guess-\(index)", address: "203.0.113.7", succeeded: false)
+        }
+        #expect(throttle.retryAfter("guess-9", address: "203.0.113.7")?.limit == .address)
+        #expect(throttle.retryAfter("ana", address: "203.0.113.7")?.limit == .address, "whatever the name")
+        #expect(throttle.retryAfter("guess-9", address: "198.51.100.4") == nil, "another address")
+        throttle.record("mallory", address: "203.0.113.7", succeeded: true)
+        #expect(throttle.retryAfter("guess-9", address: "203.0.113.7")?.limit == .address, "a success of its own does not reset it")
+        for index in 0..<10 { throttle.record("x-\(index)", address: "", succeeded: false) }
+        #expect(throttle.retryAfter("x-99", address: "") == nil, "an unknown address is not counted")
+        let unlimited = SignInThrottle(addresses: nil)
+        for index in 0..<10 { unlimited.record("y-\(index)", address: "203.0.113.7", succeeded: false) }
+        #expect(unlimited.retryAfter("y-99", address: "203.0.113.7") == nil, "started without the per-address count")
     }
 
     @Test("names sprayed past the capacity push out the oldest, never memory up")
