@@ -1,27 +1,38 @@
 #!/usr/bin/env python3
-"""The server attack lab (75-server-attacks.sh): what one party can take from everyone else.
+"""The server half of the attack lab (75-server-attacks.sh): what one party can take from everyone else.
 
     server_attacks.py --bin OFFLINE --work FOLDER
 
-Starts `offline serve` (demo accounts, a packs folder) and, while each attack runs, measures what
-another user gets: `GET /health` every 20 ms, ben signing in every 500 ms, a pack file read every
-100 ms; and the server's resident memory every 250 ms (from /proc). Attacks, one after another:
+Starts `offline serve` (demo accounts, a packs folder, a data folder) and, while the attacks
+that load it run, measures what another user gets: `GET /health` every 20 ms, ben signing in
+every 500 ms, a pack file read every 100 ms; and the server's resident memory every 250 ms
+(from /proc). The cases, one after another (numbered as in "Hostile on both sides"):
 
 1. slow readers: SLOW_READERS unauthenticated connections each pipeline twenty
    `GET /health/sample?bytes=1048576` and read nothing, for SLOW_SECONDS;
 2. one account's streams: ana opens STREAMS live sync streams (`/api/sync/events`) and holds them;
-3. sign-in flood: 16 clients sign in with wrong names in a loop, for FLOOD_SECONDS.
+6. sign-in flood: 16 clients at another loopback address sign in with wrong names in a loop,
+   for FLOOD_SECONDS;
+3. PATCH growth: 100 PATCHes each adding 60 KB to one 60 KB record;
+4. records: ana writes records of RECORD_BYTES until refused (the lab's quota is QUOTA_BYTES),
+   then lists them following `Link`, with the probes running;
+5. refresh race: REFRESH_TRIALS times, two refreshes of one token at once;
+7. side channels: ben's live stream while ana writes 5 times; a cursor ahead of the feed, Host
+   missing or twice, `bearer` in lower case, a 401's content type.
 
-Each attack prints the figures beside the same probes with no attack (measured first), and the
-lab fails when a limit below is passed: other users' /health p99, memory above idle under the
-slow readers, streams one account holds, the pack reads' p50 under the sign-in flood (at most
-twice the quiet one plus 5 ms). Probes that got no answer, and sign-in's latency, are printed.
+Each loading attack prints the figures beside the same probes with no attack (measured first).
+The lab fails when a limit below is passed: other users' /health p99, memory above idle under the
+slow readers and the records, streams one account holds, the pack reads' p50 under the sign-in
+flood (at most twice the quiet one plus 5 ms), a record grown past its limit, a list not read
+whole or a page past 4 MiB, a refresh race lost, a write that shows on another user's stream, a
+small leak back. Probes that got no answer, and sign-in's latency, are printed.
 
 Settings (environment): SLOW_READERS (300), SLOW_SECONDS (12), WRITE_TIMEOUT (the server's
-    --response-write-timeout, 10 s), STREAMS (200), FLOOD_SECONDS (6), LIMIT_HEALTH_P99_MS (50),
-    LIMIT_MEMORY_MIB (128).
+    --response-write-timeout, 10 s), STREAMS (200), FLOOD_SECONDS (6), RECORD_BYTES (60000),
+    QUOTA_BYTES (8 MiB), REFRESH_TRIALS (40), LIMIT_HEALTH_P99_MS (50), LIMIT_MEMORY_MIB (128).
 """
 import argparse
+import base64
 import http.client
 import json
 import os
@@ -137,6 +148,153 @@ def sign_in(url, name):
     return json.loads(body)["accessToken"]
 
 
+def api(url, method, path, token=None, body=None, key=None, headers=None, timeout=10):
+    """A request to the API as ana or ben would send it: a token, an Idempotency-Key on writes."""
+    fields = dict(headers or {})
+    if token:
+        fields["Authorization"] = f"Bearer {token}"
+    if key:
+        fields["Idempotency-Key"] = f'"{key}"'
+    return request(url + path, method, body, fields, timeout)
+
+
+def raw(host, port, head, timeout=5):
+    """Sends HEAD (bytes, as they are) on a new connection; returns the answer's status line."""
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(head)
+        return s.recv(4096).split(b"\r\n", 1)[0].decode(errors="replace")
+
+
+def database_mib(folder):
+    return sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder)) / (1 << 20)
+
+
+def patch_growth(url, token, data):
+    """Case 3: a 60 KB record, then 100 PATCHes that each add 60 KB. Returns (statuses, the
+    record's size after, PATCH p99 in ms, database growth in MiB)."""
+    before = database_mib(data)
+    chunk = "x" * 60_000
+    status, _ = api(url, "PUT", "/api/records/notes/grow", token, {"f0": chunk}, key=f"grow-{time.time()}")
+    assert status == 200, f"PUT answered {status}"
+    statuses, times = {}, []
+    for index in range(1, 101):
+        start = time.monotonic()
+        status, _ = api(url, "PATCH", "/api/records/notes/grow", token, {f"f{index}": chunk}, key=f"grow-{index}-{time.time()}")
+        times.append((time.monotonic() - start) * 1000)
+        statuses[status] = statuses.get(status, 0) + 1
+    _, body = api(url, "GET", "/api/records/notes/grow", token)
+    return statuses, len(body), percentile(times, 0.99), database_mib(data) - before
+
+
+def fill_and_list(url, token, record_bytes):
+    """Case 4: ana writes records of RECORD_BYTES until the server refuses one, then lists the
+    collection a page at a time. Returns (records stored, the refusal's status, pages, largest
+    page in bytes, records listed)."""
+    chunk = "y" * (record_bytes - 32)
+    stored, refusal = 0, None
+    while refusal is None and stored < 10_000:
+        status, _ = api(url, "PUT", f"/api/records/bulk/r{stored:05d}", token, {"t": chunk}, key=f"bulk-{stored}-{time.time()}")
+        if status == 200:
+            stored += 1
+        else:
+            refusal = status
+    pages, largest, listed, path = 0, 0, 0, "/api/records/bulk"
+    while path and pages < 1_000:
+        req = urllib.request.Request(url + path, headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(req, timeout=30) as response:
+            body = response.read()
+            link = response.headers.get("Link")
+        pages += 1
+        largest = max(largest, len(body))
+        listed += len(json.loads(body))
+        path = link.split(">")[0][1:] if link else None
+    return stored, refusal, pages, largest, listed
+
+
+def refresh_race(url, trials):
+    """Case 5: TRIALS times, two refreshes of one token at once. Returns how many trials ended
+    with one refresh refused while the other's new pair still works (the lost race)."""
+    lost = 0
+    for _ in range(trials):
+        status, body = request(url + "/api/auth/sign-in", "POST", {"name": "ana", "password": "offline-demo"})
+        assert status == 200, f"ana could not sign in: {status}"
+        token = json.loads(body)["refreshToken"]
+        answers = [None, None]
+        gate = threading.Barrier(2)
+
+        def refresh(slot):
+            gate.wait()
+            answers[slot] = request(url + "/api/auth/refresh", "POST", {"refreshToken": token})
+
+        threads = [threading.Thread(target=refresh, args=(slot,)) for slot in (0, 1)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        statuses = sorted(answer[0] for answer in answers)
+        if statuses == [200, 401]:
+            pair = json.loads(next(body for status, body in answers if status == 200))
+            if api(url, "GET", "/api/records/notes?limit=1", pair["accessToken"])[0] == 200:
+                lost += 1
+    return lost
+
+
+def stream_echoes(url, reader, writer, writes):
+    """Case 7: READER holds a live stream while WRITER (another user) writes WRITES times; returns
+    how many of the writes the reader's stream answered within 250 ms (a heartbeat or an event
+    it has no reason to send)."""
+    host, port = url.split("//")[1].split(":")
+    s = socket.create_connection((host, int(port)))
+    s.sendall(f"GET /api/sync/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {reader}\r\n\r\n".encode())
+    s.settimeout(0.5)
+    try:
+        while s.recv(4096):
+            pass
+    except socket.timeout:
+        pass
+    echoed = 0
+    for index in range(writes):
+        status, _ = api(url, "PUT", f"/api/records/notes/echo-{index}", writer, {"n": index}, key=f"echo-{index}-{time.time()}")
+        assert status == 200, f"the write answered {status}"
+        s.settimeout(0.25)
+        try:
+            if s.recv(4096):
+                echoed += 1
+        except socket.timeout:
+            pass
+        time.sleep(0.2)
+    s.close()
+    return echoed
+
+
+def small_leaks(url, token):
+    """Case 7's other checks: a cursor ahead of the feed, Host missing or twice, `bearer` in lower
+    case, the shape of a 401. Returns a list of (check, what came, whether it is right)."""
+    host, port = url.split("//")[1].split(":")
+    port = int(port)
+    _, body = api(url, "GET", "/api/sync?collections=records/notes", token)
+    cursor = json.loads(body)["cursor"]
+    fields = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    fields["p"] = fields.get("p", 0) + 1000
+    ahead = base64.urlsafe_b64encode(json.dumps(fields, separators=(",", ":")).encode()).decode().rstrip("=")
+    status, _ = api(url, "GET", f"/api/sync?collections=records/notes&cursor={ahead}", token)
+    checks = [("a cursor 1,000 ahead of the feed", status, status in (400, 410))]
+    line = raw(host, port, b"GET /health HTTP/1.1\r\n\r\n")
+    checks.append(("HTTP/1.1 without Host", line, " 400 " in line + " "))
+    line = raw(host, port, b"GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+    checks.append(("two Host fields", line, " 400 " in line + " "))
+    status, _ = request(url + "/api/records/notes?limit=1", headers={"Authorization": f"bearer {token}"})
+    checks.append(("`bearer` in lower case", status, status == 200))
+    req = urllib.request.Request(url + "/api/records/notes")
+    try:
+        urllib.request.urlopen(req, timeout=5)
+        kind = "200"
+    except urllib.error.HTTPError as error:
+        kind = f"{error.code} {error.headers.get('Content-Type')}"
+    checks.append(("a 401's type", kind, kind == "401 application/problem+json"))
+    return checks
+
+
 def slow_readers(host, port, count, seconds):
     """COUNT connections each pipelining twenty 1 MiB samples and reading nothing; returns how
     many the server had closed by the end."""
@@ -229,7 +387,11 @@ def main():
     limit_memory = env("LIMIT_MEMORY_MIB", 128.0)
     log = open(os.path.join(args.work, "server.log"), "w")
     # A write timeout of 10 s (30 by default), so the slow readers meet it within the lab's time.
+    data = os.path.join(args.work, "data")
+    os.makedirs(data)
+    # A record quota of 8 MiB (64 by default), so case 4 meets it within the lab's time.
     server = subprocess.Popen([args.bin, "serve", "--port", "0", "--demo-accounts", "--packs", os.path.join(args.work, "packs"),
+                               "--data", data, "--max-record-bytes-per-user", str(env("QUOTA_BYTES", 8 << 20)),
                                "--response-write-timeout", str(env("WRITE_TIMEOUT", 10))],
                               stdout=log, stderr=subprocess.STDOUT)
     failures = []
@@ -301,6 +463,45 @@ def main():
         quiet_pack, flood_pack = percentile(quiet.samples["pack"], 0.5), percentile(probes.samples["pack"], 0.5)
         if not flood_pack <= 2 * quiet_pack + 5:
             failures.append(f"sign-in flood: pack p50 {flood_pack:.1f} ms against {quiet_pack:.1f} ms with no attack")
+
+        # Case 3: a PATCH may not grow a record past its collection's limit.
+        statuses, size, p99, growth = patch_growth(url, token, data)
+        print(f"{LAB}: 100 PATCHes adding 60 KB each to one record: answers {statuses}; the record is {size:,} bytes; "
+              f"PATCH p99 {p99:.1f} ms; the database grew {growth:.1f} MiB")
+        if size > 64 << 10 or statuses.get(200, 0) > 1:
+            failures.append(f"PATCH growth: the record reached {size:,} bytes ({statuses})")
+
+        # Case 4: records until the quota, then the list a page at a time, another user watching.
+        record_bytes = env("RECORD_BYTES", 60_000)
+        with Probes(url, server.pid, pack_path) as probes:
+            stored, refusal, pages, largest, listed = fill_and_list(url, token, record_bytes)
+        peak = max(probes.memory) - idle
+        print(f"{LAB}: records of {record_bytes:,} bytes until refused: {stored} stored, then {refusal}; listed {listed} "
+              f"in {pages} pages, the largest {largest / (1 << 20):.2f} MiB; memory peak {peak:.0f} MiB above idle")
+        for name in ("health", "sign-in"):
+            print(f"  {probes.line(name)}")
+        judge("records and lists", probes)
+        if refusal != 403 or listed != stored or largest > (4 << 20) + 2 * record_bytes or not peak <= limit_memory:
+            failures.append(f"records and lists: refused with {refusal}, {listed} of {stored} listed, "
+                            f"largest page {largest:,} bytes, memory {peak:.0f} MiB")
+
+        # Case 5: two refreshes of one token at once never leave a refusal beside a working pair.
+        trials = env("REFRESH_TRIALS", 40)
+        lost = refresh_race(url, trials)
+        print(f"{LAB}: two refreshes of one token at once, {trials} times: {lost} left a refusal beside a working pair")
+        if lost:
+            failures.append(f"refresh race: lost {lost} of {trials}")
+
+        # Case 7: side channels and small leaks.
+        ben = sign_in(url, "ben")
+        echoed = stream_echoes(url, ben, token, 5)
+        print(f"{LAB}: ben's live stream answered {echoed} of ana's 5 writes within 250 ms")
+        if echoed:
+            failures.append(f"stream side channel: {echoed} of 5 of ana's writes showed on ben's stream")
+        for check, came, right in small_leaks(url, token):
+            print(f"  {check}: {came}{'' if right else '  (wrong)'}")
+            if not right:
+                failures.append(f"{check}: {came}")
     finally:
         server.send_signal(signal.SIGTERM)
         try:
