@@ -17,7 +17,8 @@ import RawStructuredFieldValues
 /// 3. the route hands its database effect to ``OfflineRequestContext/commitWrite(on:_:)``, a
 ///    synchronous closure that returns the answer (``WriteAnswer``). One `write` looks the key up,
 ///    runs the effect, then one `INSERT … ON CONFLICT` of the key with that answer, and commits.
-///    A key already answered for the same request gets that answer byte for byte, marked
+///    A key already answered for the same request gets that answer byte for byte (a body over
+///    16 KiB is not kept: see below), marked
 ///    `Idempotent-Replayed: true`, and the effect does not run; a key used for a different
 ///    request gets `422`.
 ///
@@ -45,6 +46,10 @@ import RawStructuredFieldValues
 ///
 /// Keys are scoped by the signed-in user (a token refresh does not change the scope) and kept for
 /// `retention` (``ExpiredDataPurge`` deletes older ones); a key older than that is taken as new.
+/// An answer's body is kept up to ``WriteAnswer/maxKeptBody`` (16 KiB): a larger one (a record
+/// written whole, echoed back) is replayed with its status and fields but no body, marked
+/// `Idempotent-Replay-Body: omitted`, so rewriting a large record thousands of times keeps a few
+/// hundred bytes per write, not the record each time. The key still guards the write.
 /// Every answer that ran or was replayed says so in `Idempotency-Key-Retention: <seconds>`.
 struct IdempotentWrites: RouterMiddleware {
     typealias Context = OfflineRequestContext
@@ -52,6 +57,8 @@ struct IdempotentWrites: RouterMiddleware {
     static let keyField = HTTPField.Name("Idempotency-Key")!
     static let retentionField = HTTPField.Name("Idempotency-Key-Retention")!
     static let replayedField = HTTPField.Name("Idempotent-Replayed")!
+    /// On a replay whose answer's body was not kept (``WriteAnswer/maxKeptBody``): `omitted`.
+    static let replayBodyField = HTTPField.Name("Idempotent-Replay-Body")!
 
     let storage: any ServerStorage
     let retention: Duration
@@ -212,7 +219,8 @@ final class GuardedWrite: Sendable {
     ///
     /// - Returns: whether the key is this request's.
     private func claim(answering answer: WriteAnswer, in db: any SQLDatabase) throws -> Bool {
-        try !db.rows("""
+        let answer = answer.kept
+        return try !db.rows("""
             INSERT INTO write_key (scope, key, fingerprint, created_at, status, headers, body)
             VALUES (\(scope), \(key), \(fingerprint), \(now), \(Int(answer.status.code)), \(answer.storedHeaders),
                     \(Data(answer.body.readableBytesView)))

@@ -36,6 +36,20 @@ struct WriteAnswer: Sendable {
         return WriteAnswer(status: status, headers: [.contentType: "application/problem+json"], body: ByteBuffer(bytes: body))
     }
 
+    /// The most body bytes kept for a replay.
+    static let maxKeptBody = 16 << 10
+
+    /// The answer as kept for replays: itself, or, when its body is over ``maxKeptBody``, its
+    /// status and fields without the body (and without the body's type), marked
+    /// `Idempotent-Replay-Body: omitted`.
+    var kept: WriteAnswer {
+        guard body.readableBytes > Self.maxKeptBody else { return self }
+        var fields = headers
+        fields[.contentType] = nil
+        fields[IdempotentWrites.replayBodyField] = "omitted"
+        return WriteAnswer(status: status, headers: fields)
+    }
+
     /// The answer as sent: its fields but `Content-Length`, which the server sets for the body it
     /// sends.
     var response: Response {

@@ -17,6 +17,7 @@ struct IdempotentWritesTests {
     /// effects that ran. `POST /orders` commits an effect and answers 201 with the caller, the body
     /// and the effect's number; `POST /note` has no database effect and answers with how many
     /// times it ran; `POST /broken` (no effect either) answers 503 the first time and 201 after;
+    /// `POST /large` commits an effect and answers about as many bytes as its body says;
     /// `GET /orders` is a read.
     static func withRoutes(_ body: @Sendable (any TestClientProtocol, CallCounter) async throws -> Void) async throws {
         let storage = try await SQLiteStorage.open(in: nil, schemas: [IdempotentWrites.schema])
@@ -30,6 +31,13 @@ struct IdempotentWritesTests {
             let (user, echo) = (context.identity?.id ?? "nobody", String(buffer: body))
             return try await context.commitWrite(on: storage) { _ in
                 .json(Array(#"{"run":\#(effects.next()),"user":"\#(user)","echo":"\#(echo)"}"#.utf8), status: .created)
+            }
+        }
+        router.post("/large") { request, context -> Response in
+            var request = request
+            let size = Int(String(buffer: try await request.collectBody(upTo: 64))) ?? 0
+            return try await context.commitWrite(on: storage) { _ in
+                .json(Array(#"{"run":\#(effects.next()),"pad":""#.utf8) + Array(repeating: UInt8(ascii: "x"), count: size) + Array(#""}"#.utf8))
             }
         }
         router.post("/note") { _, _ -> Response in
@@ -72,6 +80,27 @@ struct IdempotentWritesTests {
             #expect(first.headers[IdempotentWrites.retentionField] == "3600")
             #expect(second.headers[IdempotentWrites.retentionField] == "3600")
             #expect(effects.count == 1, "the effect ran once")
+        }
+    }
+
+    @Test("an answer over 16 KiB is kept without its body: the replay has the status and fields, no body, and says so")
+    func largeAnswerKeptWithoutBody() async throws {
+        try await Self.withRoutes { client, effects in
+            let large = ByteBuffer(string: String(WriteAnswer.maxKeptBody))
+            let first = try await client.execute(uri: "/large", method: .post, headers: Self.key("big"), body: large)
+            let second = try await client.execute(uri: "/large", method: .post, headers: Self.key("big"), body: large)
+            #expect(first.status == .ok && first.body.readableBytes > WriteAnswer.maxKeptBody, "the first answer is whole")
+            #expect(first.headers[IdempotentWrites.replayBodyField] == nil)
+            #expect(second.status == .ok && second.body.readableBytes == 0)
+            #expect(second.headers[IdempotentWrites.replayedField] == "true")
+            #expect(second.headers[IdempotentWrites.replayBodyField] == "omitted")
+            #expect(second.headers[.contentType] == nil, "no body, no type")
+            #expect(effects.count == 1, "the key still guards the write")
+            let small = ByteBuffer(string: String(WriteAnswer.maxKeptBody - 100))
+            let kept = try await client.execute(uri: "/large", method: .post, headers: Self.key("under"), body: small)
+            let again = try await client.execute(uri: "/large", method: .post, headers: Self.key("under"), body: small)
+            #expect(kept.body.readableBytes <= WriteAnswer.maxKeptBody && again.body == kept.body, "under the bound, kept byte for byte")
+            #expect(effects.count == 2)
         }
     }
 
