@@ -43,6 +43,8 @@ extension Offline {
         var maxRecordBytesPerUser = RecordQuota.standard.bytes
         @Option(name: .customLong("sign-in-failures-per-address"), help: "Wrong passwords one client address may send in 15 minutes before its sign-ins are refused (429); 0 counts none (behind a proxy, where every client has the proxy's address).")
         var signInFailuresPerAddress = 100
+        @Option(name: .customLong("max-requests-per-user"), help: "Requests one signed-in user may have under way at once; one more is refused (429).")
+        var maxRequestsPerUser = 32
 
         func validate() throws {
             guard (0...65_535).contains(port) else { throw ValidationError("--port must be between 0 and 65535.") }
@@ -54,6 +56,7 @@ extension Offline {
             guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive.") }
             guard socketSendBuffer >= 0 else { throw ValidationError("--socket-send-buffer must be 0 or more.") }
             guard tombstoneRetention > 0 else { throw ValidationError("--tombstone-retention must be positive.") }
+            guard maxRequestsPerUser > 0 else { throw ValidationError("--max-requests-per-user must be positive.") }
             guard signInFailuresPerAddress >= 0 else { throw ValidationError("--sign-in-failures-per-address must be 0 or more.") }
             guard maxRecordsPerUser > 0, maxRecordBytesPerUser > 0 else {
                 throw ValidationError("--max-records-per-user and --max-record-bytes-per-user must be positive.")
@@ -79,7 +82,8 @@ extension Offline {
                 syncRules: syncRules.map { URL(fileURLWithPath: $0) },
                 tombstoneRetention: .seconds(tombstoneRetention * 24 * 3600),
                 recordQuota: RecordQuota(records: maxRecordsPerUser, bytes: maxRecordBytesPerUser),
-                signInFailuresPerAddress: signInFailuresPerAddress == 0 ? nil : signInFailuresPerAddress
+                signInFailuresPerAddress: signInFailuresPerAddress == 0 ? nil : signInFailuresPerAddress,
+                maxRequestsPerUser: maxRequestsPerUser
             )
             let app = try await buildApplication(configuration) { port in
                 print("offline serve: listening on http://\(configuration.host):\(port)")

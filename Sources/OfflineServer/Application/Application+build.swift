@@ -82,6 +82,8 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     // Before every route that needs to know who is asking.
     let perAddress = configuration.signInFailuresPerAddress.map { SignInAttempts.Policy(failures: $0, forgetsOnSuccess: false) }
     router.addAccountRoutes(accounts: accountStore(configuration, storage: storage), throttle: SignInThrottle(addresses: perAddress))
+    // Every route after this point counts against its user's requests under way.
+    router.add(middleware: RequestsPerUser(places: PlacesPerUser(perUser: configuration.maxRequestsPerUser)))
     // Every write after this point is exactly-once.
     if exactlyOnce {
         router.add(middleware: IdempotentWrites(storage: storage, retention: configuration.idempotencyRetention, now: { Date() },

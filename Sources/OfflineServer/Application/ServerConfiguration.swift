@@ -62,6 +62,9 @@ public struct ServerConfiguration: Sendable {
     /// none. Behind a proxy every client has the proxy's address: set it nil there, or one
     /// guesser stops everyone's sign-in.
     public var signInFailuresPerAddress: Int?
+    /// How many requests one signed-in user may have under way at once on an instance; one more
+    /// is `429` with `Retry-After`.
+    public var maxRequestsPerUser: Int
 
     public init(
         host: String = "127.0.0.1",
@@ -86,7 +89,8 @@ public struct ServerConfiguration: Sendable {
         tombstoneRetention: Duration = .seconds(30 * 24 * 3600),
         capturePollInterval: Duration = .milliseconds(5),
         recordQuota: RecordQuota = .standard,
-        signInFailuresPerAddress: Int? = 100
+        signInFailuresPerAddress: Int? = 100,
+        maxRequestsPerUser: Int = 32
     ) {
         self.host = host
         self.port = port
@@ -111,5 +115,6 @@ public struct ServerConfiguration: Sendable {
         self.capturePollInterval = capturePollInterval
         self.recordQuota = recordQuota
         self.signInFailuresPerAddress = signInFailuresPerAddress
+        self.maxRequestsPerUser = maxRequestsPerUser
     }
 }

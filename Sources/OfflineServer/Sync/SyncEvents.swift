@@ -22,12 +22,12 @@ import ServiceLifecycle
 /// stream's own timer, every `heartbeat` of silence, so a client notices a dropped connection.
 /// When the user's memberships change (their own audience is touched), the stream reads them
 /// again: an audience left is no longer announced from that moment. A user holds at most
-/// ``StreamQuota/defaultPerUser`` streams on an instance; the next is answered `429`.
+/// ``PlacesPerUser/streams`` streams on an instance; the next is answered `429`.
 struct SyncEvents: Sendable {
     let user: String
     let sync: SyncService
     /// The stream's place in its user's quota: held by the body, given back when it ends.
-    let lease: StreamQuota.Lease
+    let lease: PlacesPerUser.Lease
 
     func response() -> Response {
         Response(

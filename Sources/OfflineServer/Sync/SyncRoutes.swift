@@ -13,7 +13,7 @@ struct SyncService: Sendable {
     /// or PostgreSQL's current WAL position).
     let checkpoint: @Sendable () async throws -> Int64
     /// Live streams open on this instance, per user.
-    let streams = StreamQuota(perUser: StreamQuota.defaultPerUser)
+    let streams = PlacesPerUser(perUser: PlacesPerUser.streams)
 
     /// The audiences `user` belongs to as the feed has them at its head.
     func audiences(of user: String) async throws -> Set<String> {
@@ -21,55 +21,6 @@ struct SyncService: Sendable {
             guard let head = try SyncFeed.state(in: db)?.head else { return [] }
             return try SyncPull.audiences(of: user, through: head, in: db)
         }
-    }
-}
-
-/// How many live streams each user holds open on this instance, and the most one may: a stream
-/// is a connection held for as long as the client likes, and one account must not take every
-/// connection the server has from the others. A device holds one; a few more allow for an app
-/// open on several devices and a stream still closing.
-final class StreamQuota: Sendable {
-    static let defaultPerUser = 8
-    let perUser: Int
-    private let open = Locked<[String: Int]>([:])
-
-    init(perUser: Int) { self.perUser = perUser }
-
-    /// A place for a stream of `user`'s, or nil when they hold `perUser` already. The place is
-    /// given back when the lease goes, however the stream ends.
-    func lease(for user: String) -> Lease? {
-        let granted = open.withLock { open in
-            guard open[user, default: 0] < perUser else { return false }
-            open[user, default: 0] += 1
-            return true
-        }
-        return granted ? Lease(quota: self, user: user) : nil
-    }
-
-    func count(of user: String) -> Int { open.withLock { $0[user] ?? 0 } }
-
-    fileprivate func release(_ user: String) {
-        open.withLock { open in
-            let left = open[user, default: 1] - 1
-            open[user] = left > 0 ? left : nil
-        }
-    }
-
-    /// A stream's place: given back by ``end()`` when the stream ends, or when the lease goes
-    /// if the stream never ran.
-    final class Lease: Sendable {
-        let quota: StreamQuota
-        let user: String
-        private let ended = Locked(false)
-
-        fileprivate init(quota: StreamQuota, user: String) { (self.quota, self.user) = (quota, user) }
-
-        func end() {
-            guard ended.withLock({ ended in defer { ended = true }; return !ended }) else { return }
-            quota.release(user)
-        }
-
-        deinit { end() }
     }
 }
 

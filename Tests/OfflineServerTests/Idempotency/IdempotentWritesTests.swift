@@ -233,7 +233,8 @@ struct IdempotentWritesTests {
 }
 
 /// This suite's stand-in for signing in: the `Authorization` value names the caller.
-private struct CallerFromHeader: RouterMiddleware {
+/// Signs the request in as the user its `Authorization` names, as is: tests of middleware that needs a user.
+struct CallerFromHeader: RouterMiddleware {
     typealias Context = OfflineRequestContext
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {

@@ -121,7 +121,7 @@ struct SyncEventsTests {
         try await withLiveServer(configuration) { port in
             let ana = try await LiveRequest.signIn(port, "ana")
             var streams: [EventStream] = []
-            for _ in 0..<StreamQuota.defaultPerUser {
+            for _ in 0..<PlacesPerUser.streams {
                 let stream = try EventStream(port: port, token: ana)
                 try await stream.waitFor(": connected\n\n")
                 streams.append(stream)
