@@ -95,7 +95,8 @@ struct HostileServerTests {
             Self.figure("302 to a 200 page via \(kind): \(delivered) of 3 writes counted delivered, 0 stored")
             #expect(delivered == 0, "writes the API never stored were counted delivered")
             // By its name, so that the lab also builds against a client without this kind.
-            #expect(remaining.allSatisfy { $0.state == .pending && $0.lastFailure?.kind.rawValue == "redirected" })
+            #expect(remaining.allSatisfy { $0.state == .pending && $0.lastFailure?.kind.rawValue == "redirected" },
+                    "\(remaining.map { "\($0.state) \($0.lastFailure?.kind.rawValue ?? "no failure")" })")
         }
     }
 
