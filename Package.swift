@@ -9,6 +9,12 @@ let strict: [SwiftSetting] = [
 /// Child processes of the tests and benchmarks (swift-subprocess builds for Linux and macOS only).
 let subprocess: Target.Dependency = .product(name: "Subprocess", package: "swift-subprocess", condition: .when(platforms: [.linux, .macOS]))
 
+/// Where OfflineKit carries `HTTPClientTransport` (AsyncHTTPClient, NIOPosix, NIOHTTP1): where it
+/// is the platform's transport, and on macOS for the `offline` tool and the benchmarks. An iOS,
+/// tvOS, watchOS or visionOS app gets `URLSessionTransport` and links none of the three.
+let httpClientPlatforms: TargetDependencyCondition? = .when(platforms: [.linux, .macOS, .android, .windows, .openbsd, .wasi])
+let httpClientDefine: SwiftSetting = .define("OFFLINEKIT_HTTP_CLIENT", .when(platforms: [.linux, .macOS, .android, .windows, .openbsd, .wasi]))
+
 let package = Package(
     name: "OfflineKit",
     defaultLocalization: "en",
@@ -53,19 +59,19 @@ let package = Package(
             dependencies: [
                 "OfflineCore",
                 .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: httpClientPlatforms),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "HTTPTypesFoundation", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: httpClientPlatforms),
+                .product(name: "NIOPosix", package: "swift-nio", condition: httpClientPlatforms),
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
                 .product(name: "OpenCombine", package: "OpenCombine", condition: .when(platforms: [.linux])),
             ],
             resources: [.process("Resources")],
-            swiftSettings: strict
+            swiftSettings: strict + [httpClientDefine]
         ),
 
         // Test doubles an adopting app uses too.

@@ -1,3 +1,4 @@
+#if OFFLINEKIT_HTTP_CLIENT
 import AsyncHTTPClient
 import Foundation
 import HTTPTypes
@@ -79,44 +80,20 @@ public final class HTTPClientTransport: HTTPTransport {
     }
 
     public func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
-        try await Self.retryingStaleConnection(request) {
+        try await StaleConnections.retrying(request) {
             let timeout = request.timeout ?? defaultTimeout
             do {
                 let response = try await client(for: request).execute(makeRequest(request), timeout: .init(timeout))
                 let body = try await response.body.collect(upTo: maxBodyBytes)
                 return TransportResponse(status: .init(code: Int(response.status.code)), headerFields: HTTPFields(response.headers), body: Data(body.readableBytesView))
             } catch {
-                throw Self.classify(error)
+                throw TransportError.classify(error)
             }
         }
     }
 
     public func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
-        try await Self.retryingStaleConnection(request) { try await streamOnce(request) }
-    }
-
-    /// How many times a safe request is repeated after losing its connection: each dead pooled
-    /// connection costs one attempt, and a pool may hold several after an outage.
-    static let staleConnectionRetries = 3
-
-    /// Runs `attempt`, and again (up to ``staleConnectionRetries`` times) when a safe request
-    /// (GET, HEAD) lost its connection.
-    ///
-    /// Pooled connections the network dropped while idle (a switch between networks, an outage
-    /// that just ended) are only found out when the next request is written to them; RFC 9110
-    /// §9.2.2 lets a client repeat an idempotent request then. A request that asks for a fresh
-    /// connection (`Connection: close`, as probes do) is not repeated: for it, a lost connection
-    /// is news about the network, not a stale socket.
-    static func retryingStaleConnection<T>(_ request: TransportRequest, _ attempt: () async throws -> T) async throws -> T {
-        let repeatable = [.get, .head].contains(request.method) && request.headerFields[.connection]?.lowercased() != "close"
-        var retries = 0
-        while true {
-            do {
-                return try await attempt()
-            } catch TransportError.connectionLost where repeatable && retries < staleConnectionRetries {
-                retries += 1
-            }
-        }
+        try await StaleConnections.retrying(request) { try await streamOnce(request) }
     }
 
     private func streamOnce(_ request: TransportRequest) async throws -> StreamingTransportResponse {
@@ -130,7 +107,7 @@ public final class HTTPClientTransport: HTTPTransport {
                 body: request.body.map { .bytes($0) }
             )
         } catch {
-            throw Self.classify(error)
+            throw TransportError.classify(error)
         }
         // The delegate form of the client: body chunks are grouped into blocks on the event loop
         // instead of crossing to the reader one by one (see `StreamingDelegate`).
@@ -161,55 +138,6 @@ public final class HTTPClientTransport: HTTPTransport {
         }
         return outgoing
     }
-
-    /// Maps AsyncHTTPClient and NIO errors to ``TransportError``.
-    static func classify(_ error: any Error) -> TransportError {
-        if let error = error as? TransportError { return error }
-        if error is CancellationError { return .cancelled }
-        if error is NIOTooManyBytesError { return .responseTooLarge }
-        if let error = error as? HTTPClientError {
-            switch error {
-            case .deadlineExceeded, .readTimeout, .connectTimeout, .writeTimeout:
-                return .timeout
-            case .cancelled:
-                return .cancelled
-            case .remoteConnectionClosed, .bodyLengthMismatch:
-                return .connectionLost
-            default:
-                break
-            }
-        }
-        if let error = error as? NIOConnectionError {
-            if error.connectionErrors.isEmpty, error.dnsAError != nil || error.dnsAAAAError != nil {
-                return .dnsFailure
-            }
-            return classifyConnectErrors(error.connectionErrors.map(\.error))
-        }
-        if let error = error as? IOError {
-            return classifyConnectErrors([error])
-        }
-        if error is NIOCore.ChannelError { return .connectionLost }
-        // The connection closed before the response was complete: an answer cut short after its head.
-        if let error = error as? HTTPParserError, error == .invalidEOFState { return .connectionLost }
-        if "\(error)".contains("connectTimeout") { return .timeout }
-        return .other(String(describing: error))
-    }
-
-    private static func classifyConnectErrors(_ errors: [any Error]) -> TransportError {
-        for error in errors {
-            if let io = error as? IOError {
-                switch io.errnoCode {
-                case ECONNREFUSED: return .connectionRefused
-                case ETIMEDOUT: return .timeout
-                case ECONNRESET, EPIPE: return .connectionLost
-                case ENETUNREACH, EHOSTUNREACH: return .connectionRefused
-                default: continue
-                }
-            }
-            if "\(error)".contains("connectTimeout") { return .timeout }
-        }
-        return .other(errors.map { "\($0)" }.joined(separator: "; "))
-    }
 }
 
 extension HTTPFields {
@@ -234,3 +162,4 @@ extension TimeAmount {
         self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 }
+#endif

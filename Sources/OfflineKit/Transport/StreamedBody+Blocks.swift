@@ -1,5 +1,8 @@
 /// Consecutive body chunks gathered into one block, still in the buffers they arrived in.
 struct BodyBlock: Sendable {
+    /// Bytes a transport gathers before it hands a block to the reader.
+    static let defaultBytes = 1 << 20
+
     private(set) var segments: [BodySegment] = []
     /// Bytes in the block.
     private(set) var count = 0
@@ -106,7 +109,7 @@ extension StreamedBody {
                         handoff.finish(after: block, throwing: nil)
                     } catch {
                         // What arrived before the failure is still delivered, then the failure.
-                        handoff.finish(after: block, throwing: HTTPClientTransport.classify(error))
+                        handoff.finish(after: block, throwing: TransportError.classify(error))
                     }
                 }
                 // The consumer stops taking on any exit, which releases a producer waiting to put.

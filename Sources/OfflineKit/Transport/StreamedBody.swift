@@ -53,7 +53,7 @@ public struct StreamedBody: AsyncSequence, Sendable {
                 do {
                     return try await iterator.next()
                 } catch {
-                    throw HTTPClientTransport.classify(error)
+                    throw TransportError.classify(error)
                 }
             case .blocks(let blocks):
                 guard let block = try await blocks.handoff.take() else { return nil }

@@ -1,3 +1,4 @@
+#if OFFLINEKIT_HTTP_CLIENT
 import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1
@@ -17,7 +18,7 @@ final class StreamingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     typealias Response = Void
 
     /// Bytes gathered before a block is handed to the reader.
-    static let blockBytes = 1 << 20
+    static let blockBytes = BodyBlock.defaultBytes
 
     // Only the hand-off, never the `BlockStream`: a body nobody holds any more must be able to
     // go away and cancel the transfer while the client still holds this delegate.
@@ -57,7 +58,7 @@ final class StreamingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
     }
 
     func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {
-        let failure = HTTPClientTransport.classify(error)
+        let failure = TransportError.classify(error)
         head.settle(.failure(failure))
         // Bytes that arrived before the failure still reach the reader, then the failure.
         handoff.finish(after: block, throwing: failure)
@@ -69,3 +70,4 @@ final class StreamingDelegate: HTTPClientResponseDelegate, @unchecked Sendable {
         block = BodyBlock()
     }
 }
+#endif

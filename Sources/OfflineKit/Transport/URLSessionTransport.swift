@@ -70,7 +70,7 @@ public final class URLSessionTransport: HTTPTransport, @unchecked Sendable {
     }
 
     public func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
-        try await HTTPClientTransport.retryingStaleConnection(request) {
+        try await StaleConnections.retrying(request) {
             let response = try await streamOnce(request)
             var body = Data()
             for try await chunk in response.body {
@@ -82,7 +82,7 @@ public final class URLSessionTransport: HTTPTransport, @unchecked Sendable {
     }
 
     public func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
-        try await HTTPClientTransport.retryingStaleConnection(request) { try await streamOnce(request) }
+        try await StaleConnections.retrying(request) { try await streamOnce(request) }
     }
 
     private func streamOnce(_ request: TransportRequest) async throws -> StreamingTransportResponse {
@@ -238,7 +238,7 @@ final class URLSessionTaskHandler: @unchecked Sendable {
 
     func didReceive(_ data: Data) {
         block.append(.bytes([UInt8](data)))
-        guard handsOverEachPart || block.isFull(blockBytes: StreamingDelegate.blockBytes, maxSegments: BlockHandoff.maxSegments) else { return }
+        guard handsOverEachPart || block.isFull(blockBytes: BodyBlock.defaultBytes, maxSegments: BlockHandoff.maxSegments) else { return }
         let full = block
         block = BodyBlock()
         #if canImport(Darwin)

@@ -28,21 +28,21 @@ struct StaleConnectionRetryTests {
     @Test("a GET or HEAD that lost its connection is sent again", arguments: ["GET", "HEAD"])
     func safeMethodRetried(_ method: String) async throws {
         let attempts = Attempts(failing: 1)
-        let result = try await HTTPClientTransport.retryingStaleConnection(TransportRequest(method: try #require(HTTPRequest.Method(method)), url: Self.url)) { try attempts.run() }
+        let result = try await StaleConnections.retrying(TransportRequest(method: try #require(HTTPRequest.Method(method)), url: Self.url)) { try attempts.run() }
         #expect(result == "ok")
         #expect(attempts.count == 2)
     }
 
     @Test("one attempt per dead pooled connection, then the loss is reported")
     func bounded() async throws {
-        let limit = HTTPClientTransport.staleConnectionRetries
+        let limit = StaleConnections.retries
         let recovered = Attempts(failing: limit)
-        #expect(try await HTTPClientTransport.retryingStaleConnection(TransportRequest(url: Self.url)) { try recovered.run() } == "ok")
+        #expect(try await StaleConnections.retrying(TransportRequest(url: Self.url)) { try recovered.run() } == "ok")
         #expect(recovered.count == limit + 1)
 
         let lost = Attempts(failing: limit + 1)
         await #expect(throws: TransportError.connectionLost) {
-            try await HTTPClientTransport.retryingStaleConnection(TransportRequest(url: Self.url)) { try lost.run() }
+            try await StaleConnections.retrying(TransportRequest(url: Self.url)) { try lost.run() }
         }
         #expect(lost.count == limit + 1)
     }
@@ -51,7 +51,7 @@ struct StaleConnectionRetryTests {
     func unsafeMethodNotRetried(_ method: String) async {
         let attempts = Attempts(failing: 1)
         await #expect(throws: TransportError.connectionLost) {
-            try await HTTPClientTransport.retryingStaleConnection(TransportRequest(method: try #require(HTTPRequest.Method(method)), url: Self.url)) { try attempts.run() }
+            try await StaleConnections.retrying(TransportRequest(method: try #require(HTTPRequest.Method(method)), url: Self.url)) { try attempts.run() }
         }
         #expect(attempts.count == 1)
     }
@@ -62,7 +62,7 @@ struct StaleConnectionRetryTests {
         request.headerFields[.connection] = "close"
         let attempts = Attempts(failing: 1)
         await #expect(throws: TransportError.connectionLost) {
-            try await HTTPClientTransport.retryingStaleConnection(request) { try attempts.run() }
+            try await StaleConnections.retrying(request) { try attempts.run() }
         }
         #expect(attempts.count == 1)
     }
@@ -71,7 +71,7 @@ struct StaleConnectionRetryTests {
     func otherFailuresNotRetried(_ error: TransportError) async {
         let attempts = Attempts(failing: 1, with: error)
         await #expect(throws: error) {
-            try await HTTPClientTransport.retryingStaleConnection(TransportRequest(url: Self.url)) { try attempts.run() }
+            try await StaleConnections.retrying(TransportRequest(url: Self.url)) { try attempts.run() }
         }
         #expect(attempts.count == 1)
     }
