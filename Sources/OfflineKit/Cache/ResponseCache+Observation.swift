@@ -165,6 +165,7 @@ extension ResponseCache {
     public func run() async throws {
         for await revalidation in revalidations {
             try Task.checkCancellation()
+            waitingRevalidation.withLock { _ = $0.remove(revalidation.query.key) }
             guard connectivity.status.isReachable else { continue }
             let entry = try? await storedEntry(for: revalidation.query)
             if let entry, entry.freshness.isFresh(at: now()) { continue }
@@ -172,8 +173,9 @@ extension ResponseCache {
         }
     }
 
-    /// Queues `query` for ``run()``.
+    /// Queues `query` for ``run()``, unless it waits there already.
     func revalidate(_ query: CacheQuery, records: RecordWriter? = nil) {
+        guard waitingRevalidation.withLock({ $0.insert(query.key).inserted }) else { return }
         revalidationQueue.yield(Revalidation(query: query, records: records))
     }
 }

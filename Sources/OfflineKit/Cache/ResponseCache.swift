@@ -43,8 +43,13 @@ public final class ResponseCache: Sendable {
     /// Digests of bodies this process stored from the network, by row key: observers report
     /// those as `.network`, anything else found in the database as `.cache`.
     let networkHashes = Locked<[String: String]>([:])
+    /// Stale copies waiting for ``run()``, each query once: the stream holds at most one
+    /// revalidation per query read stale (``revalidate(_:records:)`` skips a query already
+    /// waiting), so it drops nothing and grows no further than the app's set of queries.
     let revalidations: AsyncStream<Revalidation>
     let revalidationQueue: AsyncStream<Revalidation>.Continuation
+    /// The keys of the queries in ``revalidations``.
+    let waitingRevalidation = Locked<Set<String>>([])
 
     /// A stale copy to refresh behind the screen, with how its records are kept.
     struct Revalidation: Sendable {
@@ -82,7 +87,7 @@ public final class ResponseCache: Sendable {
         self.maxBodyBytes = maxBodyBytes
         self.firstVerdictTimeout = firstVerdictTimeout
         self.memory = CollectionMemory(capacity: memoryCapacity)
-        (revalidations, revalidationQueue) = AsyncStream.makeStream(of: Revalidation.self, bufferingPolicy: .bufferingNewest(64))
+        (revalidations, revalidationQueue) = AsyncStream.makeStream(of: Revalidation.self)
     }
 
     // MARK: - Reading

@@ -347,6 +347,38 @@ struct ResponseCacheTests {
     }
 }
 
+@Suite("Response cache: the revalidation queue")
+struct RevalidationQueueTests {
+    @Test("100 copies read stale before run() starts are all revalidated, each once, however often they were read")
+    func dropsNothing() async throws {
+        let clock = ManualWallClock()
+        let transport = RecordingTransport()
+        for index in 0..<100 {
+            transport.allow(.get, "/feed/\(index)") { _ in
+                TransportResponse(status: 200, headerFields: [.cacheControl: "max-age=10, stale-while-revalidate=100"], body: Data("v".utf8))
+            }
+        }
+        let cache = ResponseCache(database: try .inMemory(), transport: transport, connectivity: FakeConnectivityMonitor(.online), now: clock.function)
+        let queries = (0..<100).map { CacheQuery(TransportRequest(url: URL(string: "http://127.0.0.1:9/feed/\($0)")!)) }
+        for query in queries { _ = try await cache.load(query) }
+        clock.advance(by: 20)
+        for query in queries { #expect(try await cache.load(query).metadata.isStale) }
+        for _ in 0..<5 { _ = try await cache.load(queries[0]) }
+        #expect(transport.requests.count == 100, "stale reads answer from the device")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await cache.run() }
+            let deadline = ContinuousClock.now + .seconds(20)
+            while transport.requests.count < 200, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+            // Anything still queued (a duplicate) would go out now.
+            try await Task.sleep(for: .milliseconds(100))
+            group.cancelAll()
+        }
+        let revalidated = transport.requests.dropFirst(100).map(\.url.path)
+        #expect(revalidated.count == 100, "\(revalidated.count) of 100 stale copies revalidated")
+        #expect(Set(revalidated).count == revalidated.count, "each once")
+    }
+}
+
 @Suite("Response cache input checks")
 struct ResponseCacheInputTests {
     @Test("only GET requests are cached; anything else is refused before a request is built", arguments: ["POST", "PATCH", "DELETE"])
