@@ -194,13 +194,12 @@ extension Offline.Outbox {
             struct Effects: Decodable { var effects: [String: Int] }
             let (records, effects) = try await HTTPClientTransport.withTransport { transport in
                 let signedIn = account.signedIn(transport, at: baseURL)
-                let records = try await signedIn.send(TransportRequest(url: baseURL.appendingPathComponent("api/records/\(collection)")))
-                guard records.status == 200 else { throw ValidationError("The server refused to list the records (status \(records.status)).") }
+                let pages = try await recordPages(of: collection, at: baseURL, through: signedIn)
                 let effects = try await signedIn.send(TransportRequest(url: baseURL.appendingPathComponent("api/record-effects")))
                 guard effects.status == 200 else {
                     throw ValidationError("The server does not count applied writes: start it with `offline serve --faults`.")
                 }
-                return (try JSONDecoder().decode([Record].self, from: records.body),
+                return (try pages.flatMap { try JSONDecoder().decode([Record].self, from: $0) },
                         try JSONDecoder().decode(Effects.self, from: effects.body).effects)
             }
             let applied = Set(records.map(\.id))

@@ -128,18 +128,18 @@ extension Offline.Sync {
                 throw ValidationError("sync verify compares the table with the server's records; a --synced collection has no list to compare with.")
             }
             let database = try await options.open()
-            let response = try await HTTPClientTransport.withTransport { transport in
-                try await account.signedIn(transport, at: options.baseURL)
-                    .send(TransportRequest(url: options.baseURL.appendingPathComponent("api/records/\(options.collection)")), maxBodyBytes: 256 << 20)
-            }
-            guard response.status == 200 else { throw ValidationError("The server refused to list the records (status \(response.status)).") }
-            guard let listed = try JSONSerialization.jsonObject(with: response.body) as? [[String: Any]] else {
-                throw ValidationError("The server's list of records is not a JSON array of objects.")
+            let pages = try await HTTPClientTransport.withTransport { transport in
+                try await recordPages(of: options.collection, at: options.baseURL, through: account.signedIn(transport, at: options.baseURL))
             }
             var server: [String: NSDictionary] = [:]
-            for record in listed {
-                guard let id = record["id"] as? String else { throw ValidationError("A listed record has no id.") }
-                server[id] = record as NSDictionary
+            for page in pages {
+                guard let listed = try JSONSerialization.jsonObject(with: page) as? [[String: Any]] else {
+                    throw ValidationError("The server's list of records is not a JSON array of objects.")
+                }
+                for record in listed {
+                    guard let id = record["id"] as? String else { throw ValidationError("A listed record has no id.") }
+                    server[id] = record as NSDictionary
+                }
             }
             let (local, edits) = try await database.writer.read { db in
                 let rows = try Row.fetchAll(db, sql: "SELECT id, value FROM synced_record").map { row -> (String, Data) in (row["id"], row["value"]) }
