@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Fuzzes the parsers a hostile server reaches on the client, with libFuzzer (`swiftc
-# -sanitize=fuzzer`, part of the Swift toolchain on Linux): the sync page reader, the server-sent
-# event parser, the pack manifest reader, and the response headers the cache and the outbox
-# read. Each target in Fuzz/ is a harness and a seed corpus; the harness is compiled with the
-# client's own source files (internal types stay internal) and OfflineCore, all instrumented and
+# Fuzzes the parsers a hostile peer reaches, with libFuzzer (`swiftc -sanitize=fuzzer`, part of
+# the Swift toolchain on Linux): on the client, the sync page reader, the server-sent event
+# parser, the pack manifest reader, and the response headers the cache and the outbox read; on
+# the server, the request body reader every write route uses. Each target in Fuzz/ is a harness
+# and a seed corpus; the harness is compiled with its own source files from Sources/ (internal
+# types stay internal) and OfflineCore, all instrumented and
 # under AddressSanitizer, then run for SECONDS. Inputs found meanwhile go to
 # .build/fuzz/NAME/corpus, never into the repository's seeds.
 #
@@ -18,16 +19,17 @@ cd "$(dirname "$0")/.."
 seconds=${1:-30}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(SyncPage ServerSentEvents PackManifest ResponseHeaders)
+((${#targets[@]})) || targets=(SyncPage ServerSentEvents PackManifest ResponseHeaders RequestJSON)
 
-# The client's source files each harness is compiled with, besides OfflineCore.
+# The source files each harness is compiled with, besides OfflineCore.
 sources_of() {
     case $1 in
         SyncPage) echo Sources/OfflineKit/Sync/SyncPage.swift ;;
         ServerSentEvents) echo Sources/OfflineKit/Sync/ServerSentEvents.swift ;;
         PackManifest) echo "" ;;
         ResponseHeaders) echo Sources/OfflineKit/Cache/CacheControl.swift ;;
-        *) echo "fuzz: no target $1 (targets: SyncPage ServerSentEvents PackManifest ResponseHeaders)" >&2; exit 2 ;;
+        RequestJSON) echo Sources/OfflineServer/Application/JSONValue.swift ;;
+        *) echo "fuzz: no target $1 (targets: SyncPage ServerSentEvents PackManifest ResponseHeaders RequestJSON)" >&2; exit 2 ;;
     esac
 }
 

@@ -16,7 +16,7 @@ package struct BodyLimit: Sendable, Hashable {
 
     /// How deep any request body may nest: arrays and objects inside one another, the outermost
     /// counting as 1 (``JSONValue/Limits/request(maxBytes:)``).
-    package static let depth = 64
+    package static let depth = JSONValue.Limits.requestDepth
 
     /// A few fields typed by hand: credentials, a quantity, a rating, an invitation.
     package static let form = BodyLimit(bytes: 4 << 10)
