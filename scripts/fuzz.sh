@@ -2,7 +2,7 @@
 # Fuzzes the parsers a hostile peer reaches, with libFuzzer (`swiftc -sanitize=fuzzer`, part of
 # the Swift toolchain on Linux): on the client, the sync page reader, the server-sent event
 # parser, the pack manifest reader, and the response headers the cache and the outbox read; on
-# the server, the request body reader every write route uses. Each target in Fuzz/ is a harness
+# the server, the request body reader every write route uses and the sync cursor every pull reads. Each target in Fuzz/ is a harness
 # and a seed corpus; the harness is compiled with its own source files from Sources/ (internal
 # types stay internal) and OfflineCore, all instrumented and
 # under AddressSanitizer, then run for SECONDS. Inputs found meanwhile go to
@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-30}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(SyncPage ServerSentEvents PackManifest ResponseHeaders RequestJSON)
+((${#targets[@]})) || targets=(SyncPage ServerSentEvents PackManifest ResponseHeaders RequestJSON SyncCursor)
 
 # The source files each harness is compiled with, besides OfflineCore.
 sources_of() {
@@ -29,7 +29,8 @@ sources_of() {
         PackManifest) echo "" ;;
         ResponseHeaders) echo Sources/OfflineKit/Cache/CacheControl.swift ;;
         RequestJSON) echo Sources/OfflineServer/Application/JSONValue.swift ;;
-        *) echo "fuzz: no target $1 (targets: SyncPage ServerSentEvents PackManifest ResponseHeaders RequestJSON)" >&2; exit 2 ;;
+        SyncCursor) echo Sources/OfflineServer/Sync/SyncCursor.swift ;;
+        *) echo "fuzz: no target $1 (targets: SyncPage ServerSentEvents PackManifest ResponseHeaders RequestJSON SyncCursor)" >&2; exit 2 ;;
     esac
 }
 

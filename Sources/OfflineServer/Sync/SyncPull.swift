@@ -64,7 +64,7 @@ enum SyncPull {
         let wanted = Array(Set(request.collections)).sorted()
         var cursor: Cursor
         if let text = request.cursor {
-            cursor = try Cursor(text)
+            do { cursor = try Cursor(text) } catch { throw Refusal.badCursor }
             guard cursor.e == state.epoch else { throw Refusal.gone("the feed was built again") }
             guard cursor.p >= state.horizon else { throw Refusal.gone("deletions after this position were purged") }
             // A move-out goes on past its `h`: rows of the audience it left that changed
@@ -242,75 +242,8 @@ enum SyncPull {
             """) != nil
     }
 
-    // MARK: The cursor
-
-    /// Where a device stands, sent to it as an opaque string (base64url of JSON).
-    struct Cursor: Codable, Sendable, Hashable {
-        /// The feed's epoch.
-        var e: String
-        /// Every change up to this position, in every audience the device had.
-        var p: Int64
-        /// Membership changes up to this position were turned into tasks.
-        var m: Int64
-        /// The collections the device syncs.
-        var c: [String]
-        /// Snapshots and move-outs to do before going on from `p`, first first.
-        var t: [Task]
-
-        struct Task: Codable, Sendable, Hashable {
-            enum Kind: String, Codable, Sendable { case snapshot = "s", moveOut = "o" }
-            var k: Kind
-            var c: [String]
-            /// The audiences; nil for all the user's.
-            var a: [String]?
-            /// A snapshot covers rows up to this position.
-            var h: Int64
-            /// The last position served.
-            var s: Int64
-            /// A move-out: the device had every change of the audience up to here, so deletions
-            /// after it are sent too (nil in cursors given out before: every deletion is).
-            var f: Int64?
-        }
-
-        static let maximumLength = 16 << 10
-
-        init(e: String, p: Int64, m: Int64, c: [String], t: [Task]) {
-            (self.e, self.p, self.m, self.c, self.t) = (e, p, m, c, t)
-        }
-
-        /// - Throws: ``Refusal/badCursor`` for anything this server could not have given out.
-        init(_ text: String) throws {
-            guard text.utf8.count <= Self.maximumLength, let data = Self.base64URLDecoded(text),
-                  let cursor = try? JSONDecoder().decode(Cursor.self, from: data),
-                  !cursor.e.isEmpty, cursor.e.count <= 32, cursor.p >= 0, cursor.m >= 0, cursor.t.count <= 64,
-                  cursor.c.count <= 256, cursor.t.allSatisfy({ $0.s >= 0 && $0.h >= 0 && ($0.f ?? 0) >= 0 && ($0.a?.count ?? 0) <= 4096 })
-            else { throw Refusal.badCursor }
-            self = cursor
-        }
-
-        var encoded: String {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = .sortedKeys
-            // Strings, numbers and arrays of them always encode.
-            let data = (try? encoder.encode(self)) ?? Data()
-            return data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-                .replacingOccurrences(of: "=", with: "")
-        }
-
-        static func base64URLDecoded(_ text: String) -> Data? {
-            guard text.utf8.allSatisfy({ $0.isBase64URL }) else { return nil }
-            var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-            base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-            return Data(base64Encoded: base64)
-        }
-    }
-}
-
-private extension UInt8 {
-    var isBase64URL: Bool {
-        (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self)
-            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || self == UInt8(ascii: "-") || self == UInt8(ascii: "_")
-    }
+    /// Where a device stands (``SyncCursor``).
+    typealias Cursor = SyncCursor
 }
 
 extension SyncRules {
