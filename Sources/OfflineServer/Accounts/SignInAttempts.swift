@@ -20,8 +20,11 @@ struct SignInAttempts: Sendable {
 
         /// Five wrong passwords for one name in 15 minutes.
         static let perName = Policy()
-        /// 100 wrong passwords from one address in 15 minutes, whatever the names.
-        static let perAddress = Policy(failures: 100, forgetsOnSuccess: false)
+        /// `failures` wrong passwords from one address in 15 minutes, whatever the names (100 by
+        /// default), never forgotten on a success.
+        static func perAddress(failures: Int = 100) -> Policy {
+            Policy(failures: failures, forgetsOnSuccess: false)
+        }
     }
 
     let policy: Policy
@@ -74,7 +77,7 @@ final class SignInThrottle: Sendable {
 
     /// - Parameter addresses: nil counts no address (a server behind a proxy, where every client
     ///   has the proxy's).
-    init(names: SignInAttempts.Policy = .perName, addresses: SignInAttempts.Policy? = .perAddress,
+    init(names: SignInAttempts.Policy = .perName, addresses: SignInAttempts.Policy? = .perAddress(),
          now: @escaping @Sendable () -> Date = { Date() }) {
         self.names = Locked(SignInAttempts(policy: names))
         self.addresses = addresses.map { Locked(SignInAttempts(policy: $0)) }

@@ -80,7 +80,7 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     router.addFaultSwitch(configuration)
     router.addHealthRoutes()
     // Before every route that needs to know who is asking.
-    let perAddress = configuration.signInFailuresPerAddress.map { SignInAttempts.Policy(failures: $0, forgetsOnSuccess: false) }
+    let perAddress = configuration.signInFailuresPerAddress.map { SignInAttempts.Policy.perAddress(failures: $0) }
     router.addAccountRoutes(accounts: accountStore(configuration, storage: storage), throttle: SignInThrottle(addresses: perAddress))
     // Every route after this point counts against its user's requests under way.
     router.add(middleware: RequestsPerUser(places: PlacesPerUser(perUser: configuration.maxRequestsPerUser)))

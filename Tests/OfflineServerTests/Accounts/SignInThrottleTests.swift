@@ -27,7 +27,7 @@ struct SignInThrottleTests {
 
     @Test("wrong passwords from one address under many names stop that address, not another; a right one does not reset it")
     func perAddress() {
-        let throttle = SignInThrottle(addresses: .init(failures: 3, forgetsOnSuccess: false), now: { [start] in start })
+        let throttle = SignInThrottle(addresses: .perAddress(failures: 3), now: { [start] in start })
         for index in 0..<3 {
             #expect(throttle.retryAfter("guess-\(index)", address: "203.0.113.7") == nil)
             throttle.record("guess-\(index)", address: "203.0.113.7", succeeded: false)
