@@ -148,6 +148,19 @@ def sign_in(url, name):
     return json.loads(body)["accessToken"]
 
 
+def host_port(url):
+    """`http://HOST:PORT` as (HOST, PORT)."""
+    host, port = url.split("//")[1].split(":")
+    return host, int(port)
+
+
+def open_stream(url, token):
+    """A connection asking for TOKEN's live sync stream (`/api/sync/events`), its answer unread."""
+    s = socket.create_connection(host_port(url))
+    s.sendall(f"GET /api/sync/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
+    return s
+
+
 def api(url, method, path, token=None, body=None, key=None, headers=None, timeout=10):
     """A request to the API as ana or ben would send it: a token, an Idempotency-Key on writes."""
     fields = dict(headers or {})
@@ -243,9 +256,7 @@ def stream_echoes(url, reader, writer, writes):
     """Case 7: READER holds a live stream while WRITER (another user) writes WRITES times; returns
     how many of the writes the reader's stream answered within 250 ms (a heartbeat or an event
     it has no reason to send)."""
-    host, port = url.split("//")[1].split(":")
-    s = socket.create_connection((host, int(port)))
-    s.sendall(f"GET /api/sync/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {reader}\r\n\r\n".encode())
+    s = open_stream(url, reader)
     s.settimeout(0.5)
     try:
         while s.recv(4096):
@@ -270,8 +281,7 @@ def stream_echoes(url, reader, writer, writes):
 def small_leaks(url, token):
     """Case 7's other checks: a cursor ahead of the feed, Host missing or twice, `bearer` in lower
     case, the shape of a 401. Returns a list of (check, what came, whether it is right)."""
-    host, port = url.split("//")[1].split(":")
-    port = int(port)
+    host, port = host_port(url)
     _, body = api(url, "GET", "/api/sync?collections=records/notes", token)
     cursor = json.loads(body)["cursor"]
     fields = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
@@ -328,12 +338,10 @@ def slow_readers(host, port, count, seconds):
 def streams(url, token, count):
     """Ana opens COUNT live streams; returns (accepted, refused with 429), holding them open for
     a few seconds while the probes run."""
-    host, port = url.split("//")[1].split(":")
     accepted = refused = 0
     held = []
     for _ in range(count):
-        s = socket.create_connection((host, int(port)))
-        s.sendall(f"GET /api/sync/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
+        s = open_stream(url, token)
         s.settimeout(5)
         head = s.recv(256)
         if head.startswith(b"HTTP/1.1 200"):
@@ -353,7 +361,7 @@ def flood(url, seconds):
     names in a loop; returns how many answers came and of which status."""
     stop = time.monotonic() + seconds
     counts = {}
-    host, port = url.split("//")[1].split(":")
+    host, port = host_port(url)
 
     def loop(worker):
         attempt = 0
@@ -362,7 +370,7 @@ def flood(url, seconds):
             attempt += 1
             body = json.dumps({"name": f"nobody-{worker}-{attempt}", "password": "wrong"})
             try:
-                connection = http.client.HTTPConnection(host, int(port), timeout=10, source_address=(ATTACKER, 0))
+                connection = http.client.HTTPConnection(host, port, timeout=10, source_address=(ATTACKER, 0))
                 connection.request("POST", "/api/auth/sign-in", body, {"Content-Type": "application/json"})
                 status = connection.getresponse().status
                 connection.close()
@@ -406,7 +414,7 @@ def main():
                 break
             time.sleep(0.05)
         assert url, "the server did not start"
-        host, port = url.split("//")[1].split(":")
+        host, port = host_port(url)
         status, body = request(url + "/packs")
         packs = json.loads(body)
         pack = packs[0]
@@ -432,7 +440,7 @@ def main():
 
         readers, seconds = env("SLOW_READERS", 300), env("SLOW_SECONDS", 12.0)
         with Probes(url, server.pid, pack_path) as probes:
-            closed = slow_readers(host, int(port), readers, seconds)
+            closed = slow_readers(host, port, readers, seconds)
         peak = max(probes.memory) - idle
         print(f"{LAB}: {readers} slow readers, {seconds:.0f} s: memory peak {peak:.0f} MiB above idle "
               f"(limit {limit_memory:.0f}); {closed} of {readers} closed by the server")
