@@ -90,10 +90,29 @@ extension SyncEngine {
 
 }
 
+/// Time on one clock counted from one instant: how long since, and a sleep until a point of that
+/// count, so a deadline stays where it was set however late the sleeper starts.
+struct Stopwatch: Sendable {
+    private let read: @Sendable () -> Duration
+    private let sleeper: @Sendable (Duration) async throws -> Void
+
+    /// The time since the stopwatch was made.
+    func callAsFunction() -> Duration { read() }
+
+    /// Sleeps until `offset` after the stopwatch was made; at once if that is past.
+    func sleep(untilElapsed offset: Duration) async throws { try await sleeper(offset) }
+
+    fileprivate init(read: @escaping @Sendable () -> Duration, sleeper: @escaping @Sendable (Duration) async throws -> Void) {
+        self.read = read
+        self.sleeper = sleeper
+    }
+}
+
 extension Clock where Duration == Swift.Duration {
-    /// A stopwatch on this clock: each call returns the time since it was made.
-    func stopwatch() -> @Sendable () -> Duration {
+    /// A stopwatch on this clock, started now.
+    func stopwatch() -> Stopwatch {
         let start = now
-        return { start.duration(to: self.now) }
+        return Stopwatch(read: { start.duration(to: self.now) },
+                         sleeper: { try await self.sleep(until: start.advanced(by: $0), tolerance: nil) })
     }
 }

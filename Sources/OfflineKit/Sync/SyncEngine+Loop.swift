@@ -196,7 +196,7 @@ extension SyncEngine {
                         return
                     }
                 }
-                schedule(machine.nextDeadline, at: LoopInstant(elapsed()), &state, input, &group)
+                schedule(machine.nextDeadline, on: elapsed, &state, input, &group)
             }
         }
     }
@@ -322,16 +322,17 @@ extension SyncEngine {
     }
 
     /// Wakes the loop at the machine's next deadline, replacing the timer set before.
-    private func schedule(_ deadline: LoopInstant?, at now: LoopInstant, _ state: inout LoopState,
+    /// The timer sleeps until the deadline itself on the loop's stopwatch, not for a delay counted
+    /// when its task starts: a busy machine starting it late does not move the deadline.
+    private func schedule(_ deadline: LoopInstant?, on stopwatch: Stopwatch, _ state: inout LoopState,
                           _ input: AsyncStream<Input>.Continuation, _ group: inout ThrowingTaskGroup<Void, any Error>) {
         guard deadline != state.timer else { return }
         state.timer = deadline
         state.timerGeneration += 1
         guard let deadline else { return }
         let generation = state.timerGeneration
-        let delay = now.duration(to: deadline)
-        group.addTask { [clock] in
-            try? await clock.sleep(for: max(.zero, delay))
+        group.addTask {
+            try? await stopwatch.sleep(untilElapsed: deadline.offset)
             input.yield(.tick(generation: generation))
         }
     }

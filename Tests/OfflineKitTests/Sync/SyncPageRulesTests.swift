@@ -76,10 +76,17 @@ struct SyncPageRulesTests {
         let feed = ScriptedFeed { _ in #"{"changes":[],"cursor":"e -7","hasMore":true}"# }
         let clock = TestClock()
         let engine = Self.engine(notes, feed, clock: clock)
+        // The clock moves only once the loop has taken in a pull's failure: its backoff is counted
+        // from the test clock's time then, however long the loop takes to get there.
+        let failed = Locked(0)
+        let ended = engine.pullsEnded.subscribe(replayingLatest: false)
         try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await pull in ended where pull.failure != nil { failed.withLock { $0 += 1 } }
+            }
             group.addTask { try await engine.run() }
             defer { group.cancelAll() }
-            try await eventually("the first pull", within: .seconds(10)) { feed.requests == 1 }
+            try await eventually("the first pull to fail", within: .seconds(10)) { failed.current == 1 }
             for _ in 0..<200 { await Task.yield() }
             #expect(feed.requests == 1, "asked again without waiting")
             for (seconds, expected) in [(1, 2), (2, 3), (4, 4)] {
@@ -87,7 +94,8 @@ struct SyncPageRulesTests {
                 for _ in 0..<200 { await Task.yield() }
                 #expect(feed.requests == expected - 1, "before \(seconds) s")
                 await clock.advance(by: .milliseconds(1))
-                try await eventually("pull \(expected)", within: .seconds(10)) { feed.requests == expected }
+                try await eventually("pull \(expected) to fail", within: .seconds(10)) { failed.current == expected }
+                #expect(feed.requests == expected)
             }
         }
         #expect(try await notes.rows().isEmpty)
