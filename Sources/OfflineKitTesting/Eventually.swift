@@ -101,6 +101,8 @@ public func eventually(
             let last = observed()
             throw WaitFailure(expectation: expectation, timeout: timeout, elementsSeen: checks, lastSeen: last.isEmpty ? nil : last)
         }
-        await Task.yield()
+        // Yields first, for what settles within a few turns of the pool; then sleeps a
+        // millisecond a check, so a long wait leaves the pool's threads to the code it waits on.
+        if checks < 64 { await Task.yield() } else { try await Task.sleep(for: .milliseconds(1)) }
     }
 }
