@@ -46,24 +46,53 @@ swiftc "${flags[@]}" -module-name OfflineCore -emit-module -emit-module-path "$o
     -emit-library -static -o "$out/core/libOfflineCore.a" "${core[@]}" 2>&1 | quiet
 test "${PIPESTATUS[0]}" -eq 0
 
-for name in "${targets[@]}"; do
-    read -r -a own <<<"$(sources_of "$name")"
-    mkdir -p "$out/$name/corpus"
-    swiftc "${flags[@]}" -module-name "${name}Fuzz" -I "$out/core" -o "$out/$name/fuzz" \
-        Fuzz/"$name"/*.swift "${own[@]}" "$out/core/libOfflineCore.a" 2>&1 | quiet
-    test "${PIPESTATUS[0]}" -eq 0
-done
-echo "fuzz: built ${#targets[@]} targets in $((SECONDS - start)) s"
+# The targets are built, then run, as many at a time as the machine has cores: each build and
+# each libFuzzer run uses one. `each FUNCTION` runs FUNCTION NAME for every target and leaves
+# its status in $out/NAME/FUNCTION.status.
+width=$(nproc)
+each() {
+    local name
+    for name in "${targets[@]}"; do
+        while (($(jobs -rp | wc -l) >= width)); do wait -n || true; done
+        (if "$1" "$name"; then echo 0; else echo 1; fi >"$out/$name/$1.status") &
+    done
+    wait
+}
 
+build() {
+    local name=$1 own
+    read -r -a own <<<"$(sources_of "$name")"
+    swiftc "${flags[@]}" -module-name "${name}Fuzz" -I "$out/core" -o "$out/$name/fuzz" \
+        Fuzz/"$name"/*.swift "${own[@]}" "$out/core/libOfflineCore.a" >"$out/$name/build.log" 2>&1
+}
+
+# New inputs go to the first folder; the seeds are only read. Leaks are not looked for, neither
+# after each input (-detect_leaks=0) nor when the run ends (AddressSanitizer's own check,
+# ASAN_OPTIONS): Foundation's DateFormatter keeps a character set for good on first use (128
+# bytes, reported as a leak at exit); memory that grows is caught by -rss_limit_mb instead.
+fuzz() {
+    local name=$1
+    ASAN_OPTIONS=detect_leaks=0 "$out/$name/fuzz" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -detect_leaks=0 -print_final_stats=1 \
+        -artifact_prefix="$out/$name/" "$out/$name/corpus" "Fuzz/$name/corpus" >"$out/$name/log" 2>&1
+}
+
+for name in "${targets[@]}"; do mkdir -p "$out/$name/corpus"; done
+each build
+for name in "${targets[@]}"; do
+    if [[ $(cat "$out/$name/build.status") != 0 ]]; then
+        echo "fuzz: $name did not build:"
+        quiet <"$out/$name/build.log"
+        exit 1
+    fi
+done
+echo "fuzz: built ${#targets[@]} targets in $((SECONDS - start)) s, $width at a time"
+
+start=$SECONDS
+each fuzz
 failed=()
 for name in "${targets[@]}"; do
     log="$out/$name/log"
-    # New inputs go to the first folder; the seeds are only read. Leaks are not looked for,
-    # neither after each input (-detect_leaks=0) nor when the run ends (AddressSanitizer's own
-    # check, ASAN_OPTIONS): Foundation's DateFormatter keeps a character set for good on first use
-    # (128 bytes, reported as a leak at exit); memory that grows is caught by -rss_limit_mb instead.
-    if ASAN_OPTIONS=detect_leaks=0 "$out/$name/fuzz" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -detect_leaks=0 -print_final_stats=1 \
-        -artifact_prefix="$out/$name/" "$out/$name/corpus" "Fuzz/$name/corpus" >"$log" 2>&1; then
+    if [[ $(cat "$out/$name/fuzz.status") == 0 ]]; then
         runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
         inputs=$(find "$out/$name/corpus" -type f | wc -l)
         echo "fuzz: $name: $runs runs in $seconds s, no crash ($inputs inputs in its corpus)"
@@ -73,4 +102,5 @@ for name in "${targets[@]}"; do
         failed+=("$name")
     fi
 done
+echo "fuzz: ran ${#targets[@]} targets in $((SECONDS - start)) s, $width at a time"
 ((${#failed[@]} == 0)) || { echo "fuzz: ${#failed[@]} targets failed: ${failed[*]}"; exit 1; }
