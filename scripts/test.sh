@@ -51,10 +51,12 @@ failed=0
 for lab in scripts/labs/*.sh; do
     [[ -e "$lab" ]] || continue
     echo "== lab: $lab"
+    started=$SECONDS
     if bash "$lab"; then
         passed=$((passed + 1))
+        echo "== lab passed in $((SECONDS - started)) s: $lab"
     else
-        echo "== lab FAILED: $lab"
+        echo "== lab FAILED after $((SECONDS - started)) s: $lab"
         failed=$((failed + 1))
     fi
 done
