@@ -34,6 +34,9 @@ public final class OfflineClient: Sendable {
     /// Present when the app declared synced collections.
     public let sync: SyncEngine?
     private let ownedTransport: OwnedTransport?
+    /// The transport without tokens, for the token sources of the accounts that sign in.
+    let unsigned: any HTTPTransport
+    let signedIn: SignedInTransport
 
     /// - Parameters:
     ///   - serverURL: the app's server.
@@ -48,6 +51,7 @@ public final class OfflineClient: Sendable {
     ///   - tokens: the signed-in user's access tokens, made with the transport underneath (for
     ///     example `{ SignInSession(serverURL: server, name: name, password: password, transport: $0) }`):
     ///     every request then carries a bearer token, refreshed when the server refuses it.
+    ///     ``switchAccount(to:tokens:)`` replaces them when another user signs in.
     ///   - linkMonitor: the operating system's link events; the system's by default.
     public init(
         serverURL: URL,
@@ -72,8 +76,11 @@ public final class OfflineClient: Sendable {
             owned = platform
             unsigned = platform.transport
         }
-        let base = tokens.map { BearerTokenTransport(unsigned, tokens: $0(unsigned)) } ?? unsigned
+        let signedIn = SignedInTransport(unsigned, tokens: tokens?(unsigned))
+        let base: any HTTPTransport = signedIn
         ownedTransport = owned
+        self.unsigned = unsigned
+        self.signedIn = signedIn
         self.transport = base
         monitor = ConnectivityMonitor(probe: ConnectivityProbe(url: serverURL.appending(path: healthPath)), linkMonitor: linkMonitor)
         cache = ResponseCache(database: database, transport: base, connectivity: monitor)

@@ -323,10 +323,13 @@ public final class Outbox: Sendable {
     /// is never sent with someone else's credentials. An app that will not sign that account in
     /// again discards them with ``discardEntries(of:)``.
     public func setAccount(_ account: String?) async throws {
-        try await writer.write { db in
-            try db.execute(sql: "INSERT INTO offlinekit_outbox_account (id, account) VALUES (1, ?)", arguments: [account])
-        }
+        try await writer.write { db in try Self.setAccount(account, in: db) }
         changes.send(())
+    }
+
+    /// Records who is signed in, in the caller's transaction (which then sends ``changes``).
+    static func setAccount(_ account: String?, in db: Database) throws {
+        try db.execute(sql: "INSERT INTO offlinekit_outbox_account (id, account) VALUES (1, ?)", arguments: [account])
     }
 
     /// Removes every entry queued under `account` (the user chose to drop what another account

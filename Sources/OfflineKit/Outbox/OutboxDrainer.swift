@@ -300,13 +300,15 @@ public final class OutboxDrainer: Sendable {
         var headerFields: HTTPFields = [.idempotencyKey: key.fieldValue]
         if entry.payload != nil { headerFields[.contentType] = "application/json" }
         var request = TransportRequest(method: method, url: url, headerFields: headerFields, body: entry.payload,
-                                  timeout: requestTimeout, requirement: .networkRequired)
+                                       timeout: requestTimeout, requirement: .networkRequired, account: entry.account)
         do {
             request = try await prepare(request)
             let response = try await transport.send(request, maxBodyBytes: 1 << 20)
             return DeliveryAttempt(entry: entry, outcome: .response(status: response.status.code, retryAfter: response.headerFields[.retryAfter]),
                                    response: response)
-        } catch is NetworkRequiredError {
+        } catch is NetworkRequiredError, is AccountSwitchedError {
+            // Another account signed in since the entry was claimed: it never left, and waits,
+            // paused, for its own account.
             return DeliveryAttempt(entry: entry, outcome: nil)
         } catch TransportError.timeout {
             return DeliveryAttempt(entry: entry, outcome: .timeout)

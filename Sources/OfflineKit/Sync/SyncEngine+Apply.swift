@@ -5,8 +5,9 @@ import OfflineCore
 extension SyncEngine {
     // MARK: Asking the server
 
-    /// The page after `cursor`, read and held to the feed's rules.
-    func fetch(after cursor: String?) async throws -> Fetched {
+    /// The page after `cursor`, read and held to the feed's rules, for `signedIn`'s account
+    /// (the request is not signed for another).
+    func fetch(after cursor: String?, for signedIn: Signed) async throws -> Fetched {
         var components = URLComponents(url: baseURL.appendingPathComponent(syncPath), resolvingAgainstBaseURL: false)!
         components.queryItems = [URLQueryItem(name: "collections", value: collections.keys.sorted().joined(separator: ",")),
                                  URLQueryItem(name: "limit", value: String(pageSize))]
@@ -14,7 +15,8 @@ extension SyncEngine {
         let response: TransportResponse
         do {
             response = try await transport.send(
-                TransportRequest(url: components.url!, headerFields: [.accept: "application/json"], requirement: .networkRequired),
+                TransportRequest(url: components.url!, headerFields: [.accept: "application/json"], requirement: .networkRequired,
+                                 account: signedIn.account),
                 maxBodyBytes: maxPageBytes)
         } catch TransportError.responseTooLarge {
             throw SyncError.pageTooLarge(limit: maxPageBytes)
@@ -186,7 +188,7 @@ extension SyncEngine {
         let settled = try Row.fetchAll(db, sql: """
             SELECT id, value FROM offlinekit_sync_held AS held WHERE collection = ? AND NOT EXISTS (
                 SELECT 1 FROM offlinekit_outbox WHERE recordCollection = held.collection AND recordID = held.id
-                AND state IN ('pending', 'in-flight'))
+                AND state IN ('pending', 'in-flight') AND account IS (SELECT account FROM offlinekit_outbox_account WHERE id = 1))
             """, arguments: [collection.name])
         guard !settled.isEmpty else { return }
         let newer = Set(changes.map(\.id))
@@ -206,13 +208,15 @@ extension SyncEngine {
         }
     }
 
-    /// The payloads of the writes to the collection's rows that are still on their way, by row,
-    /// oldest first.
+    /// The payloads of the signed-in account's writes to the collection's rows that are still on
+    /// their way, by row, oldest first. Another account's writes, paused until it signs in again,
+    /// hold nothing: the rows shown are the signed-in user's.
     package static func pendingPayloads(_ collection: String, in db: Database) throws -> [String: [Data]] {
         var writes: [String: [Data]] = [:]
         for row in try Row.fetchAll(db, sql: """
             SELECT recordID, payload FROM offlinekit_outbox WHERE recordCollection = ? AND recordID IS NOT NULL
-            AND state IN ('pending', 'in-flight') ORDER BY sequence
+            AND state IN ('pending', 'in-flight') AND account IS (SELECT account FROM offlinekit_outbox_account WHERE id = 1)
+            ORDER BY sequence
             """, arguments: [collection]) {
             writes[row["recordID"], default: []].append(row["payload"] ?? Data())
         }

@@ -17,6 +17,8 @@ extension SyncEngine {
         case streamAnnounced
         case streamEnded(EventStreamReconnect.Ending)
         case tick(generation: Int)
+        /// Another account signed in (``SyncEngine/accountSwitched()``).
+        case accountSwitched
     }
 
     /// A page as fetched, with its size.
@@ -65,32 +67,62 @@ extension SyncEngine {
 
     /// Reads where the engine stands, in its turn (a pull that ran before it moved the cursor),
     /// and runs the loop from there.
+    ///
+    /// When another account signs in meanwhile, the loop starts again from what the switch left
+    /// (no cursor): a page fetched for the previous account is never written.
     private func start(once: Bool) async throws {
         let (collections, engine) = (collections, engineKey)
-        let start = try await database.writer.write { db in
-            // Pages kept aside by a pull that did not finish are from a cursor never saved.
-            try Self.discardStaged(engine: engine, in: db)
-            let holdsRows = try collections.keys.contains { name in
-                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM offlinekit_sync_held WHERE collection = ?)", arguments: [name]) ?? false
+        var stopped: (signedIn: Signed, switches: Int)?
+        while true {
+            // Listening before reading: a switch committed after the read is heard.
+            let switches = accountSwitches.subscribe(replayingLatest: false)
+            let generation = accountSwitches.latest
+            let start = try await database.writer.write { db in
+                // Pages kept aside by a pull that did not finish are from a cursor never saved.
+                try Self.discardStaged(engine: engine, in: db)
+                let holdsRows = try collections.keys.contains { name in
+                    try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM offlinekit_sync_held WHERE collection = ?)", arguments: [name]) ?? false
+                }
+                return (cursor: try SyncCursorRow.fetch(db, collections: collections), holdsRows: holdsRows, account: try Outbox.account(db))
             }
-            return (cursor: try SyncCursorRow.fetch(db, collections: collections), holdsRows: holdsRows)
+            if let stopped, stopped.signedIn.account == start.account, stopped.switches == generation {
+                // The transport refused the account before the switch was recorded: wait for it.
+                for await _ in switches { break }
+                try Task.checkCancellation()
+                continue
+            }
+            do {
+                try await perform(once: once, start.cursor, holdsRows: start.holdsRows,
+                                  signedIn: Signed(account: start.account), switches: switches)
+                return
+            } catch is AccountSwitched {
+                Self.logger.info("Another account signed in: pulling its rows from the start.")
+                stopped = (Signed(account: start.account), generation)
+            }
         }
-        try await perform(once: once, start.cursor, holdsRows: start.holdsRows)
     }
 
     /// The loop itself.
-    private func perform(once: Bool, _ saved: SyncCursorRow, holdsRows: Bool) async throws {
+    private func perform(once: Bool, _ saved: SyncCursorRow, holdsRows: Bool, signedIn: Signed,
+                         switches: AsyncStream<Int>) async throws {
         let (inputs, input) = AsyncStream.makeStream(of: Input.self)
         // The machine's time is the engine's clock's, counted from now: a test's clock moves it.
         let elapsed = clock.stopwatch()
         var machine = SyncStateMachine<LoopInstant>(
             policy: policy, hasCursor: saved.cursor != nil && !saved.resyncing, holdsRows: holdsRows,
             liveStream: liveStream && !once, pulls: !collections.isEmpty, random: random, now: LoopInstant(elapsed()))
-        var state = LoopState(saved: saved)
+        var state = LoopState(saved: saved, signedIn: signedIn)
         state.mayHoldRows = holdsRows
         if !once { state.demanded = demands.latest }
         try await withThrowingTaskGroup(of: Void.self) { group in
             defer { group.cancelAll() }
+            defer { state.prefetch?.task.cancel() }
+            group.addTask {
+                for await _ in switches {
+                    input.yield(.accountSwitched)
+                    return
+                }
+            }
             group.addTask { [connectivity] in
                 input.yield(.connectivity(connectivity.status))
                 for await status in connectivity.statusUpdates() { input.yield(.connectivity(status)) }
@@ -135,8 +167,12 @@ extension SyncEngine {
                     state.bytes += fetched.bytes
                     actions = machine.pageFetched(.init(hasMore: fetched.page.hasMore, through: fetched.page.through,
                                                         progress: fetched.page.progress), now: instant)
+                case .accountSwitched:
+                    throw AccountSwitched()
                 case .fetched(.failure(let error)), .written(.failure(let error)), .checkpoint(.failure(let error)):
                     if error is CancellationError { return }
+                    // A page written, or a request signed, for an account no longer signed in.
+                    if error is AccountSwitched || error is AccountSwitchedError { throw AccountSwitched() }
                     actions = machine.pullFailed(Self.failure(of: error), now: instant)
                     state.prefetch?.task.cancel()
                     state.prefetch = nil
@@ -205,6 +241,7 @@ extension SyncEngine {
     private func act(_ action: SyncStateMachine<LoopInstant>.Action, _ state: inout LoopState,
                      _ status: SyncStatus<LoopInstant>, _ input: AsyncStream<Input>.Continuation,
                      _ group: inout ThrowingTaskGroup<Void, any Error>) async throws {
+        let signedIn = state.signedIn
         switch action {
         case .fetchPage:
             if state.pageNumber == 0 {
@@ -220,7 +257,9 @@ extension SyncEngine {
             } else {
                 state.prefetch?.task.cancel()
                 state.prefetch = nil
-                group.addTask { input.yield(.fetched(await result { try await self.fetch(after: cursor) })) }
+                group.addTask {
+                    input.yield(.fetched(await result { try await self.fetch(after: cursor, for: signedIn) }))
+                }
             }
         case .applyPage(let settling):
             guard let fetched = state.fetched else { return }
@@ -241,6 +280,7 @@ extension SyncEngine {
             group.addTask {
                 input.yield(.written(await result {
                     try await self.database.writer.write { db in
+                        try signedIn.check(in: db)
                         try Self.land(fetched.page.changes, cursor: fetched.page.cursor, done: done, resyncing: resyncing,
                                       settling: settling, collections: self.collections, at: self.now(), in: db)
                     }
@@ -258,7 +298,10 @@ extension SyncEngine {
             prefetchNext(after: fetched.page, &state)
             group.addTask {
                 input.yield(.written(await result {
-                    try await self.database.writer.write { db in try Self.stage(fetched.page.changes, engine: self.engineKey, in: db) }
+                    try await self.database.writer.write { db in
+                        try signedIn.check(in: db)
+                        try Self.stage(fetched.page.changes, engine: self.engineKey, in: db)
+                    }
                 }))
             }
             state.cursor = fetched.page.cursor
@@ -270,6 +313,7 @@ extension SyncEngine {
             group.addTask {
                 input.yield(.written(await result {
                     try await self.database.writer.write { db in
+                        try signedIn.check(in: db)
                         try Self.landStaged(then: fetched.page.changes, cursor: fetched.page.cursor, resyncing: resyncing,
                                             settling: settling, collections: self.collections, at: self.now(), in: db)
                     }
@@ -283,6 +327,7 @@ extension SyncEngine {
         case .forgetCursor:
             Self.logger.notice("The server no longer follows this device's cursor: pulling everything again from the start.")
             try await database.writer.write { [engineKey, collections] db in
+                try signedIn.check(in: db)
                 try SyncCursorRow.restart(db, engineKey, collections: collections.keys)
             }
             state.prefetch?.task.cancel()
@@ -318,7 +363,7 @@ extension SyncEngine {
     private func prefetchNext(after page: SyncPage, _ state: inout LoopState) {
         guard page.hasMore else { return }
         let cursor = page.cursor
-        state.prefetch = (cursor, Task { try await self.fetch(after: cursor) })
+        state.prefetch = (cursor, Task { [signedIn = state.signedIn] in try await self.fetch(after: cursor, for: signedIn) })
     }
 
     /// Wakes the loop at the machine's next deadline, replacing the timer set before.
@@ -413,11 +458,14 @@ struct LoopState {
     var landing = false
     var timer: LoopInstant?
     var timerGeneration = 0
+    /// Whose rows this loop pulls: every page is written only while that account is signed in.
+    let signedIn: SyncEngine.Signed
 
-    init(saved: SyncCursorRow) {
+    init(saved: SyncCursorRow, signedIn: SyncEngine.Signed) {
         cursor = saved.cursor
         savedCursor = saved.cursor
         resyncing = saved.resyncing
+        self.signedIn = signedIn
     }
 }
 

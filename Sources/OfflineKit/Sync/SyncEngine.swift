@@ -62,6 +62,8 @@ public final class SyncEngine: Sendable {
     let progressUpdates = Broadcast(SyncProgress(collection: nil, rows: 0, bytes: 0, fraction: nil, isPulling: false))
     /// Each pull's end, for ``pull()`` waiting on the loop ``run()`` runs.
     let pullsEnded = Broadcast(PullEnded(demand: -1, failure: nil))
+    /// Counts the switches of account, for the loop to start again for the new one.
+    let accountSwitches = Broadcast(0)
     /// How many ``run()`` loops are running (one, or none).
     let runningLoops = Locked(0)
     static let logger = Logger(label: "offlinekit.sync")

@@ -25,6 +25,10 @@ public struct TransportRequest: Sendable, Hashable {
     /// What the feature sending this declared. Network-required requests are refused while offline
     /// by ``GatedTransport`` before anything is sent.
     public var requirement: ConnectivityRequirement
+    /// The account the request acts for, when it was made for one: an outbox entry's, or the
+    /// account a sync pull started for. ``OfflineClient``'s transport refuses to sign it for any
+    /// other (``AccountSwitchedError``). Nil: whoever is signed in.
+    public var account: String?
 
     public init(
         method: HTTPRequest.Method = .get,
@@ -32,7 +36,8 @@ public struct TransportRequest: Sendable, Hashable {
         headerFields: HTTPFields = [:],
         body: Data? = nil,
         timeout: Duration? = nil,
-        requirement: ConnectivityRequirement = .networkRequired
+        requirement: ConnectivityRequirement = .networkRequired,
+        account: String? = nil
     ) {
         self.method = method
         self.url = url
@@ -40,6 +45,7 @@ public struct TransportRequest: Sendable, Hashable {
         self.body = body
         self.timeout = timeout
         self.requirement = requirement
+        self.account = account
     }
 
     /// A request from a swift-http-types head (one with an absolute URL: scheme, authority and path).

@@ -53,10 +53,12 @@ struct SyncEngineTests {
         }
     }
 
-    /// Ana's notes on the server: records written straight into its storage, as another
+    /// A user's notes on the server (Ana's unless told): records written straight into its storage, as another
     /// service of the app would, and captured into the feed before each call returns.
     struct ServerNotes: Sendable {
         let storage: any ServerStorage
+        /// Whose notes these are.
+        var owner = "ana"
 
         /// Sets note `id` to `body` (a JSON object), or deletes it.
         func set(_ id: String, _ body: String?) async throws {
@@ -68,9 +70,9 @@ struct SyncEngineTests {
             try await storage.write { db in
                 for (id, body) in changes {
                     if let body, case .object(let object) = try JSONValue.parse(Array(body.utf8), limits: .stored) {
-                        _ = try records.apply(.put(object), owner: "ana", collection: "notes", id: id, key: nil, in: db)
+                        _ = try records.apply(.put(object), owner: owner, collection: "notes", id: id, key: nil, in: db)
                     } else {
-                        _ = try records.apply(.delete, owner: "ana", collection: "notes", id: id, key: nil, in: db)
+                        _ = try records.apply(.delete, owner: owner, collection: "notes", id: id, key: nil, in: db)
                     }
                 }
             }
