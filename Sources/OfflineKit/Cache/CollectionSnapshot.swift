@@ -57,18 +57,7 @@ protocol CacheObservationSnapshot: Sendable {
     var failure: CacheError? { get }
 }
 
-/// A snapshot as the observation engine compares it: by content digest, not by value.
-enum ObservationPhase: Hashable {
-    case loading
-    case loaded(bodyHash: String)
-    case unavailable(CacheError)
-}
-
 extension CacheObservationSnapshot {
-    var phase: ObservationPhase {
-        if let value = loadedValue { .loaded(bodyHash: value.bodyHash) } else if let failure { .unavailable(failure) } else { .loading }
-    }
-
     /// The state the ``CachedScreen`` resolver takes.
     var screenContent: CachedContent {
         if let value = loadedValue { return .available(value.metadata) }

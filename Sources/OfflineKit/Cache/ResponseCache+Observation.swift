@@ -43,102 +43,90 @@ extension ResponseCache {
         return stream
     }
 
-    private struct ObservationState {
-        var lastHash: String?
-        var last: ObservationPhase?
-        /// The first value comes from the database: it is the device's copy, whoever stored it.
-        var deliveredStoredCopy = false
+    private typealias Machine = CacheObservationMachine<CacheError>
+
+    /// What the observation's loop reads: the database's answers, the monitor's verdicts, and
+    /// the refreshes it started.
+    private enum ObservationInput: Sendable {
+        case stored(CacheEntry?)
+        case connectivity(reachable: Bool)
+        case refreshFailed(CacheError, hadEntry: Bool)
     }
 
+    /// The shell of ``CacheObservationMachine``: one loop reads every input, asks the machine,
+    /// and does what it says (reads the stored entry, publishes, starts a refresh).
     private func runObservation<Snapshot: CacheObservationSnapshot>(
         _ query: CacheQuery, records: RecordWriter?,
         read: @escaping @Sendable (CacheEntry, ResponseSource) async throws -> Snapshot.Value?,
         _ continuation: AsyncStream<Snapshot>.Continuation
     ) async {
-        let state = Locked(ObservationState())
+        var machine = Machine(cacheOnly: query.policy == .cacheOnly, notCached: .notCached, neverLoadedAndOffline: .neverLoadedAndOffline)
+        let (inputs, input) = AsyncStream.makeStream(of: ObservationInput.self)
         let key = query.key
-        let publish: @Sendable (Snapshot) -> Void = { snapshot in
-            let send = state.withLock { state -> Bool in
-                let phase = snapshot.phase
-                if case .loaded(let hash) = phase {
-                    guard hash != state.lastHash else { return false }
-                    state.lastHash = hash
-                } else if state.lastHash != nil || state.last == phase {
-                    // Data on screen stays on screen; failures of a refresh are not news.
-                    return false
-                }
-                state.last = phase
-                return true
-            }
-            if send { continuation.yield(snapshot) }
-        }
-
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { [self] in
+        await withDiscardingTaskGroup { group in
+            defer { group.cancelAll() }
+            group.addTask { [database] in
                 let observation = ValueObservation
                     .tracking { db in try CacheEntry.fetchOne(db, for: query) }
                     .removeDuplicates { $0?.bodyHash == $1?.bodyHash }
-                do {
-                    for try await entry in observation.values(in: database.writer) {
-                        if let entry {
-                            let first = state.withLock { state in
-                                defer { state.deliveredStoredCopy = true }
-                                return !state.deliveredStoredCopy
-                            }
-                            let fromNetwork = !first && networkHashes.withLock { $0[key] } == entry.bodyHash
-                            if let value = try? await read(entry, fromNetwork ? .network : .cache) {
-                                publish(.loaded(value))
-                            }
-                        } else {
-                            // Nothing stored is the database's answer too: what is stored next
-                            // came from a fetch, even when "offline" was shown first.
-                            let nothingShown = state.withLock { state in
-                                state.deliveredStoredCopy = true
-                                return state.last == nil
-                            }
-                            guard nothingShown else { continue }
-                            let status = connectivity.status
-                            if query.policy == .cacheOnly {
-                                publish(.unavailable(status.isReachable ? .notCached : .neverLoadedAndOffline))
-                            } else {
-                                // Unknown (just after launch): the monitor's verdict is coming, and
-                                // the fetch with it; saying "offline" meanwhile would be untrue.
-                                publish(status.isReachable || status.kind == .unknown ? .loading : .unavailable(.neverLoadedAndOffline))
-                            }
-                        }
-                    }
-                } catch {
-                    // The database went away (or the task was cancelled): the stream ends.
-                }
+                // The database going away (or cancellation) ends the stream.
+                _ = try? await { for try await entry in observation.values(in: database.writer) { input.yield(.stored(entry)) } }()
+                input.finish()
             }
-            group.addTask { [self] in
+            group.addTask { [connectivity] in
                 // Just after launch the monitor has no verdict yet: wait for it, at most
                 // firstVerdictTimeout, as a load does, before going by the status.
-                _ = try? await firstVerdict()
-                var wasReachable: Bool?
-                for await status in connectivity.statusUpdates() {
-                    let reachable = status.isReachable
-                    defer { wasReachable = reachable }
-                    if reachable, wasReachable != true {
-                        await refreshObserved(query, records: records, reconnected: wasReachable == false, publish: publish)
-                    } else if !reachable, wasReachable != false {
-                        let stored = (try? await storedEntry(for: query)) != nil
-                        if !stored { publish(.unavailable(.neverLoadedAndOffline)) }
+                _ = try? await self.firstVerdict()
+                for await status in connectivity.statusUpdates() { input.yield(.connectivity(reachable: status.isReachable)) }
+            }
+            var stored: CacheEntry?
+            for await event in inputs {
+                var actions: [Machine.Action]
+                switch event {
+                case .stored(let entry):
+                    stored = entry
+                    let fromNetwork = entry != nil && networkHashes.withLock { $0[key] } == entry?.bodyHash
+                    actions = machine.storedChanged(bodyHash: entry?.bodyHash, fromNetwork: fromNetwork, connectivity: connectivity.status.kind)
+                case .connectivity(let reachable):
+                    actions = machine.connectivityChanged(reachable: reachable)
+                case .refreshFailed(let failure, let hadEntry):
+                    actions = machine.refreshFailed(failure, hadEntry: hadEntry)
+                }
+                // Actions may lead to more (a read to its publication): done in order.
+                var value: Snapshot.Value?
+                while !actions.isEmpty {
+                    let action = actions.removeFirst()
+                    switch action {
+                    case .read(let source):
+                        value = nil
+                        if let entry = stored { value = try? await read(entry, source == .network ? .network : .cache) }
+                        actions += machine.entryRead(bodyHash: value?.bodyHash)
+                    case .publish(.loaded):
+                        if let value { continuation.yield(.loaded(value)) }
+                    case .publish(.loading):
+                        continuation.yield(.loading)
+                    case .publish(.unavailable(let failure)):
+                        continuation.yield(.unavailable(failure))
+                    case .refresh(let reconnected):
+                        group.addTask { [self] in
+                            if let failed = await refreshObserved(query, records: records, reconnected: reconnected) {
+                                input.yield(.refreshFailed(failed.failure, hadEntry: failed.hadEntry))
+                            }
+                        }
+                    case .checkStored:
+                        actions += machine.storedChecked(found: (try? await storedEntry(for: query)) != nil)
                     }
                 }
             }
-            await group.next()
-            group.cancelAll()
         }
     }
 
     /// Fetches for an observer when its policy asks for it, or when the connection came back:
     /// then the copy shown offline is revalidated (a conditional request, usually a bodiless
     /// `304`), because it may have changed elsewhere meanwhile.
-    private func refreshObserved<Snapshot: CacheObservationSnapshot>(
-        _ query: CacheQuery, records: RecordWriter?, reconnected: Bool, publish: @Sendable (Snapshot) -> Void
-    ) async {
-        guard query.policy != .cacheOnly else { return }
+    ///
+    /// - Returns: the failure of a fetch that failed, and whether a stored copy was there.
+    private func refreshObserved(_ query: CacheQuery, records: RecordWriter?, reconnected: Bool) async -> (failure: CacheError, hadEntry: Bool)? {
         let entry = try? await storedEntry(for: query)
         let now = now()
         let plan = CachePlan.decide(policy: query.policy, entry: entry?.freshness, reachable: true, now: now)
@@ -147,14 +135,15 @@ extension ResponseCache {
         case .serveCache: reconnected
         case .neverLoadedAndOffline, .notCached, .offline: false
         }
-        guard shouldFetch else { return }
+        guard shouldFetch else { return nil }
         let timeout: Duration? = if case .fetch(_, let timeout) = plan { timeout } else { nil }
         do {
             _ = try await fetch(query, entry: entry, timeout: timeout, fallBackToCache: false, records: records)
+            return nil
         } catch let error as CacheError {
-            if entry == nil { publish(.unavailable(error)) }
+            return (error, entry != nil)
         } catch {
-            if entry == nil { publish(.unavailable(.unavailable(.unreachable))) }
+            return (.unavailable(.unreachable), entry != nil)
         }
     }
 
