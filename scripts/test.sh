@@ -29,18 +29,18 @@ swift build --product offline
 # Integration tests find their tools through these; plain `swift test` skips them.
 export OFFLINEKIT_INTEGRATION=1
 export OFFLINEKIT_BIN="$PWD/.build/debug/offline"
-# In parallel, two at a time. Every test shares one process, and so one cooperative pool of two
+# In parallel, four at a time. Every test shares one process, and so one cooperative pool of two
 # threads on a 2-core machine: whatever holds one of them without suspending delays every timer,
 # request and server of every other test. The stall watch (Tests/OfflineKitTests/Diagnostics,
 # run with OFFLINEKIT_STALL_WATCH=SECONDS) found what held them for over a second at a time (the
 # sample audio made sample by sample, a test polling with usleep, the shared PostgreSQL cluster
 # started under a lock); the failures seen at four at a time were then traced to child processes
-# keeping the tests' sockets open (see OfflineTestSupport's ChildProcess) and to the demo's
-# migrations deadlocking the pool. Four at a time now passes here (about 64 s against 87 s) but
-# has few runs behind it, and saves about 20 s of a CI run of over 20 minutes: CI stays at two.
+# keeping the tests' sockets open (see OfflineTestSupport's ChildProcess), to the demo's
+# migrations deadlocking the pool, and to `eventually` spinning on Task.yield (it now sleeps
+# between checks). Four at a time: 96 to 111 s here against 132 s at two.
 # Whatever the machine, never all at once (Swift Testing's default): the end-to-end demo tests
 # drive real servers, nginx, child processes and a network switch each.
-export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-2}"
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-4}"
 # HostileServerTests run in the attack lab (75-server-attacks.sh), beside the server's cases,
 # where their figures are read; not twice.
 swift test --skip HostileServerTests 2>&1 | tee /tmp/offlinekit-swift-test.log
