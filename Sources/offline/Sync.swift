@@ -8,7 +8,7 @@ extension Offline {
     struct Sync: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Pull a records collection (or any collection of the server's sync rules) down into an SQLite file, and check it against the server.",
-            subcommands: [Pull.self, Verify.self]
+            subcommands: [Pull.self, Verify.self, Status.self]
         )
     }
 }
@@ -112,6 +112,39 @@ extension Offline.Sync {
             let snapshot = try await outbox.snapshot()
             print("pulled: \(rows) rows, \(snapshot.pendingCount + snapshot.inFlightCount) local edits on their way, \(snapshot.failures.count) refused")
             if !snapshot.failures.isEmpty { throw ExitCode(2) }
+        }
+    }
+
+    /// What the device file says of sync, with no network: what a settings screen shows.
+    struct Status: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print where sync stands in the SQLite file: rows, the first sync, the last pull, the edits on their way.")
+
+        @Option(help: "The app database (SQLite file) the rows were pulled into.") var db: String
+        @Option(help: "The records collection synced.") var collection = "items"
+        @Option(name: .customLong("synced"), help: "A collection of the server's sync rules synced instead, by its exact name.")
+        var rulesCollection: String?
+
+        func run() async throws {
+            let url = URL(fileURLWithPath: db)
+            guard FileManager.default.fileExists(atPath: url.path) else { throw ValidationError("No database at \(url.path).") }
+            let name = rulesCollection ?? "records/" + collection
+            let database = try OfflineDatabase.open(at: url)
+            let (rows, pulled, last, pending) = try await database.writer.read { db in
+                let rows = try db.tableExists("synced_record") ? try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM synced_record") ?? 0 : 0
+                return (rows, try SyncEngine.hasPulled(name, db), try SyncEngine.lastPulled(name, db),
+                        try SyncEngine.pendingPayloads(name, in: db).values.reduce(0) { $0 + $1.count })
+            }
+            let queue = try await OfflineKit.Outbox(database: database, operations: []).snapshot()
+            print("collection: \(name)")
+            print("rows: \(rows)")
+            print("first sync: \(pulled ? "done" : "not yet")")
+            if let last {
+                print("last pull that wrote: \(last.formatted(.iso8601)) (\(Int(Date().timeIntervalSince(last).rounded())) s ago)")
+            } else {
+                print("last pull that wrote: never")
+            }
+            print("edits on their way: \(pending), waiting for another account: \(queue.waitingForOtherAccounts)")
         }
     }
 

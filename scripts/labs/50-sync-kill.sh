@@ -124,3 +124,10 @@ if ! "$bin" sync pull --db "$work/app.sqlite" --server "$url" --page-size 50 --d
 fi
 echo "sync-kill: edits delivered and pulled back"
 converge
+
+# Where sync stands, as the device file says: every row in, the first sync done, a last pull on
+# record, nothing on its way.
+"$bin" sync status --db "$work/app.sqlite" | tee "$work/status.log"
+grep -q "^first sync: done$" "$work/status.log" && grep -q "^edits on their way: 0," "$work/status.log" \
+    && grep -q "^last pull that wrote: 20" "$work/status.log" \
+    || { echo "sync-kill: FAILED: sync status does not say the device caught up"; exit 1; }

@@ -73,5 +73,11 @@ extension DatabaseMigrator {
                 t.column("value", .blob)
             }
         }
+        registerMigration("offlinekit.sync.v4.last-pulled") { db in
+            // When a pull covering the collection last landed; the first one for collections
+            // pulled before this migration.
+            try db.alter(table: "offlinekit_sync_pulled") { t in t.add(column: "lastPulledAt", .double) }
+            try db.execute(sql: "UPDATE offlinekit_sync_pulled SET lastPulledAt = firstPulledAt")
+        }
     }
 }

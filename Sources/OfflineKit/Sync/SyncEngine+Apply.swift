@@ -119,8 +119,10 @@ extension SyncEngine {
             try db.execute(sql: "UPDATE offlinekit_sync_cursor SET resyncing = 0 WHERE engine = ?", arguments: [SyncCursorRow.key(collections.keys)])
         }
         for name in collections.keys {
-            try db.execute(sql: "INSERT OR IGNORE INTO offlinekit_sync_pulled (collection, firstPulledAt) VALUES (?, ?)",
-                           arguments: [name, now.timeIntervalSince1970])
+            try db.execute(sql: """
+                INSERT INTO offlinekit_sync_pulled (collection, firstPulledAt, lastPulledAt) VALUES (?, ?, ?)
+                ON CONFLICT (collection) DO UPDATE SET lastPulledAt = excluded.lastPulledAt
+                """, arguments: [name, now.timeIntervalSince1970, now.timeIntervalSince1970])
         }
     }
 
@@ -263,6 +265,18 @@ struct SyncCursorRow: Sendable {
         let holdsRows = try collections.values.contains { try !$0.ids(db).isEmpty }
         try db.execute(sql: "INSERT INTO offlinekit_sync_cursor (engine, cursor, resyncing) VALUES (?, NULL, ?)", arguments: [key, holdsRows])
         return SyncCursorRow(cursor: nil, resyncing: holdsRows)
+    }
+
+    /// When the engine's last pull that wrote completed: nil unless every collection of it was
+    /// pulled.
+    static func lastPulled(_ db: Database, collections: some Collection<String>) throws -> Date? {
+        let names = Array(collections)
+        let row = try Row.fetchOne(db, sql: """
+            SELECT COUNT(lastPulledAt) AS pulled, MIN(lastPulledAt) AS oldest FROM offlinekit_sync_pulled
+            WHERE collection IN (\(databaseQuestionMarks(count: names.count)))
+            """, arguments: StatementArguments(names))
+        guard let row, row["pulled"] as Int == names.count, let oldest = row["oldest"] as Double? else { return nil }
+        return Date(timeIntervalSince1970: oldest)
     }
 
     static func save(_ db: Database, _ key: String, cursor: String) throws {

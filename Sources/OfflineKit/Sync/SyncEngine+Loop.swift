@@ -83,7 +83,8 @@ extension SyncEngine {
                 let holdsRows = try collections.keys.contains { name in
                     try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM offlinekit_sync_held WHERE collection = ?)", arguments: [name]) ?? false
                 }
-                return (cursor: try SyncCursorRow.fetch(db, collections: collections), holdsRows: holdsRows, account: try Outbox.account(db))
+                return (cursor: try SyncCursorRow.fetch(db, collections: collections), holdsRows: holdsRows, account: try Outbox.account(db),
+                        lastPulled: try SyncCursorRow.lastPulled(db, collections: collections.keys))
             }
             if let stopped, stopped.signedIn.account == start.account, stopped.switches == generation {
                 // The transport refused the account before the switch was recorded: wait for it.
@@ -92,7 +93,7 @@ extension SyncEngine {
                 continue
             }
             do {
-                try await perform(once: once, start.cursor, holdsRows: start.holdsRows,
+                try await perform(once: once, start.cursor, holdsRows: start.holdsRows, lastPulled: start.lastPulled,
                                   signedIn: Signed(account: start.account), switches: switches)
                 return
             } catch is AccountSwitched {
@@ -103,7 +104,7 @@ extension SyncEngine {
     }
 
     /// The loop itself.
-    private func perform(once: Bool, _ saved: SyncCursorRow, holdsRows: Bool, signedIn: Signed,
+    private func perform(once: Bool, _ saved: SyncCursorRow, holdsRows: Bool, lastPulled: Date?, signedIn: Signed,
                          switches: AsyncStream<Int>) async throws {
         let (inputs, input) = AsyncStream.makeStream(of: Input.self)
         // The machine's time is the engine's clock's, counted from now: a test's clock moves it.
@@ -113,6 +114,12 @@ extension SyncEngine {
             liveStream: liveStream && !once, pulls: !collections.isEmpty, random: random, now: LoopInstant(elapsed()))
         var state = LoopState(saved: saved, signedIn: signedIn)
         state.mayHoldRows = holdsRows
+        state.lastSyncedAt = lastPulled
+        // What the database says before any pull: a status line shows the data's age at once.
+        progressUpdates.update { progress in
+            progress.lastSyncedAt = lastPulled
+            progress.isConnected = false
+        }
         if !once { state.demanded = demands.latest }
         try await withThrowingTaskGroup(of: Void.self) { group in
             defer { group.cancelAll() }
@@ -344,7 +351,8 @@ extension SyncEngine {
         case .publishStatus:
             progressUpdates.send(SyncProgress(collection: nil, rows: state.rows, bytes: state.bytes, fraction: status.progress,
                                               isPulling: status.isPulling, failure: status.isPulling ? nil : state.failure as? SyncError,
-                                              isFirstSync: status.isFirstSync))
+                                              isFirstSync: status.isFirstSync, isConnected: status.isConnected,
+                                              lastSyncedAt: state.lastSyncedAt))
         }
     }
 
@@ -355,6 +363,7 @@ extension SyncEngine {
         state.resyncing = false
         state.pageNumber = 0
         state.ended = PullEnded(demand: state.startedAtDemand, failure: nil)
+        state.lastSyncedAt = now()
     }
 
     /// Asks for the page after `page` while it is written, so the server, the network and the
@@ -458,6 +467,8 @@ struct LoopState {
     var landing = false
     var timer: LoopInstant?
     var timerGeneration = 0
+    /// When the last pull completed, for the status.
+    var lastSyncedAt: Date?
     /// Whose rows this loop pulls: every page is written only while that account is signed in.
     let signedIn: SyncEngine.Signed
 

@@ -141,6 +141,14 @@ public final class SyncEngine: Sendable {
         try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM offlinekit_sync_pulled WHERE collection = ?)", arguments: [collection]) ?? false
     }
 
+    /// When the last pull that covered `collection` and wrote (rows, or a new cursor) completed
+    /// on this device; nil before the first. ``SyncProgress/lastSyncedAt`` adds the pulls of this
+    /// launch that brought nothing.
+    public static func lastPulled(_ collection: String, _ db: Database) throws -> Date? {
+        try Double.fetchOne(db, sql: "SELECT lastPulledAt FROM offlinekit_sync_pulled WHERE collection = ?", arguments: [collection])
+            .map(Date.init(timeIntervalSince1970:))
+    }
+
     /// Asks ``run()`` to pull now (the user pulled to refresh, or the app knows something changed).
     public func pullNow() {
         demands.update { $0 += 1 }
@@ -185,6 +193,13 @@ public struct SyncProgress: Sendable, Hashable {
     /// No pull has completed on this device yet (or the server asked it to start again): the
     /// tables fill page by page, so show what has come as still loading, not as up to date.
     public var isFirstSync: Bool = false
+    /// The live stream is open: the server's changes arrive as they happen, not at the next pull.
+    public var isConnected: Bool = false
+    /// When the last pull completed: the tables held the server's rows as of then. At launch,
+    /// the last pull the database recorded (one that landed rows or a cursor: a pull that
+    /// brought nothing writes nothing, and is remembered only while the app runs); nil before
+    /// the first, and after a switch of account.
+    public var lastSyncedAt: Date? = nil
 }
 
 /// Why a pull stopped. For logs; the user sees the connectivity state and the data's age, never

@@ -450,6 +450,40 @@ struct SyncEngineTests {
         }
     }
 
+    @Test("the status says when the last pull completed: at launch from the database, then each pull, one that brought nothing too")
+    func lastSynced() async throws {
+        let file = try temporaryDirectory().appendingPathComponent("notes.sqlite")
+        let time = Locked(Date(timeIntervalSince1970: 1_000))
+        try await Self.withServer { url, feed, wire in
+            try await feed.set("a", Self.body("first"))
+            let notes = try Notes(file: file)
+            func engine(_ connectivity: ConnectivityKind) -> SyncEngine {
+                SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(connectivity),
+                           collections: [notes.collection()], liveStream: false, now: { time.current })
+            }
+            let running = engine(.online)
+            #expect(running.progressUpdates.latest.lastSyncedAt == nil)
+            try await running.pull()
+            #expect(running.progressUpdates.latest.lastSyncedAt == Date(timeIntervalSince1970: 1_000))
+            time.withLock { $0 = Date(timeIntervalSince1970: 2_000) }
+            try await running.pull()
+            #expect(running.progressUpdates.latest.lastSyncedAt == Date(timeIntervalSince1970: 2_000), "a pull that brought nothing")
+            let recorded = try await notes.database.writer.read { db in try SyncEngine.lastPulled("records/notes", db) }
+            #expect(recorded == Date(timeIntervalSince1970: 1_000), "it wrote nothing, so the file keeps the pull that did")
+
+            // Relaunched offline: the status has the file's time before any pull.
+            let relaunched = engine(.offlineHard)
+            let status = try await withThrowingTaskGroup(of: SyncProgress?.self) { group in
+                group.addTask { try await relaunched.run(); return nil }
+                group.addTask { try await relaunched.progress().first("the saved time", within: .seconds(10)) { $0.lastSyncedAt != nil } }
+                defer { group.cancelAll() }
+                return try await group.next() ?? nil
+            }
+            #expect(status?.lastSyncedAt == Date(timeIntervalSince1970: 1_000))
+            #expect(status?.isConnected == false)
+        }
+    }
+
     @Test("offline, a pull is refused before any request is sent")
     func offline() async throws {
         let notes = try Notes()

@@ -83,6 +83,7 @@ struct SyncLiveStreamTests {
                 try await eventually("the server holds the client's stream", within: .seconds(10)) {
                     feed.storage.notifications.listenerCount == 1
                 }
+                _ = try await engine.progress().first("the status connected", within: .seconds(10)) { $0.isConnected }
                 // Besides the pokes, at most two pulls can still come (the first one, and the one
                 // the stream's opening asks for): three changes in turn need the pokes.
                 for (number, id) in ["a", "b", "c"].enumerated() {
