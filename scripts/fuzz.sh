@@ -2,7 +2,8 @@
 # Fuzzes the parsers a hostile peer reaches, with libFuzzer (`swiftc -sanitize=fuzzer`, part of
 # the Swift toolchain on Linux): on the client, the sync page reader, the server-sent event
 # parser, the pack manifest reader, and the response headers the cache and the outbox read; on
-# the server, the request body reader every write route uses and the sync cursor every pull reads. Each target in Fuzz/ is a harness
+# the server, the request body reader every write route uses, the sync cursor every pull reads and
+# the Idempotency-Key field every write carries. Each target in Fuzz/ is a harness
 # and a seed corpus; the harness is compiled with its own source files from Sources/ (internal
 # types stay internal) and OfflineCore, all instrumented and
 # under AddressSanitizer, then run for SECONDS. Inputs found meanwhile go to
@@ -19,7 +20,8 @@ cd "$(dirname "$0")/.."
 seconds=${1:-30}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(SyncPage ServerSentEvents PackManifest ResponseHeaders RequestJSON SyncCursor)
+all=(SyncPage ServerSentEvents PackManifest ResponseHeaders RequestJSON SyncCursor IdempotencyKey)
+((${#targets[@]})) || targets=("${all[@]}")
 
 # The source files each harness is compiled with, besides OfflineCore.
 sources_of() {
@@ -30,7 +32,16 @@ sources_of() {
         ResponseHeaders) echo Sources/OfflineKit/Cache/CacheControl.swift ;;
         RequestJSON) echo Sources/OfflineServer/Application/JSONValue.swift ;;
         SyncCursor) echo Sources/OfflineServer/Sync/SyncCursor.swift ;;
-        *) echo "fuzz: no target $1 (targets: SyncPage ServerSentEvents PackManifest ResponseHeaders RequestJSON SyncCursor)" >&2; exit 2 ;;
+        IdempotencyKey) echo Sources/OfflineServer/Idempotency/IdempotencyKeyField.swift ;;
+        *) echo "fuzz: no target $1 (targets: ${all[*]})" >&2; exit 2 ;;
+    esac
+}
+
+# The libraries each harness links besides OfflineCore, built below: `-I DIR LIBRARY` pairs.
+libraries_of() {
+    case $1 in
+        IdempotencyKey) echo "-I $out/sfv $out/sfv/libRawStructuredFieldValues.a" ;;
+        *) echo "" ;;
     esac
 }
 
@@ -41,10 +52,22 @@ mkdir -p "$out/core"
 quiet() { grep -v "Cannot export local symbol" || true; }
 
 start=$SECONDS
+# OfflineCore, and swift-http-structured-headers' parser (the server reads Idempotency-Key with
+# it; its sources are the package's checkout, there once `swift build` resolved it), side by side.
+sfv=.build/checkouts/swift-http-structured-headers/Sources/RawStructuredFieldValues
+[[ -d $sfv ]] || { echo "fuzz: no $sfv: run swift build first" >&2; exit 1; }
+mkdir -p "$out/sfv"
+library() {
+    local name=$1 dir=$2
+    shift 2
+    swiftc "${flags[@]}" -module-name "$name" -emit-module -emit-module-path "$dir/$name.swiftmodule" \
+        -emit-library -static -o "$dir/lib$name.a" "$@" 2>&1 | quiet
+    test "${PIPESTATUS[0]}" -eq 0
+}
 mapfile -t core < <(find Sources/OfflineCore -name '*.swift' | sort)
-swiftc "${flags[@]}" -module-name OfflineCore -emit-module -emit-module-path "$out/core/OfflineCore.swiftmodule" \
-    -emit-library -static -o "$out/core/libOfflineCore.a" "${core[@]}" 2>&1 | quiet
-test "${PIPESTATUS[0]}" -eq 0
+library OfflineCore "$out/core" "${core[@]}" &
+library RawStructuredFieldValues "$out/sfv" "$sfv"/*.swift &
+wait -n && wait -n || { echo "fuzz: a library did not build" >&2; exit 1; }
 
 # The targets are built, then run, as many at a time as the machine has cores: each build and
 # each libFuzzer run uses one. `each FUNCTION` runs FUNCTION NAME for every target and leaves
@@ -60,10 +83,12 @@ each() {
 }
 
 build() {
-    local name=$1 own
+    local name=$1 own libraries
     read -r -a own <<<"$(sources_of "$name")"
+    read -r -a libraries <<<"$(libraries_of "$name")"
+    # Archives after the objects that use them, as the linker reads them in order.
     swiftc "${flags[@]}" -module-name "${name}Fuzz" -I "$out/core" -o "$out/$name/fuzz" \
-        Fuzz/"$name"/*.swift "${own[@]}" "$out/core/libOfflineCore.a" >"$out/$name/build.log" 2>&1
+        Fuzz/"$name"/*.swift "${own[@]}" "$out/core/libOfflineCore.a" "${libraries[@]}" >"$out/$name/build.log" 2>&1
 }
 
 # New inputs go to the first folder; the seeds are only read. Leaks are not looked for, neither

@@ -4,7 +4,6 @@ import HTTPTypes
 import Hummingbird
 import NIOConcurrencyHelpers
 import NIOCore
-import RawStructuredFieldValues
 
 /// Exactly-once writes: a write's `Idempotency-Key`, the route's database effect and the answer
 /// kept for the key commit in one short database transaction, or none of them does.
@@ -94,7 +93,7 @@ struct IdempotentWrites: RouterMiddleware {
             return try await next(request, context)
         }
         if requiresUser { _ = try context.requireUser() }
-        guard let key = request.headers[Self.keyField].flatMap(Self.parseKey) else {
+        guard let key = request.headers[Self.keyField].flatMap(IdempotencyKeyField.parse) else {
             return Self.problem(.badRequest, "Idempotency-Key missing",
                                 "This request must carry an Idempotency-Key header (a quoted string of 1 to 255 characters).")
         }
@@ -290,32 +289,6 @@ extension OfflineRequestContext {
 }
 
 extension IdempotentWrites {
-    /// The key from the field's value: an RFC 8941 sf-string (`"abc"`), read with
-    /// swift-http-structured-headers; a bare sf-token is accepted too. 1 to 255 visible ASCII
-    /// characters, without quotes or backslashes.
-    static func parseKey(_ value: String) -> String? {
-        // What clients send: a quoted string without escapes or parameters, read here without
-        // the general parser, which cost more than storing the key.
-        let bytes = value.utf8
-        if bytes.count >= 3, bytes.first == UInt8(ascii: "\""), bytes.last == UInt8(ascii: "\""), bytes.count <= 257 {
-            let inner = bytes.dropFirst().dropLast()
-            if inner.allSatisfy({ (0x21...0x7E).contains($0) && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) {
-                return String(decoding: inner, as: UTF8.self)
-            }
-        }
-        var parser = StructuredFieldValueParser(Array(value.utf8))
-        guard let item = try? parser.parseItemFieldValue() else { return nil }
-        let key: String
-        switch item.rfc9651BareItem {
-        case .string(let string): key = string
-        case .token(let token): key = token
-        default: return nil
-        }
-        guard (1...255).contains(key.utf8.count),
-              key.utf8.allSatisfy({ (0x21...0x7E).contains($0) && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) else { return nil }
-        return key
-    }
-
     /// What makes two requests the same one: method, path with query, and body.
     static func fingerprint(method: String, path: String, body: ByteBuffer) -> String {
         var hasher = SHA256()

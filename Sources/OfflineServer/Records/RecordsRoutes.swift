@@ -80,7 +80,7 @@ extension Router where Context == OfflineRequestContext {
         group.delete(":collection/:id") { request, context in
             let owner = try context.requireUser().id
             let (collection, id) = (try context.pathParameter("collection"), try context.pathParameter("id"))
-            let key = request.headers[IdempotentWrites.keyField].flatMap(IdempotentWrites.parseKey)
+            let key = request.headers[IdempotentWrites.keyField].flatMap(IdempotencyKeyField.parse)
             return try await context.commitWrite(on: storage) { db in
                 _ = try records.apply(.delete, owner: owner, collection: collection, id: id, key: key, in: db)
                 return WriteAnswer(status: .noContent)
@@ -105,7 +105,7 @@ private func write(
         return problemResponse(refusal.status, refusal.detail)
     }
     if let refusal = RecordRules.refusal(request.method, object, collection: collection) { return refusal }
-    let key = request.headers[IdempotentWrites.keyField].flatMap(IdempotentWrites.parseKey)
+    let key = request.headers[IdempotentWrites.keyField].flatMap(IdempotencyKeyField.parse)
     let write = make(object)
     let limit = context.maxUploadSize
     do {

@@ -228,7 +228,7 @@ struct IdempotentWritesTests {
         (" \"abc\" ", "abc"), ("\"abc\";v=1", "abc"), ("\"ab\\\"c\"", nil), ("\"abc", nil), ("42", nil), ("\"a\", \"b\"", nil),
     ] as [(String, String?)])
     func parsesKeys(raw: String, expected: String?) {
-        #expect(IdempotentWrites.parseKey(raw) == expected)
+        #expect(IdempotencyKeyField.parse(raw) == expected)
     }
 }
 
