@@ -1,0 +1,43 @@
+import Foundation
+import OfflineCore
+@testable import OfflineKit
+import OfflineKitTesting
+import Testing
+
+/// The client's one status value, against the real server on loopback.
+@Suite("OfflineClient status", .timeLimit(.minutes(1)))
+struct OfflineClientStatusTests {
+    /// The first status of a new subscription that `matches`.
+    static func status(_ client: OfflineClient, _ expectation: String,
+                       where matches: @escaping @Sendable (OfflineClientStatus) -> Bool) async throws -> OfflineClientStatus {
+        try await client.status().first(expectation, within: .seconds(10), where: matches)
+    }
+
+    @Test("status() carries the connection, the last sync, the writes on their way and those of another account, as each changes")
+    func followsEverything() async throws {
+        try await AccountSwitchTests.withServer(ana: [("a", "first")], ben: [("b", "ben's")]) { url, _, _ in
+            let notes = try SyncEngineTests.Notes()
+            try await AccountSwitchTests.withAnaSignedIn(notes, url) { client, sync in
+                let start = try await Self.status(client, "online, nothing pulled or queued") { $0.connectivity.isReachable }
+                #expect(start.sync?.lastSyncedAt == nil && start.uploading == 0 && start.failedWrites == 0)
+
+                try await sync.pull()
+                let pulled = try await Self.status(client, "a last sync") { $0.sync?.lastSyncedAt != nil }
+                #expect(pulled.sync?.isFirstSync == false)
+
+                try await AccountSwitchTests.edit(client, "a", "edited")
+                _ = try await Self.status(client, "one write on its way") { $0.uploading == 1 }
+                try await client.drainer.drain()
+                _ = try await Self.status(client, "the write acknowledged") { $0.uploading == 0 && $0.failedWrites == 0 }
+
+                try await AccountSwitchTests.edit(client, "a", "edited again")
+                try await client.switchAccount(to: "ben", tokens: AccountSwitchTests.tokens("ben", url))
+                let switched = try await Self.status(client, "Ana's write paused") { $0.waitingForOtherAccounts == 1 }
+                #expect(switched.uploading == 0)
+                #expect(switched.sync?.lastSyncedAt == nil, "Ben has pulled nothing yet: \(String(describing: switched.sync))")
+                try await sync.pull()
+                _ = try await Self.status(client, "Ben's last sync") { $0.sync?.lastSyncedAt != nil }
+            }
+        }
+    }
+}
