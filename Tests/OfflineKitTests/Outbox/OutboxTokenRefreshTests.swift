@@ -25,7 +25,11 @@ struct OutboxTokenRefreshTests {
 
                 // While the answer is lost, every access token the server gave out expires.
                 let wire = ExpiringWire(http) {
-                    let database = try DatabaseQueue(path: serverFolder.appendingPathComponent("server.sqlite").path)
+                    // The server writes to its file meanwhile (its capture of changes for sync):
+                    // wait for its lock rather than fail at once with SQLITE_BUSY.
+                    var busy = Configuration()
+                    busy.busyMode = .timeout(10)
+                    let database = try DatabaseQueue(path: serverFolder.appendingPathComponent("server.sqlite").path, configuration: busy)
                     try await database.write { db in try db.execute(sql: "UPDATE access_token SET expires_at = 0") }
                 }
                 let session = SignInSession(serverURL: url, name: "ana", password: AccountSeed.demoPassword, transport: http)
