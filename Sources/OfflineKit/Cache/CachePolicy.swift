@@ -51,12 +51,15 @@ enum CachePlan: Sendable, Hashable {
     }
 
     /// Whether a read planned this way while the monitor is still `unknown` should wait for its
-    /// first verdict: only when the plan, decided as if unreachable, has nothing to serve and the
-    /// policy may ask the network. A stored copy is served at once.
+    /// first verdict: when the plan, decided as if unreachable, has nothing to serve and the
+    /// policy may ask the network; and for `networkFirst`, whose stored copy is the fallback
+    /// after the network, not the answer (it waits within its own deadline). Other policies
+    /// serve a stored copy at once.
     func waitsForFirstVerdict(policy: CachePolicy) -> Bool {
         switch self {
         case .neverLoadedAndOffline, .offline: policy != .cacheOnly
-        case .serveCache, .serveCacheThenRevalidate, .fetch, .notCached: false
+        case .serveCache: if case .networkFirst = policy { true } else { false }
+        case .serveCacheThenRevalidate, .fetch, .notCached: false
         }
     }
 

@@ -207,9 +207,9 @@ extension ResponseCache {
         }
         var plan = storedPlan
         if status.kind == .unknown, plan.waitsForFirstVerdict(policy: query.policy) {
-            // Nothing stored to show: wait briefly for the monitor's first verdict (see load(_:)).
-            let reachable = try await firstVerdict().isReachable
-            plan = CachePlan.decide(policy: query.policy, entry: entry?.freshness, reachable: reachable, now: self.now())
+            // Nothing stored to show, or a networkFirst read: wait briefly for the monitor's
+            // first verdict (see load(_:)).
+            plan = try await planAfterFirstVerdict(query, entry: entry?.freshness)
         }
         switch plan {
         case .serveCache:

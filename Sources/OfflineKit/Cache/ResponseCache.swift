@@ -101,7 +101,9 @@ public final class ResponseCache: Sendable {
     /// still answered at once; a read that needs the network waits for the monitor's first
     /// verdict, at most ``firstVerdictTimeout``, and then goes by it. So a first load at launch
     /// succeeds while the server is up, and fails calmly with
-    /// ``CacheError/neverLoadedAndOffline`` when no verdict comes in time.
+    /// ``CacheError/neverLoadedAndOffline`` when no verdict comes in time. A `networkFirst`
+    /// read waits too when a copy is stored, since it asks the server first: within its own
+    /// timeout, which the wait counts against; without a verdict by then, the stored copy.
     ///
     /// - Throws: ``CacheError``, or `CancellationError`.
     public func load(_ query: CacheQuery) async throws -> CachedResponse {
@@ -110,8 +112,7 @@ public final class ResponseCache: Sendable {
         let status = connectivity.status
         var plan = CachePlan.decide(policy: query.policy, entry: entry?.freshness, reachable: status.isReachable, now: now())
         if status.kind == .unknown, plan.waitsForFirstVerdict(policy: query.policy) {
-            let reachable = try await firstVerdict().isReachable
-            plan = CachePlan.decide(policy: query.policy, entry: entry?.freshness, reachable: reachable, now: now())
+            plan = try await planAfterFirstVerdict(query, entry: entry?.freshness)
         }
         switch plan {
         case .serveCache:
@@ -147,17 +148,32 @@ public final class ResponseCache: Sendable {
         return try await fetch(query, entry: entry, timeout: timeout, fallBackToCache: false, records: records)
     }
 
+    /// The plan of a read at launch that waited for the monitor's first verdict
+    /// (``CachePlan/waitsForFirstVerdict(policy:)``), decided once it came. A `networkFirst` read
+    /// with a stored copy waits within its own timeout, and its request gets what is left of it:
+    /// the stored copy when nothing is, or no verdict came.
+    func planAfterFirstVerdict(_ query: CacheQuery, entry: CacheFreshness?) async throws -> CachePlan {
+        guard case .networkFirst(let timeout) = query.policy, entry != nil else {
+            let reachable = try await firstVerdict().isReachable
+            return CachePlan.decide(policy: query.policy, entry: entry, reachable: reachable, now: now())
+        }
+        let waited = clock.stopwatch()
+        let reachable = try await firstVerdict(within: min(timeout, firstVerdictTimeout)).isReachable
+        let left = timeout - waited()
+        return reachable && left > .zero ? .fetch(fallBackToCache: true, timeout: left) : .serveCache
+    }
+
     /// The monitor's status, once it is more than `unknown`: at once when it already is,
-    /// otherwise its first verdict, or (after ``firstVerdictTimeout`` on the injected clock
-    /// without one) the status then, still `unknown` and so not reachable.
+    /// otherwise its first verdict, or (after `limit`, ``firstVerdictTimeout`` unless told, on the
+    /// injected clock without one) the status then, still `unknown` and so not reachable.
     ///
     /// - Throws: `CancellationError` when the calling task is cancelled while waiting.
-    func firstVerdict() async throws -> ConnectivityStatus {
+    func firstVerdict(within limit: Duration? = nil) async throws -> ConnectivityStatus {
         let connectivity = connectivity
         let current = connectivity.status
         guard current.kind == .unknown else { return current }
         let clock = clock
-        let timeout = firstVerdictTimeout
+        let timeout = limit ?? firstVerdictTimeout
         let updates = connectivity.statusUpdates()
         let verdict = await withTaskGroup(of: ConnectivityStatus?.self) { group in
             group.addTask {

@@ -142,8 +142,45 @@ struct FirstVerdictTests {
         #expect(transport.requests.isEmpty)
     }
 
+    @Test("networkFirst with a stored copy asks the server first at launch: online 1 s later, the server's answer; no verdict by its 3 s deadline, the stored copy")
+    func networkFirstWaitsWithinItsDeadline() async throws {
+        let database = try OfflineDatabase.inMemory()
+        let online = SubscriptionSignalingMonitor(.online)
+        let seed = CacheQuery(TransportRequest(url: url), policy: .cacheFirst, user: "alice")
+        _ = try await ResponseCache(database: database, transport: cartTransport(expectOnline: online), connectivity: online).load(seed)
+        let query = CacheQuery(TransportRequest(url: url), policy: .networkFirst, user: "alice")
+
+        let monitor = SubscriptionSignalingMonitor(.unknown)
+        let transport = cartTransport(expectOnline: monitor)
+        let clock = TestClock()
+        let cache = ResponseCache(database: database, transport: transport, connectivity: monitor, clock: clock)
+        var subscribed = monitor.subscriptions.makeAsyncIterator()
+        let load = Task { try await cache.load(query) }
+        await subscribed.next()
+        await clock.advance(by: .seconds(1))
+        monitor.fake.set(.online)
+        #expect(try await load.value.metadata.source == .network)
+        #expect(transport.requests.count == 1)
+
+        let silent = SubscriptionSignalingMonitor(.unknown)
+        let silentClock = TestClock()
+        let unanswered = RecordingTransport()
+        let waiting = ResponseCache(database: database, transport: unanswered, connectivity: silent, clock: silentClock)
+        var silentSubscribed = silent.subscriptions.makeAsyncIterator()
+        let finished = Locked(false)
+        let fallback = Task {
+            defer { finished.withLock { $0 = true } }
+            return try await waiting.load(query)
+        }
+        await silentSubscribed.next()
+        let waited = await advance(silentClock, until: fallback, finished: finished)
+        #expect(try await fallback.value.metadata.source == .cache)
+        #expect(waited >= .seconds(3), "not before the deadline")
+        #expect(unanswered.requests.isEmpty)
+    }
+
     @Test("a stored copy is answered at once while unknown, without waiting or a request",
-          arguments: [CachePolicy.cacheFirst, .networkFirst, .staleWhileRevalidate(maxStaleness: .seconds(60)), .cacheOnly])
+          arguments: [CachePolicy.cacheFirst, .staleWhileRevalidate(maxStaleness: .seconds(60)), .cacheOnly])
     func storedCopyAtOnce(_ policy: CachePolicy) async throws {
         let database = try OfflineDatabase.inMemory()
         let online = SubscriptionSignalingMonitor(.online)
