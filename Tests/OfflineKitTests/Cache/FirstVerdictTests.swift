@@ -27,16 +27,24 @@ final class SubscriptionSignalingMonitor: ConnectivitySource, Sendable {
     func report(_ outcome: RequestOutcome) { fake.report(outcome) }
 }
 
-/// Advances `clock` in 100 ms steps until `task` has finished, and returns how far it went: the
-/// waiting read's sleep may start a little after the test starts advancing.
-func advance<T: Sendable>(_ clock: TestClock<Duration>, until task: Task<T, any Error>, finished: Locked<Bool>) async -> Duration {
+/// Runs `read`, and once it waits for the verdict (`subscribed` says so) advances `clock` in
+/// 100 ms steps until it ends: its result, and how far the clock went (the read's sleep may start
+/// a little after the test starts advancing).
+func untilDone<T: Sendable>(_ clock: TestClock<Duration>, after subscribed: inout AsyncStream<Void>.Iterator,
+                            _ read: @escaping @Sendable () async throws -> T) async -> (result: Result<T, any Error>, waited: Duration) {
+    let finished = Locked(false)
+    let task = Task {
+        defer { finished.withLock { $0 = true } }
+        return try await read()
+    }
+    _ = await subscribed.next()
     var advanced = Duration.zero
     while !finished.current, advanced < .seconds(60) {
         await clock.advance(by: .milliseconds(100))
         advanced += .milliseconds(100)
         await Task.yield()
     }
-    return advanced
+    return (await task.result, advanced)
 }
 
 @Suite("A read at launch, before the monitor's first verdict", .timeLimit(.minutes(1)))
@@ -80,14 +88,10 @@ struct FirstVerdictTests {
         #expect(cache.firstVerdictTimeout == .seconds(3))
         var subscribed = monitor.subscriptions.makeAsyncIterator()
 
-        let finished = Locked(false)
-        let load = Task {
-            defer { finished.withLock { $0 = true } }
-            return try await cache.load(CacheQuery(TransportRequest(url: url), user: "alice"))
+        let (result, waited) = await untilDone(clock, after: &subscribed) { [url] in
+            try await cache.load(CacheQuery(TransportRequest(url: url), user: "alice"))
         }
-        await subscribed.next()
-        let waited = await advance(clock, until: load, finished: finished)
-        await #expect(throws: CacheError.neverLoadedAndOffline) { try await load.value }
+        #expect(throws: CacheError.neverLoadedAndOffline) { try result.get() }
         #expect(waited >= .seconds(3), "not before the deadline")
         #expect(transport.requests.isEmpty)
     }
@@ -116,15 +120,11 @@ struct FirstVerdictTests {
         let silentClock = TestClock()
         let unanswered = ResponseCache(database: try .inMemory(), transport: RecordingTransport(), connectivity: silent, clock: silentClock)
         var waiting = silent.subscriptions.makeAsyncIterator()
-        let finished = Locked(false)
-        let observed = Task { () throws -> [CacheSnapshot?] in
-            defer { finished.withLock { $0 = true } }
+        let (observed, waited) = await untilDone(silentClock, after: &waiting) { [url] () -> [CacheSnapshot?] in
             var unknownSnapshots = unanswered.observe(CacheQuery(TransportRequest(url: url), user: "alice")).makeAsyncIterator()
             return [await unknownSnapshots.next(), await unknownSnapshots.next()]
         }
-        await waiting.next()
-        let waited = await advance(silentClock, until: observed, finished: finished)
-        #expect(try await observed.value == [.loading, .unavailable(.neverLoadedAndOffline)])
+        #expect(try observed.get() == [.loading, .unavailable(.neverLoadedAndOffline)])
         #expect(waited >= .seconds(3), "not before the deadline")
     }
 
@@ -167,14 +167,8 @@ struct FirstVerdictTests {
         let unanswered = RecordingTransport()
         let waiting = ResponseCache(database: database, transport: unanswered, connectivity: silent, clock: silentClock)
         var silentSubscribed = silent.subscriptions.makeAsyncIterator()
-        let finished = Locked(false)
-        let fallback = Task {
-            defer { finished.withLock { $0 = true } }
-            return try await waiting.load(query)
-        }
-        await silentSubscribed.next()
-        let waited = await advance(silentClock, until: fallback, finished: finished)
-        #expect(try await fallback.value.metadata.source == .cache)
+        let (fallback, waited) = await untilDone(silentClock, after: &silentSubscribed) { try await waiting.load(query) }
+        #expect(try fallback.get().metadata.source == .cache)
         #expect(waited >= .seconds(3), "not before the deadline")
         #expect(unanswered.requests.isEmpty)
     }
@@ -207,14 +201,8 @@ struct FirstVerdictTests {
         let query = CacheQuery(TransportRequest(url: url), user: "alice")
         var subscribed = monitor.subscriptions.makeAsyncIterator()
 
-        let finished = Locked(false)
-        let timedOut = Task {
-            defer { finished.withLock { $0 = true } }
-            return try await cache.refresh(query)
-        }
-        await subscribed.next()
-        let waited = await advance(clock, until: timedOut, finished: finished)
-        await #expect(throws: CacheError.offline) { try await timedOut.value }
+        let (timedOut, waited) = await untilDone(clock, after: &subscribed) { try await cache.refresh(query) }
+        #expect(throws: CacheError.offline) { try timedOut.get() }
         #expect(waited >= .seconds(3))
 
         let refresh = Task { try await cache.refresh(query) }
