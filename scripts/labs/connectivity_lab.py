@@ -29,7 +29,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("OFFLINEKIT_BIN", os.path.join(ROOT, ".build", "debug", "offline"))
 LINK_REPEATS = int(os.environ.get("LAB_LINK_REPEATS", "10"))
-REPEATS = int(os.environ.get("LAB_REPEATS", "3"))
+# Two fault rounds in CI (each about 44 s, most of it the 5 s anti-flap rule waited out four
+# times); the table in docs/connectivity.md was measured with three.
+REPEATS = int(os.environ.get("LAB_REPEATS", "2"))
 SOAK = float(os.environ.get("LAB_SOAK_SECONDS", "30"))
 
 TAG = str(os.getpid())
