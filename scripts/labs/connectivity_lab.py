@@ -32,7 +32,7 @@ LINK_REPEATS = int(os.environ.get("LAB_LINK_REPEATS", "10"))
 # Two fault rounds in CI (each about 44 s, most of it the 5 s anti-flap rule waited out four
 # times); the table in docs/connectivity.md was measured with three.
 REPEATS = int(os.environ.get("LAB_REPEATS", "2"))
-SOAK = float(os.environ.get("LAB_SOAK_SECONDS", "30"))
+SOAK = float(os.environ.get("LAB_SOAK_SECONDS", "20"))
 
 TAG = str(os.getpid())
 SERVER_NS, CLIENT_NS = f"okl-srv-{TAG}", f"okl-cli-{TAG}"
