@@ -190,8 +190,8 @@ extension SyncEngine {
         let settled = try Row.fetchAll(db, sql: """
             SELECT id, value FROM offlinekit_sync_held AS held WHERE collection = ? AND NOT EXISTS (
                 SELECT 1 FROM offlinekit_outbox WHERE recordCollection = held.collection AND recordID = held.id
-                AND state IN ('pending', 'in-flight') AND account IS (SELECT account FROM offlinekit_outbox_account WHERE id = 1))
-            """, arguments: [collection.name])
+                AND state IN ('pending', 'in-flight') AND account IS ?)
+            """, arguments: [collection.name, Outbox.account(db)])
         guard !settled.isEmpty else { return }
         let newer = Set(changes.map(\.id))
         let conflicts = ConflictLedger(collection: collection)
@@ -217,9 +217,8 @@ extension SyncEngine {
         var writes: [String: [Data]] = [:]
         for row in try Row.fetchAll(db, sql: """
             SELECT recordID, payload FROM offlinekit_outbox WHERE recordCollection = ? AND recordID IS NOT NULL
-            AND state IN ('pending', 'in-flight') AND account IS (SELECT account FROM offlinekit_outbox_account WHERE id = 1)
-            ORDER BY sequence
-            """, arguments: [collection]) {
+            AND state IN ('pending', 'in-flight') AND account IS ? ORDER BY sequence
+            """, arguments: [collection, Outbox.account(db)]) {
             writes[row["recordID"], default: []].append(row["payload"] ?? Data())
         }
         return writes
