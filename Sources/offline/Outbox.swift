@@ -15,7 +15,14 @@ extension Offline {
 
 extension Offline.Outbox {
     struct DatabaseOptions: ParsableArguments {
-        @Option(help: "The app database (SQLite file) holding the outbox.") var db: String
+        @Option(help: "The app database (SQLite file): its outbox and synced tables.") var db: String
+
+        /// The database at `db`, which must exist: a status is read, never made.
+        func openExisting() throws -> OfflineDatabase {
+            let url = URL(fileURLWithPath: db)
+            guard FileManager.default.fileExists(atPath: url.path) else { throw ValidationError("No database at \(url.path).") }
+            return try OfflineDatabase.open(at: url)
+        }
     }
 
     /// Who the writes belong to: records are their owner's alone.
@@ -160,11 +167,7 @@ extension Offline.Outbox {
         @OptionGroup var database: DatabaseOptions
 
         func run() async throws {
-            let url = URL(fileURLWithPath: database.db)
-            guard FileManager.default.fileExists(atPath: url.path) else {
-                throw ValidationError("No database at \(url.path).")
-            }
-            let outbox = OfflineKit.Outbox(database: try OfflineDatabase.open(at: url), operations: [])
+            let outbox = OfflineKit.Outbox(database: try database.openExisting(), operations: [])
             let snapshot = try await outbox.snapshot()
             print("pending: \(snapshot.pendingCount)")
             print("in flight: \(snapshot.inFlightCount)")

@@ -120,16 +120,14 @@ extension Offline.Sync {
         static let configuration = CommandConfiguration(
             abstract: "Print where sync stands in the SQLite file: rows, the first sync, the last pull, the edits on their way.")
 
-        @Option(help: "The app database (SQLite file) the rows were pulled into.") var db: String
+        @OptionGroup var file: Offline.Outbox.DatabaseOptions
         @Option(help: "The records collection synced.") var collection = "items"
         @Option(name: .customLong("synced"), help: "A collection of the server's sync rules synced instead, by its exact name.")
         var rulesCollection: String?
 
         func run() async throws {
-            let url = URL(fileURLWithPath: db)
-            guard FileManager.default.fileExists(atPath: url.path) else { throw ValidationError("No database at \(url.path).") }
             let name = rulesCollection ?? "records/" + collection
-            let database = try OfflineDatabase.open(at: url)
+            let database = try file.openExisting()
             let (rows, pulled, last, pending) = try await database.writer.read { db in
                 let rows = try db.tableExists("synced_record") ? try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM synced_record") ?? 0 : 0
                 return (rows, try SyncEngine.hasPulled(name, db), try SyncEngine.lastPulled(name, db),
