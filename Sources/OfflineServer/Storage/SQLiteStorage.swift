@@ -30,6 +30,9 @@ struct SQLiteStorage: ServerStorage {
             var configuration = Configuration()
             guard let directory else { return try DatabaseQueue(configuration: configuration) }
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            // Another process, or this one's previous storage still closing (its last connection
+            // checkpoints the WAL under an exclusive lock), may hold the file for a moment.
+            configuration.busyMode = .timeout(5)
             configuration.prepareDatabase { db in
                 try db.execute(sql: "PRAGMA synchronous = NORMAL")
             }
