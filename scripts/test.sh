@@ -48,17 +48,37 @@ test "${PIPESTATUS[0]}" -eq 0
 
 passed=0
 failed=0
+report() { # lab, status, seconds
+    if [[ "$2" -eq 0 ]]; then
+        passed=$((passed + 1))
+        echo "== lab passed in $3 s: $1"
+    else
+        failed=$((failed + 1))
+        echo "== lab FAILED after $3 s: $1"
+    fi
+}
+# The connectivity lab spends most of its 150 s waiting out the monitor's own timers (the 5 s
+# anti-flap rule, probe intervals, a 20 s soak) in namespaces of its own: it runs beside the
+# others, its output kept and printed once it ends. Its limits (10 to 90 s for each verdict) are
+# far above what the load of a lab beside it adds.
+beside=scripts/labs/20-connectivity.sh
+beside_log=$(mktemp)
+beside_started=$SECONDS
+bash "$beside" > "$beside_log" 2>&1 &
+beside_pid=$!
 for lab in scripts/labs/*.sh; do
-    [[ -e "$lab" ]] || continue
+    [[ -e "$lab" && "$lab" != "$beside" ]] || continue
     echo "== lab: $lab"
     started=$SECONDS
-    if bash "$lab"; then
-        passed=$((passed + 1))
-        echo "== lab passed in $((SECONDS - started)) s: $lab"
-    else
-        echo "== lab FAILED after $((SECONDS - started)) s: $lab"
-        failed=$((failed + 1))
-    fi
+    status=0
+    bash "$lab" || status=$?
+    report "$lab" "$status" "$((SECONDS - started))"
 done
+status=0
+wait "$beside_pid" || status=$?
+echo "== lab (run beside the others): $beside"
+cat "$beside_log"
+rm -f "$beside_log"
+report "$beside" "$status" "$((SECONDS - beside_started))"
 echo "labs: $passed passed, $failed failed"
 test "$failed" -eq 0
