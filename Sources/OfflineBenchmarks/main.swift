@@ -12,6 +12,7 @@ let benchmarks: [(name: String, run: () async throws -> Void)] = [
     ("server-cost", runServerCostBenchmark),
     ("sync", runSyncBenchmark),
     ("capture", runCaptureBenchmark),
+    ("move-out", runMoveOutBenchmark),
 ]
 
 // The cache benchmark's child process, run in a new process for each first open it times.
