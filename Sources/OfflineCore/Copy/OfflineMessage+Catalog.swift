@@ -155,5 +155,7 @@ extension OfflineMessage {
         .internetRequiredFirstTime, .updatedAt("%@"), .refresh, .retry, .unavailableOffline,
         // Sync.
         .changedElsewhere,
+        .oneChangeNeedsAttention, .changesNeedAttention("%@"), .dataAppearsWhenOnline, .oneChangeWillSync, .changesWillSync("%@"),
+        .sendingOneChange, .sendingChanges("%@"), .syncing, .upToDate,
     ]
 }

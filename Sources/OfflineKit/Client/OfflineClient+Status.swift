@@ -3,8 +3,8 @@
 ///
 /// ```swift
 /// for await status in client.status() {
-///     syncLine = status.uploading > 0 ? "\(status.uploading) changes to send" : "All changes sent"
-///     updated = status.sync?.lastSyncedAt
+///     statusBar.text = status.line.messages(updated: { $0.formatted(date: .omitted, time: .shortened) })
+///         .map(\.text).joined(separator: " · ")   // "Offline mode · 2 changes will sync when you’re back online."
 /// }
 /// ```
 public struct OfflineClientStatus: Sendable, Hashable {
@@ -19,6 +19,12 @@ public struct OfflineClientStatus: Sendable, Hashable {
     public var failedWrites: Int
     /// Writes of other accounts, paused until they sign in again.
     public var waitingForOtherAccounts: Int
+
+    /// The one line to show about it, in the product's words (``SyncStatusLine``).
+    public var line: SyncStatusLine {
+        SyncStatusLine(connectivity: connectivity.kind, isPulling: sync?.isPulling ?? false, uploading: uploading,
+                       failedWrites: failedWrites, lastSyncedAt: sync?.lastSyncedAt)
+    }
 }
 
 extension OfflineClient {

@@ -20,13 +20,17 @@ struct OfflineClientStatusTests {
             try await AccountSwitchTests.withAnaSignedIn(notes, url) { client, sync in
                 let start = try await Self.status(client, "online, nothing pulled or queued") { $0.connectivity.isReachable }
                 #expect(start.sync?.lastSyncedAt == nil && start.uploading == 0 && start.failedWrites == 0)
+                #expect(start.line == .upToDate(lastSyncedAt: nil))
 
                 try await sync.pull()
                 let pulled = try await Self.status(client, "a last sync") { $0.sync?.lastSyncedAt != nil }
                 #expect(pulled.sync?.isFirstSync == false)
+                #expect(pulled.line == .upToDate(lastSyncedAt: pulled.sync?.lastSyncedAt))
 
                 try await AccountSwitchTests.edit(client, "a", "edited")
-                _ = try await Self.status(client, "one write on its way") { $0.uploading == 1 }
+                let sending = try await Self.status(client, "one write on its way") { $0.uploading == 1 }
+                #expect(sending.line == .sending(1))
+                #expect(sending.line.messages(updated: { _ in "" }) == [.sendingOneChange])
                 try await client.drainer.drain()
                 _ = try await Self.status(client, "the write acknowledged") { $0.uploading == 0 && $0.failedWrites == 0 }
 
