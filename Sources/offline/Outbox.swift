@@ -19,7 +19,12 @@ extension Offline.Outbox {
 
         /// The database at `db`, which must exist: a status is read, never made.
         func openExisting() throws -> OfflineDatabase {
-            let url = URL(fileURLWithPath: db)
+            try Self.openExisting(db)
+        }
+
+        /// The database at `path`, which must exist.
+        static func openExisting(_ path: String) throws -> OfflineDatabase {
+            let url = URL(fileURLWithPath: path)
             guard FileManager.default.fileExists(atPath: url.path) else { throw ValidationError("No database at \(url.path).") }
             return try OfflineDatabase.open(at: url)
         }

@@ -10,7 +10,9 @@ extension Offline {
             abstract: "Print the connectivity status, its reason and evidence.",
             discussion: """
                 Without --watch, prints the first measured status and exits. With --watch, prints \
-                every change until SIGINT or SIGTERM.
+                every change until SIGINT or SIGTERM. With --db, each status comes with the status \
+                line an app shows for that database at that moment: its changes waiting or refused, \
+                and when it was last synced.
                 """
         )
 
@@ -35,6 +37,8 @@ extension Offline {
         var eventsURL: String?
         @Option(help: "The account the event stream signs in as.") var user = "ana"
         @Option(help: "Its password.") var password = "offline-demo"
+        @Option(help: "An app database (SQLite file) whose status line to print beside each status: the writes its outbox holds, its last sync.")
+        var db: String?
         @Flag(help: "Print every change until interrupted.") var watch = false
         @Flag(help: "Print one JSON object per line.") var json = false
         @Flag(name: .customLong("log-requests"),
@@ -61,6 +65,7 @@ extension Offline {
                 timeout: .seconds(timeout)
             )
             let monitor = ConnectivityMonitor(probe: probe, policy: policy)
+            let database = try db.map(Offline.Outbox.DatabaseOptions.openExisting)
             let printer = StatusPrinter(json: json)
             try await withInterruption {
                 await withThrowingTaskGroup(of: Void.self) { group in
@@ -73,12 +78,23 @@ extension Offline {
                     }
                     for await status in monitor.statusUpdates() {
                         if status.kind == .unknown && !watch { continue }
-                        printer.print(watch ? status : monitor.status)
+                        let shown = watch ? status : monitor.status
+                        var line: SyncStatusLine?
+                        if let database { line = try? await statusLine(shown, in: database) }
+                        printer.print(shown, line: line)
                         if !watch { break }
                     }
                     group.cancelAll()
                 }
             }
+        }
+
+        /// The line an app shows for `database` with `status`: no pull runs in this process.
+        private func statusLine(_ status: ConnectivityStatus, in database: OfflineDatabase) async throws -> SyncStatusLine {
+            let queue = try await OfflineKit.Outbox(database: database, operations: []).snapshot()
+            let synced = try await database.writer.read { db in try SyncEngine.lastSynced(db) }
+            return SyncStatusLine(connectivity: status.kind, isPulling: false, uploading: queue.pendingCount + queue.inFlightCount,
+                                  failedWrites: queue.failures.count, lastSyncedAt: synced)
         }
 
         /// Holds the event stream the way a ``SyncEngine`` does (with nothing to pull), through a
@@ -138,15 +154,21 @@ struct StatusPrinter: Sendable {
         var since: String
         var sinceUnix: Double
         var evidence: ConnectivityEvidence
+        /// The status line of the database given with --db, in the product's words.
+        var line: String?
     }
 
-    func print(_ status: ConnectivityStatus) {
+    /// Prints `status`, and with it `line`, the status line of an app database.
+    func print(_ status: ConnectivityStatus, line: SyncStatusLine? = nil) {
+        let words = line.map { line in
+            line.messages(updated: { $0.formatted(date: .omitted, time: .shortened) }).map(\.text).joined(separator: " · ")
+        }
         let since = status.since.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
             let line = Line(status: status.kind.rawValue, reason: status.reason.rawValue, since: since,
-                            sinceUnix: status.since.timeIntervalSince1970, evidence: status.evidence)
+                            sinceUnix: status.since.timeIntervalSince1970, evidence: status.evidence, line: words)
             if let data = try? encoder.encode(line) {
                 Swift.print(String(decoding: data, as: UTF8.self))
             }
@@ -155,6 +177,7 @@ struct StatusPrinter: Sendable {
             let rtt = evidence.smoothedRTT.map { "\(Int(($0 * 1000).rounded())) ms" } ?? "–"
             let throughput = evidence.throughput.map { "\(Int(($0 / 1000).rounded())) kbit/s" } ?? "–"
             Swift.print("\(status.kind.rawValue) (\(status.reason.rawValue)) since \(since); round trip \(rtt), throughput \(throughput), \(evidence.samples) samples, \(evidence.recentFailures) recent failures")
+            if let words { Swift.print("status line: \(words.isEmpty ? "(nothing to say yet)" : words)") }
         }
         fflush(nil)
     }

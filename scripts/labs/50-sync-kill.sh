@@ -131,3 +131,7 @@ converge
 grep -q "^first sync: done$" "$work/status.log" && grep -q "^edits on their way: 0," "$work/status.log" \
     && grep -q "^last pull that wrote: 20" "$work/status.log" \
     || { echo "sync-kill: FAILED: sync status does not say the device caught up"; exit 1; }
+# The status line an app shows for that file, beside the monitor's verdict on the server.
+"$bin" status --db "$work/app.sqlite" --probe-url "$url/health" | tee "$work/line.log"
+grep -q "^status line: Up to date · Updated " "$work/line.log" \
+    || { echo "sync-kill: FAILED: the status line does not say the device is up to date"; exit 1; }

@@ -149,6 +149,14 @@ public final class SyncEngine: Sendable {
             .map(Date.init(timeIntervalSince1970:))
     }
 
+    /// When this device's data was last brought up to date: the oldest of the last pulls of every
+    /// collection pulled on it (``lastPulled(_:_:)``); nil before the first. For a status line
+    /// read from the database alone (another process's, a widget's).
+    public static func lastSynced(_ db: Database) throws -> Date? {
+        guard try db.tableExists("offlinekit_sync_pulled") else { return nil }
+        return try Double.fetchOne(db, sql: "SELECT MIN(lastPulledAt) FROM offlinekit_sync_pulled").map(Date.init(timeIntervalSince1970:))
+    }
+
     /// Asks ``run()`` to pull now (the user pulled to refresh, or the app knows something changed).
     public func pullNow() {
         demands.update { $0 += 1 }
