@@ -17,7 +17,11 @@ struct WorkspaceScenarioTests {
             let offline = demo.screen(workspace, connectivity: .offlineSoft)
             await demo.set(.online)
             let online = demo.screen(workspace, connectivity: .online)
-            #expect(offline == online)
+            // The page is the same; only the status line above it follows the connection.
+            let page = { (screen: String) in screen.split(separator: "\n").filter { !$0.contains("Status: ") } }
+            #expect(page(offline) == page(online))
+            #expect(offline.contains("Status: Offline mode"))
+            #expect(!online.contains("Offline mode"))
             #expect(offline.contains("About page        None"))
             #expect(offline.contains("Pin a chat        A optimistic, no feedback"))
             #expect(offline.contains("Send a message    B optimistic with feedback"))
@@ -58,7 +62,7 @@ struct WorkspaceScenarioTests {
         }
     }
 
-    @Test("B: a message sent offline shows at once, dimmed and marked pending, and loses the marker once the server has it")
+    @Test("B: a message sent offline shows at once, dimmed and marked pending, and loses the marker once the server has it; the status line says it waits, then up to date")
     func sendOffline() async throws {
         try await withDemo(condition: .offline) { demo in
             let workspace = try await demo.startWorkspace()
@@ -74,6 +78,7 @@ struct WorkspaceScenarioTests {
             #expect(pending.text.contains("~ you: See you at nine"))
             #expect(pending.spans.first { $0.text.contains("See you at nine") }?.style.dim == true)
             #expect(demo.screen(workspace, connectivity: .offlineSoft).contains("Sync queue: 1 waiting · next try when back online"))
+            #expect(demo.screen(workspace, connectivity: .offlineSoft).contains("Status: Offline mode · 1 change will sync when you’re back online."))
 
             await demo.set(.online)
             try await demo.wait { workspace.snapshot.statuses.isEmpty && workspace.snapshot.queue?.isEmpty == true }
@@ -81,6 +86,8 @@ struct WorkspaceScenarioTests {
             #expect(!sent.text.contains("~"))
             #expect(sent.spans.first { $0.text.contains("See you at nine") }?.style.dim == false)
             #expect(demo.screen(workspace, connectivity: .online).contains("Sync queue: everything sent"))
+            try await demo.wait { workspace.snapshot.sync?.lastSyncedAt != nil && workspace.snapshot.sync?.isPulling == false }
+            #expect(demo.screen(workspace, connectivity: .online).contains("Status: Up to date · Updated "))
             let stored = try #require(try await demo.serverMessage(message.id))
             #expect(stored == ServerMessage(workspace: "northwind", chat: "general", author: DemoEnvironment.account.name, text: "See you at nine"))
             #expect(try await demo.serverMessages(withText: "See you at nine").count == 1)

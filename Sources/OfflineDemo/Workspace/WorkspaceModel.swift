@@ -81,6 +81,8 @@ public final class WorkspaceModel: Scenario {
         public var conflicts: [String: SyncConflict] = [:]
         /// The queue of writes, for the status line.
         public var queue: OutboxSnapshot?
+        /// Where pulls stand, for the status line.
+        public var sync: SyncProgress?
         public var selectedChat: String?
         public var selectedMessage: String?
         /// A message just written here and selected, until a read of the rows includes it: a read
@@ -237,7 +239,8 @@ public final class WorkspaceModel: Scenario {
         environment.changed()
     }
 
-    /// Shows what each pull brought: messages from the user's other devices, as they arrive.
+    /// Shows what each pull brought: messages from the user's other devices, as they arrive, and
+    /// where pulls stand on the status line.
     /// Rows only: the markers and the queue have observers of their own, and a copy of them
     /// read here could land after a newer one and bring back a marker already cleared.
     ///
@@ -245,8 +248,9 @@ public final class WorkspaceModel: Scenario {
     /// value, so a pull that brought rows and the empty one right after it (back online, the
     /// reconnection's pull and the live stream's) can reach here as the empty one alone.
     private func followSync() async {
-        for await progress in sync.progress() where !progress.isPulling {
-            reload()
+        for await progress in sync.progress() {
+            send(.syncProgress(progress))
+            if !progress.isPulling { reload() }
         }
     }
 

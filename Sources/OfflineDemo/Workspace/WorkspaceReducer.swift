@@ -12,6 +12,8 @@ extension WorkspaceModel {
         case rowsRead(chats: [WorkspaceChat], messages: [WorkspaceMessage], conflicts: [SyncConflict] = [])
         /// Every message's sync status and the queue of writes, as the outbox has them now.
         case outboxRead(CollectionSyncState)
+        /// Where pulls of the chat's messages stand: one running, the last completed.
+        case syncProgress(SyncProgress)
         /// The background delivery of queued writes stopped, and why.
         case deliveryStopped(String)
         /// The invite draft kept on the device, read at launch.
@@ -128,6 +130,8 @@ public enum WorkspaceReducer: ScreenReducer {
         case .outboxRead(let outbox):
             state.statuses = outbox.statuses.filter { $0.value != .synced }
             state.queue = outbox.queue
+        case .syncProgress(let progress):
+            state.sync = progress
         case .deliveryStopped(let problem):
             state.deliveryProblem = problem
         case .draftRestored(let draft):

@@ -10,7 +10,7 @@ import OfflineKit
 public enum WorkspaceScreen {
     public static func render(_ state: WorkspaceModel.State, _ context: RenderContext, now: Date) -> ScreenContent {
         let reachable = context.connectivity.isReachable
-        var body: [Line] = [paneTabs(state), queueLine(state, reachable: reachable, now: now), .blank]
+        var body: [Line] = [paneTabs(state), statusLine(state, context.connectivity), queueLine(state, reachable: reachable, now: now), .blank]
         let room = max(1, context.bodyHeight - body.count)
         let keys: [KeyHint]
         switch state.pane {
@@ -42,6 +42,22 @@ public enum WorkspaceScreen {
         let patterns = state.pane.patterns.map { $0 == .none ? "None" : $0.rawValue }.joined(separator: "+")
         spans.append(Span(" pattern " + patterns, .dim))
         return Line(spans)
+    }
+
+    /// The one line an app shows about its data: ``SyncStatusLine``, in the product's words.
+    static func statusLine(_ state: WorkspaceModel.State, _ connectivity: ConnectivityKind) -> Line {
+        guard let queue = state.queue else { return Line(" Status: reading…", .dim) }
+        let line = SyncStatusLine(connectivity: connectivity, isPulling: state.sync?.isPulling ?? false,
+                                  uploading: queue.pendingCount + queue.inFlightCount, failedWrites: queue.failures.count,
+                                  lastSyncedAt: state.sync?.lastSyncedAt)
+        let words = line.messages(updated: clock).map(\.text).joined(separator: " · ")
+        let style: TextStyle = switch line {
+        case .needsAttention: .color(.red, bold: true)
+        case .offline, .notSyncedYet, .sending: .color(.yellow)
+        case .upToDate: .color(.green)
+        case .syncing, .checking: .dim
+        }
+        return Line([Span(" Status: ", .bold), Span(words, style)])
     }
 
     /// The queue of writes: waiting, sending, when the next try is, and what needs attention.
