@@ -93,6 +93,8 @@ public struct OutboxFailure: Sendable, Hashable, Codable, Error, CustomStringCon
         switch kind {
         case .network, .timeout, .serverError, .redirected, .rateLimited, .inProgress: .changeWaitingToSync
         case .unauthorized: .signInToSync
+        // 403: the user may not make it (a workspace they left, a message of someone else's).
+        case .rejected where status == 403: .changeNotPermitted
         case .rejected, .dependencyFailed: .changeNotSaved
         case .unreadableResponse: .changeSyncedNeedsReview
         case .expired: .changeTooOldToSync
@@ -112,6 +114,10 @@ extension OfflineMessage {
     /// The server refused a queued change; it was undone.
     public static let changeNotSaved = OfflineMessage(
         key: "outbox.changeNotSaved", text: "This change could not be saved and was undone.")
+    /// The server refused a queued change the user may not make (403): access to what it
+    /// changes was lost meanwhile, or never given; it was undone.
+    public static let changeNotPermitted = OfflineMessage(
+        key: "outbox.changeNotPermitted", text: "You don’t have access to change this. Your change was undone.")
     /// A queued change waited too long to be replayed without the user's say.
     public static let changeTooOldToSync = OfflineMessage(
         key: "outbox.changeTooOldToSync", text: "This change is too old to sync automatically. Review it and try again.")

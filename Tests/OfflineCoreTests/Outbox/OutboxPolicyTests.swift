@@ -55,6 +55,18 @@ struct OutboxPolicyTests {
         #expect(progress.nextAttemptAt == now.addingTimeInterval(0.1), "and goes at once when the connection comes back")
     }
 
+    @Test("a write the server refuses for good is undone; one the user may not make (403) says so")
+    func refusals() {
+        for status in [400, 403, 404, 410, 422] {
+            guard case .reject(let failure) = OutboxDelivery.verdict(for: .response(status: status), now: now) else {
+                Issue.record("expected a rejection for \(status)")
+                continue
+            }
+            #expect(failure.kind == .rejected && !failure.isRetryable)
+            #expect(failure.message == (status == 403 ? .changeNotPermitted : .changeNotSaved), "\(status)")
+        }
+    }
+
     @Test("Retry-After in seconds and as an HTTP date")
     func retryAfter() {
         #expect(OutboxDelivery.parseRetryAfter("120", now: now) == .seconds(120))

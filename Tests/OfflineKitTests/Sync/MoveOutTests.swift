@@ -33,6 +33,12 @@ struct MoveOutTests {
                 ids: { db in try String.fetchAll(db, sql: "SELECT id FROM message") })
         }
 
+        func texts() async throws -> [String: String] {
+            try await database.writer.read { db in
+                Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT id, text FROM message").map { ($0["id"], $0["text"]) })
+            }
+        }
+
         func ids() async throws -> Set<String> {
             try await database.writer.read { db in Set(try String.fetchAll(db, sql: "SELECT id FROM message")) }
         }
@@ -105,6 +111,67 @@ struct MoveOutTests {
             // version, conflict or staged page.
             for (table, rows) in try await AccountSwitchTests.kept(messages.database) {
                 #expect(!rows.contains { $0.contains("nw-") || $0.contains("seed-") }, "\(table) keeps the lost workspace's rows: \(rows.prefix(3))")
+            }
+        }
+    }
+
+    static let editMessage = OutboxOperation(name: "editMessage", method: .patch, change: .update)
+
+    @Test("a queued edit into a workspace the user was removed from is refused in the product's words, and the workspace leaves the device once it settled")
+    func editAfterLosingAccess() async throws {
+        try await SyncEngineTests.withServer { url, feed, _ in
+            let storage = feed.storage
+            // Ana's own message, written by the app's backend.
+            try await storage.write { db in
+                try db.execute("INSERT INTO chat_message (id, workspace_id, chat, author_id, text) VALUES ('a-1', \(ChatStore.workspace), 'general', 'ana', 'first')")
+            }
+            try await feed.captured()
+            let messages = try Messages()
+            try await HTTPClientTransport.withTransport { http in
+                let client = OfflineClient(serverURL: url, database: messages.database, operations: [Self.editMessage],
+                                           collections: [messages.collection], transport: http, linkMonitor: nil)
+                let sync = try #require(client.sync)
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await client.monitor.run() }
+                    defer { group.cancelAll() }
+                    try await client.monitor.waitUntilReachable()
+                    try await client.switchAccount(to: "ana", tokens: AccountSwitchTests.tokens("ana", url))
+                    try await sync.pull()
+                    #expect(try await messages.texts()["a-1"] == "first")
+
+                    // Ana edits her message; the edit waits. Meanwhile she is removed from the
+                    // workspace by plain SQL.
+                    _ = try #require(try await client.outbox.write(
+                        Self.editMessage, path: "/api/workspaces/\(ChatStore.workspace)/messages/a-1", payload: Data(#"{"text":"edited"}"#.utf8),
+                        record: RecordKey("messages", "a-1")) { db in
+                            try db.execute(sql: "UPDATE message SET text = 'edited' WHERE id = 'a-1'")
+                        })
+                    try await storage.write { db in
+                        try db.execute("DELETE FROM workspace_membership WHERE workspace_id = \(ChatStore.workspace) AND user_id = 'ana'")
+                    }
+                    try await feed.captured()
+                    try await sync.pull()
+                    #expect(try await messages.texts() == ["a-1": "edited"], "the workspace's other rows went; hers waits for her edit")
+
+                    try await client.drainer.drain()
+                    let refused = try #require(try await client.outbox.snapshot().failures.first)
+                    #expect(refused.lastFailure?.status == 403)
+                    #expect(refused.lastFailure?.message == .changeNotPermitted)
+                    #expect(refused.lastFailure?.message.text == "You don’t have access to change this. Your change was undone.")
+
+                    // The next pull past the server's checkpoint settles the row: the move-out
+                    // it held lands.
+                    var pulls = 0
+                    while try await !messages.ids().isEmpty, pulls < 20 {
+                        try await sync.pull()
+                        pulls += 1
+                    }
+                    let left = try await messages.texts()
+                    #expect(left.isEmpty, "after \(pulls) pulls: \(left)")
+                    for (table, rows) in try await AccountSwitchTests.kept(messages.database) {
+                        #expect(!rows.contains { $0.contains("a-1") || $0.contains("seed-") }, "\(table) keeps the lost workspace's rows: \(rows.prefix(3))")
+                    }
+                }
             }
         }
     }
