@@ -1,4 +1,9 @@
 import Foundation
+#if canImport(Combine)
+import Combine
+#else
+import OpenCombine
+#endif
 import OfflineCore
 @testable import OfflineKit
 import OfflineKitTesting
@@ -41,6 +46,40 @@ struct OfflineClientStatusTests {
                 #expect(switched.sync?.lastSyncedAt == nil, "Ben has pulled nothing yet: \(String(describing: switched.sync))")
                 try await sync.pull()
                 _ = try await Self.status(client, "Ben's last sync") { $0.sync?.lastSyncedAt != nil }
+            }
+        }
+    }
+
+    /// Waits at most 10 s for `condition`, checking every 5 ms.
+    static func until(_ expectation: @autoclosure () -> String, _ condition: () async -> Bool) async throws {
+        let deadline = ContinuousClock.now.advanced(by: .seconds(10))
+        while await !condition() {
+            guard ContinuousClock.now < deadline else { throw WaitFailure(expectation: expectation(), timeout: .seconds(10), elementsSeen: 0) }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+
+    @Test("the @Observable model and the Combine publisher follow the same status: a write on its way, then sent")
+    func modelAndPublisher() async throws {
+        try await AccountSwitchTests.withServer(ana: [("a", "first")], ben: []) { url, _, _ in
+            let notes = try SyncEngineTests.Notes()
+            try await AccountSwitchTests.withAnaSignedIn(notes, url) { client, _ in
+                let model = await OfflineClientStatusModel(client)
+                let following = Task { @MainActor in await model.run() }
+                defer { following.cancel() }
+                let published = Locked<[OfflineClientStatus]>([])
+                let subscription = client.statusPublisher.sink { status in published.withLock { $0.append(status) } }
+                defer { subscription.cancel() }
+
+                try await Self.until("the model has the first status") { await model.line == .upToDate(lastSyncedAt: nil) }
+                try await AccountSwitchTests.edit(client, "a", "edited")
+                try await Self.until("both see the write on its way, published: \(published.current.map(\.line))") {
+                    await model.line == .sending(1) && published.current.last?.line == .sending(1)
+                }
+                try await client.drainer.drain()
+                try await Self.until("both see it sent") {
+                    await model.status?.uploading == 0 && published.current.last?.uploading == 0
+                }
             }
         }
     }
