@@ -45,6 +45,10 @@ extension Offline {
         var signInFailuresPerAddress = 100
         @Option(name: .customLong("max-requests-per-user"), help: "Requests one signed-in user may have under way at once; one more is refused (429).")
         var maxRequestsPerUser = 32
+        @Option(name: .customLong("metrics-port"), help: "Serve the server's metrics for Prometheus at GET /metrics on this port (0 picks a free one); none by default.")
+        var metricsPort: Int?
+        @Option(name: .customLong("metrics-host"), help: "The address the metrics port listens on: loopback by default, a private address for a scraper elsewhere.")
+        var metricsHost = "127.0.0.1"
 
         func validate() throws {
             guard (0...65_535).contains(port) else { throw ValidationError("--port must be between 0 and 65535.") }
@@ -57,6 +61,7 @@ extension Offline {
             guard socketSendBuffer >= 0 else { throw ValidationError("--socket-send-buffer must be 0 or more.") }
             guard tombstoneRetention > 0 else { throw ValidationError("--tombstone-retention must be positive.") }
             guard maxRequestsPerUser > 0 else { throw ValidationError("--max-requests-per-user must be positive.") }
+            if let metricsPort, !(0...65_535).contains(metricsPort) { throw ValidationError("--metrics-port must be a port number.") }
             guard signInFailuresPerAddress >= 0 else { throw ValidationError("--sign-in-failures-per-address must be 0 or more.") }
             guard maxRecordsPerUser > 0, maxRecordBytesPerUser > 0 else {
                 throw ValidationError("--max-records-per-user and --max-record-bytes-per-user must be positive.")
@@ -83,12 +88,17 @@ extension Offline {
                 tombstoneRetention: .seconds(tombstoneRetention * 24 * 3600),
                 recordQuota: RecordQuota(records: maxRecordsPerUser, bytes: maxRecordBytesPerUser),
                 signInFailuresPerAddress: signInFailuresPerAddress == 0 ? nil : signInFailuresPerAddress,
-                maxRequestsPerUser: maxRequestsPerUser
+                maxRequestsPerUser: maxRequestsPerUser,
+                metricsPort: metricsPort,
+                metricsHost: metricsHost
             )
-            let app = try await buildApplication(configuration) { port in
+            let app = try await buildApplication(configuration, onServerRunning: { port in
                 print("offline serve: listening on http://\(configuration.host):\(port)")
                 fflush(nil)
-            }
+            }, onMetricsRunning: { port in
+                print("offline serve: metrics at http://\(configuration.metricsHost):\(port)/metrics")
+                fflush(nil)
+            })
             try await app.runService()
         }
     }

@@ -1,6 +1,8 @@
 import Foundation
 public import Hummingbird
 import HummingbirdCore
+import Prometheus
+import ServiceLifecycle
 public import Logging
 
 /// Builds the reference backend: routes grouped by feature, each feature in its own folder.
@@ -12,11 +14,13 @@ public import Logging
 public func buildApplication(
     _ configuration: ServerConfiguration,
     logger: Logger = Logger(label: "offline.server"),
-    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in },
+    onMetricsRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
     let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: logger)
     try await PackSeed.seed(configuration)
-    return try await buildApplication(configuration, storage: storage, logger: logger, onServerRunning: onServerRunning)
+    return try await buildApplication(configuration, storage: storage, logger: logger, onServerRunning: onServerRunning,
+                                      onMetricsRunning: onMetricsRunning)
 }
 
 /// The reference backend over storage that is already open (tests reach the same storage), and
@@ -29,15 +33,26 @@ func buildApplication(
     storage: any ServerStorage,
     exactlyOnce: Bool = true,
     logger: Logger,
-    onServerRunning: @escaping @Sendable (Int) async -> Void
+    onServerRunning: @escaping @Sendable (Int) async -> Void,
+    onMetricsRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
-    let sync = try await SyncRuntime.prepare(configuration, rules: try SyncRules.serving(configuration), storage: storage, logger: logger)
+    // With a metrics port, the server's metrics go to a registry of its own, served there.
+    let registry = configuration.metricsPort.map { _ in PrometheusCollectorRegistry() }
+    let metrics = registry.map { ServerMetrics(factory: PrometheusMetricsFactory(registry: $0)) } ?? ServerMetrics()
+    let sync = try await SyncRuntime.prepare(configuration, rules: try SyncRules.serving(configuration), storage: storage,
+                                             metrics: metrics, logger: logger)
     let purge = ExpiredDataPurge(
         storage: storage, accounts: accountStore(configuration, storage: storage), retention: configuration.idempotencyRetention,
         tombstoneRetention: configuration.tombstoneRetention,
-        interval: configuration.purgeInterval, clock: ContinuousClock(), now: { Date() }, logger: logger)
+        interval: configuration.purgeInterval, clock: ContinuousClock(), now: { Date() }, logger: logger, metrics: metrics)
+    var services: [any Service] = storage.services + [sync.capture, purge]
+    if let registry, let port = configuration.metricsPort {
+        services.append(MetricsEndpoint.application(
+            host: configuration.metricsHost, port: port, registry: registry,
+            refresh: { [service = sync.service] in await service.refreshGauges() }, logger: logger, onRunning: onMetricsRunning))
+    }
     return Application(
-        router: try buildRouter(configuration, storage: storage, sync: sync.service, exactlyOnce: exactlyOnce),
+        router: try buildRouter(configuration, storage: storage, sync: sync.service, exactlyOnce: exactlyOnce, metrics: metrics),
         // Slow and silent clients are closed, and however many there are, they hold at most
         // `maxConnections`: past it, new connections wait in the listen queue until one closes.
         server: .http1(idleTimeout: configuration.idleTimeout, requestHeadTimeout: configuration.requestHeadTimeout,
@@ -48,7 +63,7 @@ func buildApplication(
             serverName: "OfflineServer",
             availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections, logger: logger)
         ),
-        services: storage.services + [sync.capture, purge],
+        services: services,
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? configuration.port) },
         logger: logger
     )
@@ -67,7 +82,7 @@ func serverSchemas(_ configuration: ServerConfiguration) -> [StorageSchema] {
 /// - Parameter exactlyOnce: false leaves out ``IdempotentWrites``, for the benchmark that
 ///   measures what it costs; never on a server anyone uses.
 func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorage, sync: SyncService,
-                 exactlyOnce: Bool = true) throws -> Router<OfflineRequestContext> {
+                 exactlyOnce: Bool = true, metrics: ServerMetrics = ServerMetrics()) throws -> Router<OfflineRequestContext> {
     // HEAD runs the GET route and drops its body, so a client can check a resource's headers
     // (a pack file's length and ETag) without fetching it.
     let router = Router(context: OfflineRequestContext.self, options: .autoGenerateHeadEndpoints)
@@ -87,7 +102,7 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     // Every write after this point is exactly-once.
     if exactlyOnce {
         router.add(middleware: IdempotentWrites(storage: storage, retention: configuration.idempotencyRetention, now: { Date() },
-                                                requiresUser: true))
+                                                requiresUser: true, metrics: metrics))
     }
     router.addShopRoutes(storage: storage)
     router.addDomainRoutes(configuration, storage: storage)

@@ -10,6 +10,8 @@ import ServiceLifecycle
 public struct RunningServer: Sendable {
     /// The port the server listens on (the one it was given, or the one it chose for port 0).
     public let port: Int
+    /// The port its metrics are served on (``ServerConfiguration/metricsPort``); nil without.
+    public let metricsPort: Int?
     let services: ServiceGroup
     /// Becomes true once the server and its storage have stopped.
     let ended: Broadcast<Bool>
@@ -61,7 +63,10 @@ func withRunningServer<Value: Sendable>(
 ) async throws -> Value {
     try await PackSeed.seed(configuration)
     let (ports, reportPort) = AsyncStream.makeStream(of: Int.self)
-    let app = try await buildApplication(configuration, storage: storage, exactlyOnce: exactlyOnce, logger: logger) { port in reportPort.yield(port) }
+    let (metricsPorts, reportMetricsPort) = AsyncStream.makeStream(of: Int.self)
+    let app = try await buildApplication(configuration, storage: storage, exactlyOnce: exactlyOnce, logger: logger,
+                                         onServerRunning: { port in reportPort.yield(port) },
+                                         onMetricsRunning: { port in reportMetricsPort.yield(port) })
     var groupConfiguration = ServiceGroupConfiguration(services: [app], logger: logger)
     groupConfiguration.maximumGracefulShutdownDuration = gracePeriod
     let services = ServiceGroup(configuration: groupConfiguration)
@@ -71,6 +76,7 @@ func withRunningServer<Value: Sendable>(
             // A server that cannot start (its port taken) ends the wait for its port.
             defer {
                 reportPort.finish()
+                reportMetricsPort.finish()
                 ended.send(true)
             }
             try await services.run()
@@ -79,7 +85,15 @@ func withRunningServer<Value: Sendable>(
             try await group.waitForAll()
             throw CancellationError()
         }
-        let server = RunningServer(port: port, services: services, ended: ended)
+        var metricsPort: Int?
+        if configuration.metricsPort != nil {
+            guard let bound = await metricsPorts.first(where: { _ in true }) else {
+                try await group.waitForAll()
+                throw CancellationError()
+            }
+            metricsPort = bound
+        }
+        let server = RunningServer(port: port, metricsPort: metricsPort, services: services, ended: ended)
         let value: Value
         do {
             value = try await body(server)

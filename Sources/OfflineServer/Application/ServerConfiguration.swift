@@ -65,6 +65,11 @@ public struct ServerConfiguration: Sendable {
     /// How many requests one signed-in user may have under way at once on an instance; one more
     /// is `429` with `Retry-After`.
     public var maxRequestsPerUser: Int
+    /// Where Prometheus reads the server's metrics (`GET /metrics` on `metricsHost`, loopback by
+    /// default: metrics say how busy the server is and are nobody else's business); nil serves
+    /// none, and the metrics go to the process's `MetricsSystem`. 0 picks a free port.
+    public var metricsPort: Int?
+    public var metricsHost: String
 
     public init(
         host: String = "127.0.0.1",
@@ -90,7 +95,9 @@ public struct ServerConfiguration: Sendable {
         capturePollInterval: Duration = .milliseconds(5),
         recordQuota: RecordQuota = .standard,
         signInFailuresPerAddress: Int? = 100,
-        maxRequestsPerUser: Int = 32
+        maxRequestsPerUser: Int = 32,
+        metricsPort: Int? = nil,
+        metricsHost: String = "127.0.0.1"
     ) {
         self.host = host
         self.port = port
@@ -116,5 +123,7 @@ public struct ServerConfiguration: Sendable {
         self.recordQuota = recordQuota
         self.signInFailuresPerAddress = signInFailuresPerAddress
         self.maxRequestsPerUser = maxRequestsPerUser
+        self.metricsPort = metricsPort
+        self.metricsHost = metricsHost
     }
 }

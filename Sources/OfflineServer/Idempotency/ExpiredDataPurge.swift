@@ -20,6 +20,8 @@ struct ExpiredDataPurge<C: Clock>: Service where C.Duration == Duration {
     let clock: C
     let now: @Sendable () -> Date
     let logger: Logger
+    /// Where completed purges and the tombstones they removed are counted.
+    var metrics = ServerMetrics()
     var batchSize = 10_000
 
     func run() async throws {
@@ -61,5 +63,7 @@ struct ExpiredDataPurge<C: Clock>: Service where C.Duration == Duration {
         let tombstonesBefore = now().addingTimeInterval(-tombstoneRetention.timeInterval)
         let purged = try await storage.write { db in try SyncFeed.purgeTombstones(before: tombstonesBefore, in: db) }
         if purged > 0 { logger.info("Purged the sync feed's old tombstones", metadata: ["count": "\(purged)"]) }
+        metrics.purgeRuns.increment()
+        metrics.purgedTombstones.increment(by: purged)
     }
 }

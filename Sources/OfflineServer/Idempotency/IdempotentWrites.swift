@@ -66,6 +66,8 @@ struct IdempotentWrites: RouterMiddleware {
     /// answered `401` before its key is read, so a client missing both learns first that it must
     /// sign in (a key alone would not get it served).
     var requiresUser = false
+    /// Where replays are counted.
+    var metrics = ServerMetrics()
     /// Path prefixes whose writes are not guarded: signing in, and the loopback-only controls.
     static let unguardedPrefixes = ["/api/auth/", "/_faults/", "/_demo/"]
     static let methods: Set<HTTPRequest.Method> = [.post, .put, .patch, .delete]
@@ -105,6 +107,14 @@ struct IdempotentWrites: RouterMiddleware {
             now: now(), retention: retention)
         var context = context
         context.guardedWrite = write
+        let response = try await answer(request, context, write, next)
+        if response.headers[Self.replayedField] != nil { metrics.replays.increment() }
+        return response
+    }
+
+    /// The route's answer to a guarded write, committed with its key.
+    private func answer(_ request: Request, _ context: Context, _ write: GuardedWrite,
+                        _ next: (Request, Context) async throws -> Response) async throws -> Response {
         let response = try await next(request, context)
         if write.isSettled { return response }
         // The route committed nothing with the key: keep its answer now that it has run (or send

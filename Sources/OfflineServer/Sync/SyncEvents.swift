@@ -34,7 +34,11 @@ struct SyncEvents: Sendable {
             status: .ok,
             headers: [.contentType: "text/event-stream", .cacheControl: "no-store"],
             body: ResponseBody { [user, sync, lease] writer in
-                defer { lease.end() }
+                sync.metrics.streamsOpen.increment()
+                defer {
+                    sync.metrics.streamsOpen.decrement()
+                    lease.end()
+                }
                 let own = SyncRules.audience(SyncRules.userKind, user)
                 try await sync.storage.notifications.listen(SyncFeed.pokeChannel) { listening in
                     var audiences = try await sync.audiences(of: user)

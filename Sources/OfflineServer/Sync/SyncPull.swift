@@ -40,6 +40,9 @@ enum SyncPull {
         var through: Int64
         /// How far through the work the cursor had left, `0...1`, when it can be told.
         var progress: Double?
+        /// How many positions the feed's head was past the position the device's cursor
+        /// acknowledged; nil for a first sync.
+        var behind: Int64?
     }
 
     enum Refusal: Error, Sendable, Hashable {
@@ -76,6 +79,7 @@ enum SyncPull {
         } else {
             cursor = Cursor(e: state.epoch, p: head, m: head, c: wanted, t: [Cursor.Task(k: .snapshot, c: wanted, a: nil, h: head, s: 0)])
         }
+        let behind = request.cursor == nil ? nil : max(0, head - cursor.p)
         let userAudience = SyncRules.audience(SyncRules.userKind, request.user)
         let audiences = try Self.audiences(of: request.user, through: head, in: db)
 
@@ -117,7 +121,7 @@ enum SyncPull {
                 if rows.count >= room || bytes >= bytesLeft {
                     cursor.t[0].s = rows.last!.position
                     progress = task.h > 0 ? Double(rows.last!.position) / Double(task.h) : nil
-                    return Page(changes: changes, cursor: cursor.encoded, hasMore: true, through: state.through, progress: progress)
+                    return Page(changes: changes, cursor: cursor.encoded, hasMore: true, through: state.through, progress: progress, behind: behind)
                 }
                 (room, bytesLeft) = (room - rows.count, bytesLeft - bytes)
             case .moveOut:
@@ -133,7 +137,7 @@ enum SyncPull {
                 }
                 if rows.count >= room {
                     cursor.t[0].s = rows.last!.position
-                    return Page(changes: changes, cursor: cursor.encoded, hasMore: true, through: state.through, progress: nil)
+                    return Page(changes: changes, cursor: cursor.encoded, hasMore: true, through: state.through, progress: nil, behind: behind)
                 }
                 room -= rows.count
             }
@@ -151,7 +155,7 @@ enum SyncPull {
             changes.append(Change(collection: row.collection, id: row.id, value: row.value))
         }
         progress = full && head > start ? Double(cursor.p - start) / Double(head - start) : nil
-        return Page(changes: changes, cursor: cursor.encoded, hasMore: full, through: state.through, progress: progress)
+        return Page(changes: changes, cursor: cursor.encoded, hasMore: full, through: state.through, progress: progress, behind: behind)
     }
 
     // MARK: Reading the feed

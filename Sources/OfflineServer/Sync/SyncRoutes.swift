@@ -9,11 +9,23 @@ struct SyncService: Sendable {
     let rules: SyncRules
     let storage: any ServerStorage
     let heartbeat: Duration
+    /// Where pulls, streams and the feed's gauges are counted.
+    var metrics = ServerMetrics()
     /// The source position a client waits for after its writes settle (``SQLiteCapture/checkpoint(in:)``,
     /// or PostgreSQL's current WAL position).
     let checkpoint: @Sendable () async throws -> Int64
     /// Live streams open on this instance, per user.
     let streams = PlacesPerUser(perUser: PlacesPerUser.streams)
+
+    /// Sets the gauges read at each scrape: the feed's head, and how far capture is behind its
+    /// source. A failed read (a database restarting) leaves them as they were.
+    func refreshGauges() async {
+        guard let state = try? await storage.read({ db in try SyncFeed.state(in: db) }) else { return }
+        metrics.feedHead.record(state.head)
+        if let checkpoint = try? await checkpoint() {
+            metrics.captureBehind.record(max(0, checkpoint - state.through))
+        }
+    }
 
     /// The audiences `user` belongs to as the feed has them at its head.
     func audiences(of user: String) async throws -> Set<String> {
@@ -52,11 +64,16 @@ extension Router where Context == OfflineRequestContext {
             let pull = SyncPull.Request(user: user, collections: collections, cursor: cursor, limit: limit, maxBytes: SyncLimits.maximumPageBytes)
             do {
                 let page = try await sync.storage.read { db in try SyncPull.page(pull, rules: sync.rules, in: db) }
+                sync.metrics.pulls.increment()
+                sync.metrics.changesSent.increment(by: page.changes.count)
+                if let behind = page.behind { sync.metrics.pullBehind.record(behind) }
                 return Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
                                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: page.jsonBytes)))
             } catch let refusal as SyncPull.Refusal {
                 switch refusal {
-                case .gone: return problemResponse(.gone, "This sync position is no longer kept. Sync again from the start.")
+                case .gone:
+                    sync.metrics.pullsGone.increment()
+                    return problemResponse(.gone, "This sync position is no longer kept. Sync again from the start.")
                 case .badCursor: throw BadRequest(detail: "The cursor is not one this server gave out.")
                 case .unknownCollection(let name): throw BadRequest(detail: "No collection \(name) is synced by this server.")
                 }

@@ -15,14 +15,14 @@ struct SyncRuntime: Sendable {
     /// - Throws: ``SyncRulesError`` naming the line of a rule the database cannot serve;
     ///   ``SyncCaptureError`` when PostgreSQL is not set up for logical replication.
     static func prepare(_ configuration: ServerConfiguration, rules: SyncRules, storage: any ServerStorage,
-                        logger: Logger) async throws -> SyncRuntime {
+                        metrics: ServerMetrics = ServerMetrics(), logger: Logger) async throws -> SyncRuntime {
         let mapping = FeedMapping(rules: rules)
         if let postgres = storage as? PostgresStorage, let url = configuration.postgresURL {
             // The storage's pool runs with the server's services, after this: a connection of its own.
             let walLevel = try await postgres.setup { db in try db.row("SHOW wal_level")?.string("wal_level") }
             guard walLevel == "logical" else { throw SyncCaptureError.walLevel(walLevel ?? "unknown") }
             try await postgres.setup { db in try rules.check(against: try SyncCatalog.postgres(in: db)) }
-            let service = SyncService(rules: rules, storage: storage, heartbeat: configuration.syncHeartbeat) {
+            let service = SyncService(rules: rules, storage: storage, heartbeat: configuration.syncHeartbeat, metrics: metrics) {
                 try await storage.read { db in
                     guard let text = try db.row("SELECT pg_current_wal_lsn()::text AS lsn")?.string("lsn"), let lsn = PgOutput.lsn(text) else {
                         throw StorageError.unexpectedValue(column: "pg_current_wal_lsn")
@@ -45,7 +45,7 @@ struct SyncRuntime: Sendable {
             }
             return catalog
         }
-        let service = SyncService(rules: rules, storage: storage, heartbeat: configuration.syncHeartbeat) {
+        let service = SyncService(rules: rules, storage: storage, heartbeat: configuration.syncHeartbeat, metrics: metrics) {
             try await storage.read { db in try SQLiteCapture.checkpoint(in: db) }
         }
         let capture = SQLiteCaptureService(storage: storage, mapping: mapping, catalog: catalog,

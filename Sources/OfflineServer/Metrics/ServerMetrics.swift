@@ -1,0 +1,43 @@
+import Foundation
+import Metrics
+
+/// What the server counts for its operators, through swift-metrics: to the factory the server was
+/// given (`offline serve --metrics-port` gives a Prometheus registry), or to the process's
+/// bootstrapped `MetricsSystem`, which does nothing unless the app embedding the server set one.
+///
+/// | Metric | Kind | What |
+/// |---|---|---|
+/// | `offlinekit_sync_pulls_total` | counter | pages served, by `outcome` (`ok`, `gone`) |
+/// | `offlinekit_sync_changes_sent_total` | counter | rows and deletions in those pages |
+/// | `offlinekit_sync_pull_behind_positions` | histogram | feed lag: how far the head was past the position the device acknowledged (its cursor), at each pull after the first |
+/// | `offlinekit_sync_streams_open` | gauge | live event streams open on this instance |
+/// | `offlinekit_sync_feed_head` | gauge | the feed's newest position, read at each scrape |
+/// | `offlinekit_capture_behind` | gauge | capture lag: source positions committed and not yet in the feed (SQLite: noted changes; PostgreSQL: WAL bytes), read at each scrape |
+/// | `offlinekit_idempotent_replays_total` | counter | writes answered from their stored answer instead of running again |
+/// | `offlinekit_purge_runs_total` | counter | purges of expired keys, tokens and tombstones that completed |
+/// | `offlinekit_purge_tombstones_total` | counter | feed tombstones those purges removed |
+struct ServerMetrics: Sendable {
+    let pulls: Counter
+    let pullsGone: Counter
+    let changesSent: Counter
+    let pullBehind: Recorder
+    let streamsOpen: Meter
+    let feedHead: Gauge
+    let captureBehind: Gauge
+    let replays: Counter
+    let purgeRuns: Counter
+    let purgedTombstones: Counter
+
+    init(factory: any MetricsFactory = MetricsSystem.factory) {
+        pulls = Counter(label: "offlinekit_sync_pulls_total", dimensions: [("outcome", "ok")], factory: factory)
+        pullsGone = Counter(label: "offlinekit_sync_pulls_total", dimensions: [("outcome", "gone")], factory: factory)
+        changesSent = Counter(label: "offlinekit_sync_changes_sent_total", factory: factory)
+        pullBehind = Recorder(label: "offlinekit_sync_pull_behind_positions", factory: factory)
+        streamsOpen = Meter(label: "offlinekit_sync_streams_open", factory: factory)
+        feedHead = Gauge(label: "offlinekit_sync_feed_head", factory: factory)
+        captureBehind = Gauge(label: "offlinekit_capture_behind", factory: factory)
+        replays = Counter(label: "offlinekit_idempotent_replays_total", factory: factory)
+        purgeRuns = Counter(label: "offlinekit_purge_runs_total", factory: factory)
+        purgedTombstones = Counter(label: "offlinekit_purge_tombstones_total", factory: factory)
+    }
+}
