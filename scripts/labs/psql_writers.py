@@ -16,7 +16,9 @@ points, and the lab SIGKILLs instances (sometimes both at once) and starts them 
 database. After every pull that ended on its own, each batch the device holds must be whole
 (as many rows as its batch_size) and ana, never in w3, must hold no message of w3. When the
 writers stop, pulls run until each device equals exactly the rows its user may see now, field by
-field (at most CONVERGE pulls, 0.5 s apart). Any violation fails the run, saying what was found.
+field (at most CONVERGE pulls, 0.5 s apart), and OfflineKit's own tables (the pages a pull keeps
+aside, the rows a resync marks seen) keep no message the user may no longer see. Any violation
+fails the run, saying what was found.
 """
 import json
 import os
@@ -423,6 +425,30 @@ class Lab:
                   f"(still {behind if behind is not None else '?'} bytes of WAL behind, {first} when the writers stopped)")
         return False
 
+    def kept(self, user):
+        """Ids of team_messages that OfflineKit's own tables hold besides the app's, by table: the
+        pages a pull keeps aside (a SIGKILLed pull leaves some behind) and the rows a resync marks
+        seen. Held and base versions and conflicts need writes of the device's own, which this
+        lab's devices do not make (MoveOutTests covers them)."""
+        path = os.path.join(self.work, f"{user}.sqlite")
+        connection = sqlite3.connect(path, timeout=30)
+        try:
+            kept = {}
+            for table in ("offlinekit_sync_seen", "offlinekit_sync_staged"):
+                if connection.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+                    kept[table] = {id for (id,) in connection.execute(f"SELECT id FROM {table} WHERE collection = ?", (COLLECTION,))}
+            return kept
+        finally:
+            connection.close()
+
+    def check_kept(self, user, expected):
+        """Nothing of a message the user may not see stays in OfflineKit's tables."""
+        for table, ids in sorted(self.kept(user).items()):
+            stray = sorted(ids - set(expected))
+            print(f"{LAB}: {user}: {table} holds {len(ids)} ids, {len(stray)} of messages the rules no longer allow")
+            if stray:
+                self.fail(f"{user}'s {table} keeps messages of a workspace the user left: {stray[:10]}")
+
     def compare(self, user):
         expected, held = self.expected(user), self.rows(user)
         missing = sorted(set(expected) - set(held))
@@ -446,6 +472,7 @@ class Lab:
                 for user, (expected, held, _, _, _) in results.items():
                     print(f"{LAB}: {user}: rules allow {len(expected)} messages now, table holds {len(held)}: "
                           f"missing 0, extra 0, different 0")
+                    self.check_kept(user, expected)
                 print(f"{LAB}: caught up after {attempt} pulls each")
                 return True
             time.sleep(0.5)
