@@ -11,6 +11,8 @@ import OfflineServer
 ///   log checkpointed into the file): rows per second beside a raw GRDB bulk insert of the same
 ///   rows into the same kind of file, checkpointed the same way, and the growth of resident
 ///   memory while it runs (target: ≥ 50,000 rows/s, ≥ 0.5× the raw insert, ≤ 32 MiB);
+/// - the same first sync from a server serving its metrics, rounds interleaved with one without
+///   (target: metrics cost at most 2% of the rate);
 /// - pulling one change from a feed of 1,000,000 rows (target: ≤ 5 ms), the change made by a real
 ///   write route (rating an order) between pulls; 200 pulls, so that the p99 is not simply the
 ///   slowest one (which is printed beside it);
@@ -71,6 +73,30 @@ func runSyncBenchmark() async throws {
     print("  raw GRDB bulk insert           \(Int(rawRate)) rows/s  (\(initialRows) rows in \(rounds(raws)) s; median; one transaction, no network;")
     print("                                 the log's checkpoint into the file took \(rounds(checkpoints)) s of it, as the sync's own last one does)")
     print("  ratio to raw \(String(format: "%.2f", syncRate / rawRate))x   (targets: >= 50,000 rows/s, >= 0.5x raw, <= 32 MiB)")
+
+    // The same first sync from a server serving its metrics (a Prometheus registry counting
+    // every pull and row), rounds interleaved with one from a server without: what metrics cost.
+    var measured = first
+    measured.metricsPort = 0
+    var plain: [Double] = []
+    var withMetrics: [Double] = []
+    for round in 1...3 {
+        for (configuration, metrics) in [(first, false), (measured, true)] {
+            let name = "metrics-\(round)-\(metrics).sqlite"
+            let elapsed = try await withClient(configuration, directory.appendingPathComponent(name)) { engine, _ in
+                let start = ContinuousClock.now
+                try await engine.pull()
+                return ContinuousClock.now - start
+            }
+            if metrics { withMetrics.append(elapsed.timeInterval) } else { plain.append(elapsed.timeInterval) }
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(at: directory.appendingPathComponent(name + suffix)) }
+        }
+    }
+    let plainRate = Double(pulledRows) / Sampling.percentile(plain, 0.5)
+    let metricsRate = Double(pulledRows) / Sampling.percentile(withMetrics, 0.5)
+    print("  first sync, server without metrics \(Int(plainRate)) rows/s  (\(rounds(plain)) s; median)")
+    print("  first sync, metrics served         \(Int(metricsRate)) rows/s  (\(rounds(withMetrics)) s; median; rounds interleaved)")
+    print("  metrics cost \(String(format: "%+.1f", (1 - metricsRate / plainRate) * 100))% of the rate   (target: <= 2%)")
 
     // One change among a million.
     let large = try server(in: directory.appendingPathComponent("server-large"))
