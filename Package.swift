@@ -268,6 +268,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: strict
         ),

@@ -1,0 +1,89 @@
+import Foundation
+@testable import OfflineServer
+import PropertyBased
+import Testing
+
+/// The feed's pulls against a model of the rules, over random programs: messages written,
+/// moved between workspaces and deleted, memberships added and removed, alone or several in one
+/// source transaction, and three devices pulling one page at a time with random page sizes
+/// between them.
+@Suite("Sync feed property")
+struct SyncFeedPropertyTests {
+    static let users = ["ana", "ben", "cy"]
+    static let workspaces = ["w1", "w2", "w3"]
+
+    /// The app's tables as the writers left them.
+    struct Model {
+        struct Message: Equatable { var workspace: String?; var author: String; var body: String }
+        var messages: [String: Message] = [:]
+        var members: Set<[String]> = []
+
+        /// What `user` may see now, as the device's rows: id → the row's JSON fields.
+        func visible(to user: String) -> [String: [String: String]] {
+            var rows: [String: [String: String]] = [:]
+            for (id, message) in messages {
+                let member = message.workspace.map { members.contains([user, $0]) } ?? false
+                if member || message.author == user { rows[id] = ["id": id, "body": message.body] }
+            }
+            return rows
+        }
+    }
+
+    /// A device's rows, each row's JSON read back into fields.
+    static func rows(_ device: SyncFeedTests.Device) -> [String: [String: String]] {
+        device.rows.mapValues { text in
+            (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: String]) ?? ["unreadable": text]
+        }
+    }
+
+    @Test("after every pull that reached the head, each device holds exactly the rows its user may see, field by field")
+    func pullsFollowTheRules() async {
+        // A step n: n % 8 picks the change (0-2 write a message, 3 delete one, 4 a membership,
+        // 5 a message and a membership in one transaction), 6-7 a device pulling one page; the
+        // rest of n picks the message, workspace, author, user and page size.
+        await propertyCheck(count: 100, input: Gen.int(in: 0...9_999).array(of: 1...60)) { steps in
+            let feed = try SyncFeedTests.Feed()
+            var model = Model()
+            var devices = Self.users.map(SyncFeedTests.Device.init)
+
+            func message(_ n: Int) -> CapturedChange {
+                let id = "m\(n / 8 % 4)"
+                let workspace = [nil, "w1", "w2", "w3"][n / 64 % 4]
+                let author = Self.users[n / 256 % 3]
+                model.messages[id] = Model.Message(workspace: workspace, author: author, body: "b\(n)")
+                return feed.message(id, workspace: workspace, author: author, body: "b\(n)")
+            }
+            func membership(_ n: Int) -> CapturedChange {
+                let pair = [Self.users[n / 8 % 3], Self.workspaces[n / 24 % 3]]
+                let present = !model.members.contains(pair)
+                if present { model.members.insert(pair) } else { model.members.remove(pair) }
+                return feed.member(pair[0], pair[1], present)
+            }
+
+            for n in steps {
+                switch n % 8 {
+                case 0, 1, 2: try feed.commit(message(n))
+                case 3:
+                    let id = "m\(n / 8 % 4)"
+                    model.messages[id] = nil
+                    try feed.commit(feed.deleted(id))
+                case 4: try feed.commit(membership(n))
+                case 5: try feed.commit(message(n), membership(n / 3))
+                default:
+                    let index = n / 8 % 3
+                    let page = try devices[index].pullPage(feed, limit: 1 + n / 24 % 4)
+                    if !page.hasMore {
+                        #expect(Self.rows(devices[index]) == model.visible(to: devices[index].user),
+                                "\(devices[index].user) after a pull reached the head, steps \(steps)")
+                    }
+                }
+            }
+            // Every device pulls to the head: the same holds for each.
+            for index in devices.indices {
+                try devices[index].pull(feed, limit: 3)
+                #expect(Self.rows(devices[index]) == model.visible(to: devices[index].user),
+                        "\(devices[index].user) at the end, steps \(steps)")
+            }
+        }
+    }
+}
