@@ -107,7 +107,8 @@ struct PostgresCapture: Service {
     }
 
     /// Makes the publication name exactly the rules' tables, creates the slot if missing (or lost),
-    /// and builds the feed from the tables when it is new, lost, or was built with other rules.
+    /// and builds the feed from the tables when it is new, lost, was built with other rules, or
+    /// its build never finished.
     private func prepare(_ session: PostgresConnection, slot: String) async throws {
         let tables = rules.tables.sorted()
         let list = tables.map { "\"\($0)\"" }.joined(separator: ", ")
@@ -144,7 +145,10 @@ struct PostgresCapture: Service {
         }
         let fingerprint = rules.fingerprint
         let state = try await storage.read { db in try SyncFeed.state(in: db) }
-        if rebuild || state == nil || state?.rules != fingerprint {
+        // A build publishes `through` (a WAL position, never 0) only once every row is copied:
+        // still 0, the last build was cut off (its capturer killed or its leadership lost), and
+        // the rows it had not copied yet would never come from the slot, which read past them.
+        if rebuild || state == nil || state?.rules != fingerprint || state?.through == 0 {
             try await build(session, fingerprint: fingerprint)
         }
     }
