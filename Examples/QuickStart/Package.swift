@@ -10,9 +10,13 @@ let package = Package(
     dependencies: [
         // In an app: .package(path: "../OfflineKit"), or the repository's URL from a release.
         .package(name: "OfflineKit", path: "../.."),
+        // For the app's own tables and observing them (OfflineKit's database is GRDB's).
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         .executableTarget(name: "QuickStart", dependencies: [.product(name: "OfflineKit", package: "OfflineKit")]),
         .executableTarget(name: "Connectivity", dependencies: [.product(name: "OfflineKit", package: "OfflineKit")]),
+        .executableTarget(name: "SyncedNotes", dependencies: [.product(name: "OfflineKit", package: "OfflineKit"),
+                                                             .product(name: "GRDB", package: "GRDB.swift")]),
     ]
 )

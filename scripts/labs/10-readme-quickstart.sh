@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The README's examples, as a newcomer would use them: Examples/QuickStart is a package of its
-# own that adds OfflineKit as the README's Installation section says, so it compiles against
-# OfflineKit's public API only. It is built with no warning allowed in what it compiles, then
-# run against the reference server with its demo accounts: each example must print what the
-# README says it prints.
+# The README's examples (the quick start, connectivity, a synced list), as a newcomer would use
+# them: Examples/QuickStart is a package of its own that adds OfflineKit as the README's
+# Installation section says, so it compiles against OfflineKit's public API only. It is built
+# with no warning allowed in what it compiles, then run against the reference server with its
+# demo accounts: each example must print what the README says it prints.
 #
 # It builds in OfflineKit's own build folder (.build) by default: the dependencies compile with
 # the same commands there, so the package's build already made them (SwiftNIO, AsyncHTTPClient,
@@ -26,7 +26,7 @@ readme_block() {
 }
 
 # The README shows the examples' code itself, not copies that could drift.
-for name in QuickStart Connectivity; do
+for name in QuickStart Connectivity SyncedNotes; do
     source_file="$example/Sources/$name/$name.swift"
     marker=$(echo "$name" | tr '[:upper:]' '[:lower:]')
     if [[ "$(readme_block "$marker-code")" != "$(cat "$source_file")" ]]; then
@@ -36,6 +36,8 @@ for name in QuickStart Connectivity; do
 done
 lines=$(grep -cvE '^\s*$|^\s*//' "$example/Sources/QuickStart/QuickStart.swift")
 echo "quickstart: $lines lines of app code in the walkthrough"
+synced=$(grep -cvE '^\s*$|^\s*//' "$example/Sources/SyncedNotes/SyncedNotes.swift")
+echo "quickstart: $synced lines of app code in the synced list"
 
 scratch=${OFFLINEKIT_QUICKSTART_SCRATCH:-$PWD/.build}
 started=$SECONDS
@@ -56,7 +58,7 @@ fi
 products="$scratch/debug"
 
 start_offline_server quickstart "$work/server.log" --data "$work/data" --demo-accounts
-for name in QuickStart Connectivity; do
+for name in QuickStart Connectivity SyncedNotes; do
     marker=$(echo "$name" | tr '[:upper:]' '[:lower:]')
     timeout 120 "$products/$name" "$url" | tee "$work/$name.txt"
     expected=$(readme_block "$marker-output")
