@@ -156,6 +156,6 @@ extension OfflineMessage {
         // Sync.
         .changedElsewhere,
         .oneChangeNeedsAttention, .changesNeedAttention("%@"), .dataAppearsWhenOnline, .oneChangeWillSync, .changesWillSync("%@"),
-        .sendingOneChange, .sendingChanges("%@"), .syncing, .upToDate,
+        .sendingOneChange, .sendingChanges("%@"), .syncing, .couldNotSync, .upToDate,
     ]
 }

@@ -3,7 +3,7 @@ public import Foundation
 /// The one line an app shows about its data and the server: a status bar, a settings row, the
 /// footer of a list. One state at a time, the most useful first: changes waiting for the user,
 /// then being offline (with what waits for the connection), then sending, then bringing changes
-/// down, then up to date.
+/// down, then a server that answers but refused the last pull, then up to date.
 ///
 /// Pure: built from the values ``OfflineKit``'s client status holds, so a test (or a preview)
 /// builds any line from plain values.
@@ -28,6 +28,9 @@ public enum SyncStatusLine: Sendable, Hashable {
     case sending(Int)
     /// The server's changes are coming down.
     case syncing
+    /// The server answers but refused the last pull (an error, a page that could not be read):
+    /// the app shows what it last brought down, and tries again by itself.
+    case pullFailed(lastSyncedAt: Date?)
     /// Nothing waits to go up, nothing is coming down.
     case upToDate(lastSyncedAt: Date?)
     /// The connection is not known yet (the first seconds after launch): the data's age only.
@@ -42,7 +45,10 @@ public enum SyncStatusLine: Sendable, Hashable {
     ///   - uploading: the signed-in account's writes not acknowledged yet (queued or being sent).
     ///   - failedWrites: writes the server refused or that failed for good, waiting for the user.
     ///   - lastSyncedAt: when a pull last completed; nil if none ever did.
-    public init(connectivity: ConnectivityKind, isPulling: Bool, uploading: Int, failedWrites: Int, lastSyncedAt: Date?) {
+    ///   - pullFailed: the last pull ended refused by a server that answers (``OfflineKit``'s
+    ///     `SyncProgress.failure`); a pull that failed for want of a network shows as offline.
+    public init(connectivity: ConnectivityKind, isPulling: Bool, uploading: Int, failedWrites: Int, lastSyncedAt: Date?,
+                pullFailed: Bool = false) {
         if failedWrites > 0 {
             self = .needsAttention(failedWrites: failedWrites)
             return
@@ -57,6 +63,8 @@ public enum SyncStatusLine: Sendable, Hashable {
                 self = .sending(uploading)
             } else if isPulling {
                 self = .syncing
+            } else if pullFailed {
+                self = .pullFailed(lastSyncedAt: lastSyncedAt)
             } else {
                 self = .upToDate(lastSyncedAt: lastSyncedAt)
             }
@@ -80,6 +88,8 @@ public enum SyncStatusLine: Sendable, Hashable {
             return [count == 1 ? .sendingOneChange : .sendingChanges(String(count))]
         case .syncing:
             return [.syncing]
+        case .pullFailed(let lastSyncedAt):
+            return [.couldNotSync] + (lastSyncedAt.map { [.updatedAt(updated($0))] } ?? [])
         case .upToDate(let lastSyncedAt):
             return [.upToDate] + (lastSyncedAt.map { [.updatedAt(updated($0))] } ?? [])
         case .checking(let lastSyncedAt):
@@ -115,6 +125,9 @@ extension OfflineMessage {
     }
     /// The status line: the server's changes are coming down.
     public static let syncing = OfflineMessage(key: "sync.status.syncing", text: "Syncing…")
+    /// The status line: the server answers, but the last pull did not go through.
+    public static let couldNotSync = OfflineMessage(
+        key: "sync.status.couldNotSync", text: "Couldn’t sync just now. Showing your saved data.")
     /// The status line: nothing waits, nothing is coming.
     public static let upToDate = OfflineMessage(key: "sync.status.upToDate", text: "Up to date")
 }

@@ -49,11 +49,11 @@ public enum WorkspaceScreen {
         guard let queue = state.queue else { return Line(" Status: reading…", .dim) }
         let line = SyncStatusLine(connectivity: connectivity, isPulling: state.sync?.isPulling ?? false,
                                   uploading: queue.pendingCount + queue.inFlightCount, failedWrites: queue.failures.count,
-                                  lastSyncedAt: state.sync?.lastSyncedAt)
+                                  lastSyncedAt: state.sync?.lastSyncedAt, pullFailed: state.sync?.failure != nil)
         let words = line.messages(updated: clock).map(\.text).joined(separator: " · ")
         let style: TextStyle = switch line {
         case .needsAttention: .color(.red, bold: true)
-        case .offline, .notSyncedYet, .sending: .color(.yellow)
+        case .offline, .notSyncedYet, .sending, .pullFailed: .color(.yellow)
         case .upToDate: .color(.green)
         case .syncing, .checking: .dim
         }

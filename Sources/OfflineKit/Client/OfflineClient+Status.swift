@@ -23,7 +23,7 @@ public struct OfflineClientStatus: Sendable, Hashable {
     /// The one line to show about it, in the product's words (``SyncStatusLine``).
     public var line: SyncStatusLine {
         SyncStatusLine(connectivity: connectivity.kind, isPulling: sync?.isPulling ?? false, uploading: uploading,
-                       failedWrites: failedWrites, lastSyncedAt: sync?.lastSyncedAt)
+                       failedWrites: failedWrites, lastSyncedAt: sync?.lastSyncedAt, pullFailed: sync?.failure != nil)
     }
 }
 

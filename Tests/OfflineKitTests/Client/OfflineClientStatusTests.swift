@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 #if canImport(Combine)
 import Combine
 #else
@@ -80,6 +81,40 @@ struct OfflineClientStatusTests {
                 try await Self.until("both see it sent") {
                     await model.status?.uploading == 0 && published.current.last?.uploading == 0
                 }
+            }
+        }
+    }
+
+    @Test("a server that answers but refuses pulls makes the line say so, never up to date; the next pull that goes through clears it")
+    func refusedPull() async throws {
+        try await AccountSwitchTests.withServer(ana: [("a", "first")], ben: []) { url, _, _ in
+            let notes = try SyncEngineTests.Notes()
+            let refusing = Locked(false)
+            let refusingPulls: (any HTTPTransport) -> any HTTPTransport = { http in
+                let wire = RecordingTransport(forwardingTo: http)
+                for method in [HTTPRequest.Method.get, .post, .put, .patch, .delete] { wire.allow(method, "/*") }
+                wire.allow(.get, "/api/sync", respond: { request in
+                    if refusing.current { return TransportResponse(status: .serviceUnavailable) }
+                    return try await http.send(request, maxBodyBytes: 64 << 20)
+                })
+                return wire
+            }
+            try await AccountSwitchTests.withAnaSignedIn(notes, url, over: refusingPulls) { client, sync in
+                try await sync.pull()
+                let synced = try await Self.status(client, "up to date") { $0.sync?.lastSyncedAt != nil && $0.sync?.isPulling == false }
+                #expect(synced.line == .upToDate(lastSyncedAt: synced.sync?.lastSyncedAt))
+
+                refusing.withLock { $0 = true }
+                await #expect(throws: SyncError.self) { try await sync.pull() }
+                let refused = try await Self.status(client, "the refused pull") { $0.sync?.failure != nil }
+                #expect(refused.sync?.lastSyncedAt != nil, "the data's age is still known")
+                #expect(refused.line == .pullFailed(lastSyncedAt: refused.sync?.lastSyncedAt))
+                #expect(refused.line.messages(updated: { _ in "10:42" }).map(\.text) == ["Couldn’t sync just now. Showing your saved data.", "Updated 10:42"])
+
+                refusing.withLock { $0 = false }
+                try await sync.pull()
+                let back = try await Self.status(client, "a pull that went through") { $0.sync?.failure == nil && $0.sync?.isPulling == false }
+                #expect(back.line == .upToDate(lastSyncedAt: back.sync?.lastSyncedAt))
             }
         }
     }
