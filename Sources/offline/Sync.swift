@@ -74,10 +74,15 @@ extension Offline.Sync {
             waits in the outbox, unsent, so the pull meets writes on their way.
             """) var localEdits = 0
         @Flag(help: "After the pull, deliver the outbox's writes, then pull again.") var deliver = false
+        @Option(help: """
+            After the pull, hold the server's live stream for this many seconds, pulling each change it \
+            announces, as an app on screen does.
+            """) var follow: Double = 0
 
         func validate() throws {
             // The edits are writes to the records routes, which a rules collection is not served by.
             if options.rulesCollection != nil, localEdits > 0 { throw ValidationError("--local-edits edits records; it cannot be used with --synced.") }
+            guard follow >= 0 else { throw ValidationError("--follow must be 0 or more seconds.") }
         }
 
         func run() async throws {
@@ -102,6 +107,13 @@ extension Offline.Sync {
                                         connectivity: AssumedReachable(), collections: [options.synced], outbox: outbox,
                                         pageSize: pageSize)
                 try await engine.pull()
+                if follow > 0 {
+                    // run() holds the stream and pulls on each event until cancelled.
+                    let following = Task { try await engine.run() }
+                    try await Task.sleep(for: .seconds(follow))
+                    following.cancel()
+                    _ = try? await following.value
+                }
                 if deliver {
                     try await OutboxDrainer(outbox: outbox, baseURL: options.baseURL, transport: signedIn, connectivity: AssumedReachable())
                         .drain()

@@ -11,8 +11,9 @@ batches of messages inserted in one transaction (a random pg_sleep between two I
 rewritten, whole batches deleted or moved to another workspace, and ben's memberships changed
 (removed from w1 and added back, added to w2 for a while and removed), sometimes with a batch
 posted to that workspace in the same transaction. Meanwhile ana and ben pull `team_messages`
-from the two instances into SQLite files with `offline sync pull --synced`, SIGKILLed at random
-points, and the lab SIGKILLs instances (sometimes both at once) and starts them again on the same
+from the two instances into SQLite files with `offline sync pull --synced` (one run in three then
+holds the live stream for up to 2 s, pulling what it announces), SIGKILLed at random points,
+and the lab SIGKILLs instances (sometimes both at once) and starts them again on the same
 database. After every pull that ended on its own, each batch the device holds must be whole
 (as many rows as its batch_size) and ana, never in w3, must hold no message of w3. When the
 writers stop, pulls run until each device equals exactly the rows its user may see now, field by
@@ -212,16 +213,19 @@ class Lab:
 
     # Clients
 
-    def pull_command(self, user, server):
+    def pull_command(self, user, server, follow=0):
         return [self.bin, "sync", "pull", "--db", os.path.join(self.work, f"{user}.sqlite"), "--server", self.urls[server],
-                "--synced", COLLECTION, "--user", user, "--page-size", str(random.choice([10, 50, 200]))]
+                "--synced", COLLECTION, "--user", user, "--page-size", str(random.choice([10, 50, 200])),
+                "--follow", f"{follow:.2f}"]
 
-    def pull(self, user, server, kill_after=None, timeout=60):
-        """Runs one pull; 'killed', 'done', 'error' or 'hung' (not done within `timeout`)."""
+    def pull(self, user, server, kill_after=None, timeout=60, follow=0):
+        """Runs one pull (then holds the live stream for `follow` seconds, pulling what it
+        announces); 'killed', 'done', 'error' or 'hung' (not done within `timeout`)."""
         with open(os.path.join(self.work, f"client-{user}.log"), "a") as log:
-            log.write(f"--- pull from server {server}{'' if kill_after is None else f', SIGKILL after {kill_after:.3f} s'}\n")
+            log.write(f"--- pull from server {server}{f', following {follow:.2f} s' if follow else ''}"
+                      f"{'' if kill_after is None else f', SIGKILL after {kill_after:.3f} s'}\n")
             log.flush()
-            child = subprocess.Popen(self.pull_command(user, server), stdout=log, stderr=log)
+            child = subprocess.Popen(self.pull_command(user, server, follow), stdout=log, stderr=log)
             with self.lock:
                 self.children.add(child)
             try:
@@ -303,8 +307,13 @@ class Lab:
         rng = random.Random(self.seed * 100 + (50 if user == "ana" else 51))
         while not self.stop.is_set():
             server = home if rng.random() < 0.75 else 1 - home
-            kill_after = rng.randint(0, self.kill_max_ms) / 1000 if rng.random() < 0.6 else None
-            outcome = self.pull(user, server, kill_after)
+            # One run in three holds the live stream for a while after its pull, as an app on
+            # screen does, and is SIGKILLed as often (its kill comes at any point of it).
+            follow = rng.uniform(0.5, 2.0) if rng.random() < 0.33 else 0
+            kill_after = rng.randint(0, self.kill_max_ms + int(follow * 1000)) / 1000 if rng.random() < 0.6 else None
+            outcome = self.pull(user, server, kill_after, follow=follow)
+            if follow:
+                self.count(f"{user} follows {outcome}")
             self.count(f"{user} pulls {outcome}")
             self.note(f"{user} pull from server {server}: {outcome}")
             if outcome == "done":
@@ -525,7 +534,8 @@ class Lab:
               f"{errors} statements refused by PostgreSQL ({deadlocks} deadlocks, rolled back)")
         for user in ("ana", "ben"):
             print(f"{LAB}: {user}: {c.get(f'{user} pulls killed', 0)} pulls SIGKILLed, {c.get(f'{user} pulls done', 0)} ended on their own, "
-                  f"{c.get(f'{user} pulls error', 0)} ended with an error (server down)")
+                  f"{c.get(f'{user} pulls error', 0)} ended with an error (server down); of them, holding the live stream: "
+                  f"{c.get(f'{user} follows killed', 0)} SIGKILLed, {c.get(f'{user} follows done', 0)} on their own")
         if lags:
             print(f"{LAB}: capture's lag sampled every second: median {sorted(lags)[len(lags) // 2] / 1024:.0f} kB of WAL, "
                   f"largest {max(lags) / 1024:.0f} kB")
