@@ -93,7 +93,7 @@ extension Offline {
         private func statusLine(_ status: ConnectivityStatus, in database: OfflineDatabase) async throws -> SyncStatusLine {
             let queue = try await OfflineKit.Outbox(database: database, operations: []).snapshot()
             let synced = try await database.writer.read { db in try SyncEngine.lastSynced(db) }
-            return SyncStatusLine(connectivity: status.kind, isPulling: false, uploading: queue.pendingCount + queue.inFlightCount,
+            return SyncStatusLine(connectivity: status.kind, isPulling: false, uploading: queue.unacknowledgedCount,
                                   failedWrites: queue.failures.count, lastSyncedAt: synced)
         }
 

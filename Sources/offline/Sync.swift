@@ -122,7 +122,7 @@ extension Offline.Sync {
             }
             let rows = try await database.writer.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM synced_record") ?? 0 }
             let snapshot = try await outbox.snapshot()
-            print("pulled: \(rows) rows, \(snapshot.pendingCount + snapshot.inFlightCount) local edits on their way, \(snapshot.failures.count) refused")
+            print("pulled: \(rows) rows, \(snapshot.unacknowledgedCount) local edits on their way, \(snapshot.failures.count) refused")
             if !snapshot.failures.isEmpty { throw ExitCode(2) }
         }
     }

@@ -48,7 +48,7 @@ public enum WorkspaceScreen {
     static func statusLine(_ state: WorkspaceModel.State, _ connectivity: ConnectivityKind) -> Line {
         guard let queue = state.queue else { return Line(" Status: reading…", .dim) }
         let line = SyncStatusLine(connectivity: connectivity, isPulling: state.sync?.isPulling ?? false,
-                                  uploading: queue.pendingCount + queue.inFlightCount, failedWrites: queue.failures.count,
+                                  uploading: queue.unacknowledgedCount, failedWrites: queue.failures.count,
                                   lastSyncedAt: state.sync?.lastSyncedAt, pullFailed: state.sync?.failure != nil)
         let words = line.messages(updated: clock).map(\.text).joined(separator: " · ")
         let style: TextStyle = switch line {

@@ -70,7 +70,7 @@ extension OfflineClient {
                     }
                     guard let queue else { continue }
                     let status = OfflineClientStatus(
-                        connectivity: connectivity, sync: progress, uploading: queue.pendingCount + queue.inFlightCount,
+                        connectivity: connectivity, sync: progress, uploading: queue.unacknowledgedCount,
                         failedWrites: queue.failures.count, waitingForOtherAccounts: queue.waitingForOtherAccounts)
                     guard status != last else { continue }
                     last = status

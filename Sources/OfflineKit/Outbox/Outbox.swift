@@ -379,8 +379,11 @@ public struct OutboxSnapshot: Sendable, Hashable {
     /// Set while delivery is paused because the server refused the credentials.
     public var pausedFor: OutboxFailure?
 
+    /// Entries the server has not acknowledged yet: waiting or being sent.
+    public var unacknowledgedCount: Int { pendingCount + inFlightCount }
+
     /// Nothing left to send.
-    public var isEmpty: Bool { pendingCount == 0 && inFlightCount == 0 }
+    public var isEmpty: Bool { unacknowledgedCount == 0 }
 
     static func fetch(_ db: Database) throws -> OutboxSnapshot {
         let account = try Outbox.account(db)

@@ -146,7 +146,7 @@ extension SyncEngine {
                 group.addTask {
                     var active = Int.max
                     for try await snapshot in outbox.snapshots() {
-                        let now = snapshot.pendingCount + snapshot.inFlightCount
+                        let now = snapshot.unacknowledgedCount
                         if now < active { input.yield(.writesSettled) }
                         active = now
                     }

@@ -41,7 +41,7 @@ struct OfflineClientTests {
 
                     let entry = try #require(try await client.outbox.write(
                         .setItem, path: "/api/records/items/2", json: ItemBody(value: "queued"), record: RecordKey("items", "2")))
-                    try await waitForQueue(client.outbox) { $0.pendingCount + $0.inFlightCount == 0 }
+                    try await waitForQueue(client.outbox) { $0.unacknowledgedCount == 0 }
                     #expect(try await serverItems(url, "items", ana)["2"] == "queued")
                     #expect(try await serverEffects(url, http)[entry.idempotencyKey] == 1, "delivered exactly once")
 
