@@ -76,6 +76,8 @@ public enum SyncStatusLine: Sendable, Hashable {
     /// - Parameter updated: how the app says a moment to its user ("10:42", "5 minutes ago"),
     ///   for "Updated …"; a line whose data's age is unknown says nothing of it.
     public func messages(updated: (Date) -> String) -> [OfflineMessage] {
+        // "Updated …", when the data's age is known.
+        func age(_ date: Date?) -> [OfflineMessage] { date.map { [.updatedAt(updated($0))] } ?? [] }
         switch self {
         case .needsAttention(let count):
             return [count == 1 ? .oneChangeNeedsAttention : .changesNeedAttention(String(count))]
@@ -83,17 +85,17 @@ public enum SyncStatusLine: Sendable, Hashable {
             return [.offlineMode, .dataAppearsWhenOnline]
         case .offline(let waiting, let lastSyncedAt):
             if waiting > 0 { return [.offlineMode, waiting == 1 ? .oneChangeWillSync : .changesWillSync(String(waiting))] }
-            return [.offlineMode] + (lastSyncedAt.map { [.updatedAt(updated($0))] } ?? [])
+            return [.offlineMode] + age(lastSyncedAt)
         case .sending(let count):
             return [count == 1 ? .sendingOneChange : .sendingChanges(String(count))]
         case .syncing:
             return [.syncing]
         case .pullFailed(let lastSyncedAt):
-            return [.couldNotSync] + (lastSyncedAt.map { [.updatedAt(updated($0))] } ?? [])
+            return [.couldNotSync] + age(lastSyncedAt)
         case .upToDate(let lastSyncedAt):
-            return [.upToDate] + (lastSyncedAt.map { [.updatedAt(updated($0))] } ?? [])
+            return [.upToDate] + age(lastSyncedAt)
         case .checking(let lastSyncedAt):
-            return lastSyncedAt.map { [.updatedAt(updated($0))] } ?? []
+            return age(lastSyncedAt)
         }
     }
 }
