@@ -47,9 +47,8 @@ public enum WorkspaceScreen {
     /// The one line an app shows about its data: ``SyncStatusLine``, in the product's words.
     static func statusLine(_ state: WorkspaceModel.State, _ connectivity: ConnectivityKind) -> Line {
         guard let queue = state.queue else { return Line(" Status: reading…", .dim) }
-        let line = SyncStatusLine(connectivity: connectivity, isPulling: state.sync?.isPulling ?? false,
-                                  uploading: queue.unacknowledgedCount, failedWrites: queue.failures.count,
-                                  lastSyncedAt: state.sync?.lastSyncedAt, pullFailed: state.sync?.failure != nil)
+        let line = SyncStatusLine(connectivity: connectivity, sync: state.sync, uploading: queue.unacknowledgedCount,
+                                  failedWrites: queue.failures.count)
         let words = line.messages(updated: clock).map(\.text).joined(separator: " · ")
         let style: TextStyle = switch line {
         case .needsAttention: .color(.red, bold: true)

@@ -22,8 +22,17 @@ public struct OfflineClientStatus: Sendable, Hashable {
 
     /// The one line to show about it, in the product's words (``SyncStatusLine``).
     public var line: SyncStatusLine {
-        SyncStatusLine(connectivity: connectivity.kind, isPulling: sync?.isPulling ?? false, uploading: uploading,
-                       failedWrites: failedWrites, lastSyncedAt: sync?.lastSyncedAt, pullFailed: sync?.failure != nil)
+        SyncStatusLine(connectivity: connectivity.kind, sync: sync, uploading: uploading, failedWrites: failedWrites)
+    }
+}
+
+extension SyncStatusLine {
+    /// The line for sync's progress (nil when the app syncs nothing) and the writes on their way,
+    /// as ``OfflineClientStatus/line`` builds it: for a screen that follows the sync engine and
+    /// the outbox itself.
+    public init(connectivity: ConnectivityKind, sync: SyncProgress?, uploading: Int, failedWrites: Int) {
+        self.init(connectivity: connectivity, isPulling: sync?.isPulling ?? false, uploading: uploading,
+                  failedWrites: failedWrites, lastSyncedAt: sync?.lastSyncedAt, pullFailed: sync?.failure != nil)
     }
 }
 
