@@ -79,11 +79,11 @@ func runMoveOutBenchmark() async throws {
         }
     }
     print(String(format: "  move-out of %d rows    %.3f s  (membership deleted until the device holds none; median of %@; at most %d pulls)",
-                 total, median(moveOuts), moveOuts.map { String(format: "%.3f", $0) }.joined(separator: ", "), pullsPerMoveOut))
+                 total, Sampling.percentile(moveOuts, 0.5), moveOuts.map { String(format: "%.3f", $0) }.joined(separator: ", "), pullsPerMoveOut))
     print(String(format: "  raw GRDB delete         %.3f s  (%d rows one by one, one transaction, no network; median of %@)",
-                 median(baselines), rows, baselines.map { String(format: "%.3f", $0) }.joined(separator: ", ")))
+                 Sampling.percentile(baselines, 0.5), rows, baselines.map { String(format: "%.3f", $0) }.joined(separator: ", ")))
     print(String(format: "  move-in of %d rows     %.3f s  (membership added back until every row is there; median of %@)",
-                 total, median(moveIns), moveIns.map { String(format: "%.3f", $0) }.joined(separator: ", ")))
+                 total, Sampling.percentile(moveIns, 0.5), moveIns.map { String(format: "%.3f", $0) }.joined(separator: ", ")))
     print("  (target: move-out <= 1 s, in one transaction: no pull left part of the workspace)")
 }
 
@@ -117,10 +117,6 @@ private func rawDelete(_ count: Int, into file: URL) throws -> Duration {
         for index in 1...count { try delete.execute(arguments: ["northwind-\(index)"]) }
     }
     return ContinuousClock.now - start
-}
-
-private func median(_ values: [Double]) -> Double {
-    values.sorted()[values.count / 2]
 }
 
 private struct MoveOutFailure: Error, CustomStringConvertible {
