@@ -37,8 +37,8 @@ func buildApplication(
     onMetricsRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
     // With a metrics port, the server's metrics go to a registry of its own, served there.
-    let registry = configuration.metricsPort.map { _ in PrometheusCollectorRegistry() }
-    let metrics = registry.map { ServerMetrics(factory: PrometheusMetricsFactory(registry: $0)) } ?? ServerMetrics()
+    let endpoint = configuration.metricsPort.map { (port: $0, registry: PrometheusCollectorRegistry()) }
+    let metrics = endpoint.map { ServerMetrics(factory: PrometheusMetricsFactory(registry: $0.registry)) } ?? ServerMetrics()
     let sync = try await SyncRuntime.prepare(configuration, rules: try SyncRules.serving(configuration), storage: storage,
                                              metrics: metrics, logger: logger)
     let purge = ExpiredDataPurge(
@@ -46,9 +46,9 @@ func buildApplication(
         tombstoneRetention: configuration.tombstoneRetention,
         interval: configuration.purgeInterval, clock: ContinuousClock(), now: { Date() }, logger: logger, metrics: metrics)
     var services: [any Service] = storage.services + [sync.capture, purge]
-    if let registry, let port = configuration.metricsPort {
+    if let endpoint {
         services.append(MetricsEndpoint.application(
-            host: configuration.metricsHost, port: port, registry: registry,
+            host: configuration.metricsHost, port: endpoint.port, registry: endpoint.registry,
             refresh: { [service = sync.service] in await service.refreshGauges() }, logger: logger, onRunning: onMetricsRunning))
     }
     return Application(
