@@ -41,7 +41,7 @@ struct SyncCursor: Codable, Sendable, Hashable {
 
     /// - Throws: ``Invalid`` for anything this server could not have given out.
     init(_ text: String) throws {
-        guard text.utf8.count <= Self.maximumLength, let data = Self.base64URLDecoded(text),
+        guard text.utf8.count <= Self.maximumLength, let data = Base64URL.decoded(text),
               let cursor = try? JSONDecoder().decode(SyncCursor.self, from: data),
               !cursor.e.isEmpty, cursor.e.count <= 32, cursor.p >= 0, cursor.m >= 0, cursor.t.count <= 64,
               cursor.c.count <= 256, cursor.t.allSatisfy({ $0.s >= 0 && $0.h >= 0 && ($0.f ?? 0) >= 0 && ($0.a?.count ?? 0) <= 4096 })
@@ -54,21 +54,6 @@ struct SyncCursor: Codable, Sendable, Hashable {
         encoder.outputFormatting = .sortedKeys
         // Strings, numbers and arrays of them always encode.
         let data = (try? encoder.encode(self)) ?? Data()
-        return data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    static func base64URLDecoded(_ text: String) -> Data? {
-        guard text.utf8.allSatisfy({ $0.isBase64URL }) else { return nil }
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64)
-    }
-}
-
-private extension UInt8 {
-    var isBase64URL: Bool {
-        (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(self)
-            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || self == UInt8(ascii: "-") || self == UInt8(ascii: "_")
+        return Base64URL.encoded(data)
     }
 }
