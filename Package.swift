@@ -50,6 +50,7 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.7.1"),
     ],
     targets: [
         // Pure vocabulary and decisions: no I/O, no package dependencies.
@@ -108,7 +109,11 @@ let package = Package(
 
         // This package's own test and benchmark helpers that drive real processes (nginx): Linux
         // and macOS only, so no product an app links contains them.
-        .target(name: "OfflineTestSupport", dependencies: [subprocess], swiftSettings: strict),
+        .target(name: "OfflineTestSupport", dependencies: [
+            subprocess,
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "CryptoExtras", package: "swift-crypto"),
+        ], swiftSettings: strict),
 
         // The reference backend. Shares only OfflineCore's wire types with the client.
         .target(
@@ -133,6 +138,8 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             // The routes' OpenAPI document: read by the server's and the OpenAPI client's tests,
             // and by scripts/generate-openapi.sh.

@@ -49,6 +49,31 @@ extension Offline {
         var metricsPort: Int?
         @Option(name: .customLong("metrics-host"), help: "The address the metrics port listens on: loopback by default, a private address for a scraper elsewhere.")
         var metricsHost = "127.0.0.1"
+        @Option(name: .customLong("jwt-issuer"), help: "Take the JSON Web Tokens of the app's own identity provider with this iss, beside the server's own accounts (with --jwt-audience and --jwt-keys).")
+        var jwtIssuer: String?
+        @Option(name: .customLong("jwt-audience"), help: "The aud the identity provider's tokens must name.")
+        var jwtAudience: String?
+        @Option(name: .customLong("jwt-keys"), help: "The identity provider's JWK Set: a file, or its https address (jwks_uri). Read again every 5 minutes, and when a token names a key it does not hold.")
+        var jwtKeys: String?
+        @Option(name: .customLong("jwt-roles-claim"), help: "The claim holding the user's roles.")
+        var jwtRolesClaim = "roles"
+
+        /// The identity provider the three `--jwt-` options name, or nil when none is given.
+        var identityProvider: IdentityProvider? {
+            get throws {
+                let given = [jwtIssuer, jwtAudience, jwtKeys].compactMap { $0 }
+                guard !given.isEmpty else { return nil }
+                guard let jwtIssuer, let jwtAudience, let jwtKeys, !jwtIssuer.isEmpty, !jwtAudience.isEmpty else {
+                    throw ValidationError("--jwt-issuer, --jwt-audience and --jwt-keys go together.")
+                }
+                let keys: IdentityProvider.Keys = if jwtKeys.hasPrefix("https://") || jwtKeys.hasPrefix("http://"), let url = URL(string: jwtKeys) {
+                    .url(url)
+                } else {
+                    .file(URL(fileURLWithPath: jwtKeys))
+                }
+                return IdentityProvider(issuer: jwtIssuer, audience: jwtAudience, keys: keys, rolesClaim: jwtRolesClaim)
+            }
+        }
 
         func validate() throws {
             guard (0...65_535).contains(port) else { throw ValidationError("--port must be between 0 and 65535.") }
@@ -63,6 +88,7 @@ extension Offline {
             guard maxRequestsPerUser > 0 else { throw ValidationError("--max-requests-per-user must be positive.") }
             if let metricsPort, !(0...65_535).contains(metricsPort) { throw ValidationError("--metrics-port must be a port number.") }
             guard signInFailuresPerAddress >= 0 else { throw ValidationError("--sign-in-failures-per-address must be 0 or more.") }
+            _ = try identityProvider
             guard maxRecordsPerUser > 0, maxRecordBytesPerUser > 0 else {
                 throw ValidationError("--max-records-per-user and --max-record-bytes-per-user must be positive.")
             }
@@ -90,7 +116,8 @@ extension Offline {
                 signInFailuresPerAddress: signInFailuresPerAddress == 0 ? nil : signInFailuresPerAddress,
                 maxRequestsPerUser: maxRequestsPerUser,
                 metricsPort: metricsPort,
-                metricsHost: metricsHost
+                metricsHost: metricsHost,
+                identityProvider: try identityProvider
             )
             let app = try await buildApplication(configuration, onServerRunning: { port in
                 print("offline serve: listening on http://\(configuration.host):\(port)")

@@ -18,9 +18,11 @@ extension Router where Context == OfflineRequestContext {
     /// - `POST /api/auth/sign-out` with the access token → `204`; its sign-in's tokens stop working.
     ///
     /// Every other route finds the caller's user in the context (``UserAuthenticator``, added here
-    /// for the whole router). None of these answers is cached.
-    func addAccountRoutes(accounts: AccountStore, throttle: SignInThrottle = SignInThrottle()) {
-        add(middleware: UserAuthenticator(accounts: accounts))
+    /// for the whole router): a token of the server's own, or one the app's identity provider
+    /// signed (`provider`), which that provider refreshes and revokes. None of these answers is
+    /// cached.
+    func addAccountRoutes(accounts: AccountStore, provider: ProviderKeys? = nil, throttle: SignInThrottle = SignInThrottle()) {
+        add(middleware: UserAuthenticator(accounts: accounts, provider: provider))
         post("/api/auth/sign-in") { request, context in
             let input = try await request.decode(as: SignIn.self, context: context)
             if let (wait, limit) = throttle.retryAfter(input.name, address: context.peerAddress) {
@@ -53,7 +55,10 @@ extension Router where Context == OfflineRequestContext {
         }
         post("/api/auth/sign-out") { request, context in
             _ = try context.requireUser()
-            if let token = request.headers.bearerToken { try await accounts.signOut(accessToken: token) }
+            // A provider's token ends where it was made; only the server's own are revoked here.
+            if let token = request.headers.bearerToken, !UserAuthenticator.isProviderToken(token) {
+                try await accounts.signOut(accessToken: token)
+            }
             return Response(status: .noContent)
         }
     }

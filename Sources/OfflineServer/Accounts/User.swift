@@ -9,12 +9,36 @@ public struct User: Sendable, Hashable, Codable {
     public var name: String
     public var email: String
     public var displayName: String
+    /// The roles the app's identity provider gave the user (``IdentityProvider/rolesClaim``),
+    /// sorted; none for the server's own accounts.
+    public var roles: [String]
 
-    public init(id: String, name: String, email: String, displayName: String) {
+    public init(id: String, name: String, email: String, displayName: String, roles: [String] = []) {
         self.id = id
         self.name = name
         self.email = email
         self.displayName = displayName
+        self.roles = roles
+    }
+
+    private enum CodingKeys: String, CodingKey { case id, name, email, displayName, roles }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(id: try container.decode(String.self, forKey: .id), name: try container.decode(String.self, forKey: .name),
+                  email: try container.decode(String.self, forKey: .email),
+                  displayName: try container.decode(String.self, forKey: .displayName),
+                  roles: try container.decodeIfPresent([String].self, forKey: .roles) ?? [])
+    }
+
+    /// `roles` only when there are some: the server's own accounts answer sign-in as before.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(name, forKey: .name)
+        try container.encode(email, forKey: .email)
+        try container.encode(displayName, forKey: .displayName)
+        if !roles.isEmpty { try container.encode(roles, forKey: .roles) }
     }
 }
 

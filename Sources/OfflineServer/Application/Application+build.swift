@@ -39,6 +39,8 @@ func buildApplication(
     // With a metrics port, the server's metrics go to a registry of its own, served there.
     let endpoint = configuration.metricsPort.map { (port: $0, registry: PrometheusCollectorRegistry()) }
     let metrics = endpoint.map { ServerMetrics(factory: PrometheusMetricsFactory(registry: $0.registry)) } ?? ServerMetrics()
+    var provider: ProviderKeys?
+    if let identityProvider = configuration.identityProvider { provider = try await ProviderKeys(identityProvider, logger: logger) }
     let sync = try await SyncRuntime.prepare(configuration, rules: try SyncRules.serving(configuration), storage: storage,
                                              metrics: metrics, logger: logger)
     let purge = ExpiredDataPurge(
@@ -52,7 +54,8 @@ func buildApplication(
             refresh: { [service = sync.service] in await service.refreshGauges() }, logger: logger, onRunning: onMetricsRunning))
     }
     return Application(
-        router: try buildRouter(configuration, storage: storage, sync: sync.service, exactlyOnce: exactlyOnce, metrics: metrics),
+        router: try buildRouter(configuration, storage: storage, sync: sync.service, exactlyOnce: exactlyOnce, metrics: metrics,
+                                provider: provider),
         // Slow and silent clients are closed, and however many there are, they hold at most
         // `maxConnections`: past it, new connections wait in the listen queue until one closes.
         server: .http1(idleTimeout: configuration.idleTimeout, requestHeadTimeout: configuration.requestHeadTimeout,
@@ -82,7 +85,8 @@ func serverSchemas(_ configuration: ServerConfiguration) -> [StorageSchema] {
 /// - Parameter exactlyOnce: false leaves out ``IdempotentWrites``, for the benchmark that
 ///   measures what it costs; never on a server anyone uses.
 func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorage, sync: SyncService,
-                 exactlyOnce: Bool = true, metrics: ServerMetrics = ServerMetrics()) throws -> Router<OfflineRequestContext> {
+                 exactlyOnce: Bool = true, metrics: ServerMetrics = ServerMetrics(),
+                 provider: ProviderKeys? = nil) throws -> Router<OfflineRequestContext> {
     // HEAD runs the GET route and drops its body, so a client can check a resource's headers
     // (a pack file's length and ETag) without fetching it.
     let router = Router(context: OfflineRequestContext.self, options: .autoGenerateHeadEndpoints)
@@ -96,7 +100,8 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     router.addHealthRoutes()
     // Before every route that needs to know who is asking.
     let perAddress = configuration.signInFailuresPerAddress.map { SignInAttempts.Policy.perAddress(failures: $0) }
-    router.addAccountRoutes(accounts: accountStore(configuration, storage: storage), throttle: SignInThrottle(addresses: perAddress))
+    router.addAccountRoutes(accounts: accountStore(configuration, storage: storage), provider: provider,
+                            throttle: SignInThrottle(addresses: perAddress))
     // Every route after this point counts against its user's requests under way.
     router.add(middleware: RequestsPerUser(places: PlacesPerUser(perUser: configuration.maxRequestsPerUser)))
     // Every write after this point is exactly-once.

@@ -70,6 +70,9 @@ public struct ServerConfiguration: Sendable {
     /// none, and the metrics go to the process's `MetricsSystem`. 0 picks a free port.
     public var metricsPort: Int?
     public var metricsHost: String
+    /// The app's own identity provider, whose signed tokens the server takes beside its own
+    /// accounts' (``IdentityProvider``); nil takes only the server's own.
+    public var identityProvider: IdentityProvider?
 
     public init(
         host: String = "127.0.0.1",
@@ -97,7 +100,8 @@ public struct ServerConfiguration: Sendable {
         signInFailuresPerAddress: Int? = 100,
         maxRequestsPerUser: Int = 32,
         metricsPort: Int? = nil,
-        metricsHost: String = "127.0.0.1"
+        metricsHost: String = "127.0.0.1",
+        identityProvider: IdentityProvider? = nil
     ) {
         self.host = host
         self.port = port
@@ -125,5 +129,6 @@ public struct ServerConfiguration: Sendable {
         self.maxRequestsPerUser = maxRequestsPerUser
         self.metricsPort = metricsPort
         self.metricsHost = metricsHost
+        self.identityProvider = identityProvider
     }
 }
