@@ -1,7 +1,7 @@
 /// Where a ``BearerTokenTransport`` gets its access tokens.
 ///
-/// Implement it over your backend's sign-in (OAuth 2, a session API); ``SignInSession`` speaks
-/// the reference backend's. Keep tokens in memory or the Keychain, never in a cache: OfflineKit
+/// Implement it over your backend's sign-in (OAuth 2, a session API, your identity provider's
+/// SDK: <doc:SigningIn> shows one); ``SignInSession`` speaks the reference backend's. Keep tokens in memory or the Keychain, never in a cache: OfflineKit
 /// stores no `Authorization` value (responses are partitioned by user instead).
 public protocol AccessTokenSource: Sendable {
     /// The token to send now, signing in first when there is none.
