@@ -151,6 +151,7 @@ extension Outbox {
                             }
                         }
                         try entry.delete(db)
+                        if let record = entry.record { try SyncEngine.noteAcknowledged(record, in: db) }
                     } catch {
                         // The server has the write but its answer could not be applied locally
                         // (a malformed body): resending would replay the same answer, so the entry

@@ -100,6 +100,19 @@ extension SyncEngine {
         try finishPull(resyncing: resyncing, collections: collections, at: now, in: db)
     }
 
+    /// A write to `record` was acknowledged (in the outbox's transaction): while a full resync
+    /// of its collection runs, its row counts as seen, so the resync's sweep keeps it. The
+    /// resync's pages may have been read before the server had the write, and the row is the
+    /// user's own, on the server now: the next pull brings whatever the server holds for it.
+    /// Without this, a message sent during a first sync vanished until the next pull.
+    static func noteAcknowledged(_ record: RecordKey, in db: Database) throws {
+        guard try db.tableExists("offlinekit_sync_seen") else { return }
+        try db.execute(sql: """
+            INSERT OR IGNORE INTO offlinekit_sync_seen (collection, id) SELECT ?, ?
+            WHERE EXISTS (SELECT 1 FROM offlinekit_sync_cursor WHERE resyncing = 1 AND instr(',' || engine || ',', ',' || ? || ',') > 0)
+            """, arguments: [record.collection, record.id, record.collection])
+    }
+
     /// A pull completed: at the end of a full resync, rows the server no longer has go (except
     /// those a queued write holds); every collection counts as pulled from now on.
     private static func finishPull(resyncing: Bool, collections: [String: SyncedCollection], at now: Date, in db: Database) throws {
