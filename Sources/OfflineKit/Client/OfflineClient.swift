@@ -117,6 +117,41 @@ public final class OfflineClient: Sendable {
         }
         await ownedTransport?.release()
     }
+
+    /// Runs the client (``run()``) while `body` runs, then stops it and returns once it stopped:
+    /// its outbox's lock released, the transport it made closed.
+    ///
+    /// ```swift
+    /// let unread = try await client.running { client in
+    ///     try await client.sync?.pull()
+    ///     return try await client.database.writer.read(Message.fetchCount)
+    /// }
+    /// ```
+    ///
+    /// For work with a beginning and an end: a background task (`BGAppRefreshTask`), a
+    /// command-line tool, a test. An app that keeps the client for its whole life calls ``run()``
+    /// from a task of its own instead (in SwiftUI, `.task { try? await client.run() }`). Like
+    /// ``run()``, call it once per client.
+    ///
+    /// - Throws: what `body` throws; or what ``run()`` ended with before `body` returned (the
+    ///   outbox owned by another process), `body` then being cancelled.
+    @discardableResult
+    public func running<Value: Sendable>(_ body: @escaping @Sendable (OfflineClient) async throws -> Value) async throws -> Value {
+        try await withThrowingTaskGroup(of: Value?.self) { group in
+            group.addTask { try await self.run(); return nil }
+            group.addTask { try await body(self) }
+            defer { group.cancelAll() }
+            // run() ends before body only with an error (thrown here) or when this task is
+            // cancelled (body is too, and ends with what it throws then).
+            while let result = try await group.next() {
+                guard let value = result else { continue }
+                group.cancelAll()
+                try await group.waitForAll()
+                return value
+            }
+            throw CancellationError()
+        }
+    }
 }
 
 /// A transport the client made and must release, once: at the end of ``OfflineClient/run()``,

@@ -1,0 +1,50 @@
+import Foundation
+import OfflineCore
+import OfflineKit
+import Testing
+
+/// `running(_:)`: a client run for as long as a closure runs, on a real database file, with no
+/// server (nothing answers at its address).
+@Suite("OfflineClient.running", .timeLimit(.minutes(1)))
+struct OfflineClientRunningTests {
+    static let nowhere = URL(string: "http://127.0.0.1:9")!
+
+    static func client(_ file: URL) throws -> OfflineClient {
+        OfflineClient(serverURL: nowhere, database: try OfflineDatabase.open(at: file), operations: OutboxOperation.testOperations,
+                      linkMonitor: nil)
+    }
+
+    @Test("returns the closure's value once the client stopped: the same file opens again at once, its outbox free")
+    func stopsBeforeReturning() async throws {
+        let file = try temporaryDirectory().appendingPathComponent("app.sqlite")
+        for round in 0..<3 {
+            // Each round's client must have let go of the outbox's lock, or the next one's drainer
+            // fails at once with queueOwnedElsewhere, and running throws it.
+            let value = try await Self.client(file).running { client in
+                try await client.outbox.write(OutboxOperation.testOperations[0], path: "/api/records/items/\(round)", payload: Data("{}".utf8))
+                return try await client.outbox.snapshot().unacknowledgedCount
+            }
+            #expect(value == round + 1, "nothing answers, so every write waits")
+        }
+    }
+
+    @Test("a client that cannot run ends running with its error, and the closure is cancelled")
+    func runErrorsEndIt() async throws {
+        let file = try temporaryDirectory().appendingPathComponent("app.sqlite")
+        let cancelled = Locked(false)
+        try await Self.client(file).running { _ in
+            // A second client of the same file, while the first holds the outbox.
+            await #expect(throws: OutboxError.queueOwnedElsewhere(path: file.path + "-outbox.lock")) {
+                try await Self.client(file).running { _ in
+                    do {
+                        try await Task.sleep(for: .seconds(30))
+                    } catch {
+                        cancelled.withLock { $0 = true }
+                        throw error
+                    }
+                }
+            }
+        }
+        #expect(cancelled.current)
+    }
+}
