@@ -16,7 +16,7 @@ let package = Package(
     targets: [
         .executableTarget(name: "QuickStart", dependencies: [.product(name: "OfflineKit", package: "OfflineKit")]),
         .executableTarget(name: "Connectivity", dependencies: [.product(name: "OfflineKit", package: "OfflineKit")]),
-        .executableTarget(name: "SyncedNotes", dependencies: [.product(name: "OfflineKit", package: "OfflineKit"),
+        .executableTarget(name: "SyncedChat", dependencies: [.product(name: "OfflineKit", package: "OfflineKit"),
                                                              .product(name: "GRDB", package: "GRDB.swift")]),
     ]
 )

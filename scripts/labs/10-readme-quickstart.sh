@@ -22,11 +22,16 @@ trap 'kill "${server_pid:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
 # The README's block between <!-- NAME-code --> and <!-- /NAME-code --> (or -output), without
 # the markers and the fence.
 readme_block() {
-    sed -n "/<!-- $1 -->/,/<!-- \/$1 -->/p" README.md | sed '1,2d;$d' | sed '$d'
+    doc_block README.md "$1"
 }
+doc_block() {
+    sed -n "/<!-- $2 -->/,/<!-- \/$2 -->/p" "$1" | sed '1,2d;$d' | sed '$d'
+}
+# The article that walks through the synced screen shows the same code and output.
+article=Sources/OfflineKit/OfflineKit.docc/SyncedScreen.md
 
 # The README shows the examples' code itself, not copies that could drift.
-for name in QuickStart Connectivity SyncedNotes; do
+for name in QuickStart Connectivity SyncedChat; do
     source_file="$example/Sources/$name/$name.swift"
     marker=$(echo "$name" | tr '[:upper:]' '[:lower:]')
     if [[ "$(readme_block "$marker-code")" != "$(cat "$source_file")" ]]; then
@@ -34,10 +39,16 @@ for name in QuickStart Connectivity SyncedNotes; do
         exit 1
     fi
 done
+for part in code output; do
+    if [[ "$(doc_block "$article" "syncedchat-$part")" != "$(readme_block "syncedchat-$part")" ]]; then
+        echo "quickstart: $article's syncedchat-$part differs from the README's"
+        exit 1
+    fi
+done
 lines=$(grep -cvE '^\s*$|^\s*//' "$example/Sources/QuickStart/QuickStart.swift")
 echo "quickstart: $lines lines of app code in the walkthrough"
-synced=$(grep -cvE '^\s*$|^\s*//' "$example/Sources/SyncedNotes/SyncedNotes.swift")
-echo "quickstart: $synced lines of app code in the synced list"
+synced=$(grep -cvE '^\s*$|^\s*//' "$example/Sources/SyncedChat/SyncedChat.swift")
+echo "quickstart: $synced lines of app code in the synced screen"
 
 scratch=${OFFLINEKIT_QUICKSTART_SCRATCH:-$PWD/.build}
 started=$SECONDS
@@ -58,7 +69,7 @@ fi
 products="$scratch/debug"
 
 start_offline_server quickstart "$work/server.log" --data "$work/data" --demo-accounts
-for name in QuickStart Connectivity SyncedNotes; do
+for name in QuickStart Connectivity SyncedChat; do
     marker=$(echo "$name" | tr '[:upper:]' '[:lower:]')
     timeout 120 "$products/$name" "$url" | tee "$work/$name.txt"
     expected=$(readme_block "$marker-output")
