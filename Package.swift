@@ -188,10 +188,13 @@ let package = Package(
                 "OfflineTestSupport",
                 "OfflineServer",
                 "OfflineDemo",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: strict

@@ -13,6 +13,7 @@ let benchmarks: [(name: String, run: () async throws -> Void)] = [
     ("sync", runSyncBenchmark),
     ("capture", runCaptureBenchmark),
     ("move-out", runMoveOutBenchmark),
+    ("fan-out", runFanOutBenchmark),
 ]
 
 // The cache benchmark's child process, run in a new process for each first open it times.
