@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+public import GRDB
 public import OfflineCore
 
 /// Pattern B's marker: what is still on its way to the server for one record.
@@ -98,7 +98,7 @@ extension Outbox {
 
     /// The sync statuses of a collection's records and the queue's state, read together now.
     public func syncState(in collection: String) async throws -> CollectionSyncState {
-        try await writer.read { db in try Self.fetchSyncState(collection, db) }
+        try await writer.read { db in try Self.syncState(in: collection, db) }
     }
 
     /// ``syncState(in:)`` now and whenever it changes: for a screen that shows both the records'
@@ -106,7 +106,7 @@ extension Outbox {
     /// statuses and one of the queue, can each deliver in its own time, and for a frame the queue
     /// read "everything sent" while a row still showed its pending marker).
     public func syncStateUpdates(in collection: String) -> AsyncThrowingStream<CollectionSyncState, any Error> {
-        observe { db in try Self.fetchSyncState(collection, db) }
+        observe { db in try Self.syncState(in: collection, db) }
     }
 
     /// Dismisses the error shown on `record` (see ``dismiss(_:)``): a failed add's record goes,
@@ -124,7 +124,16 @@ extension Outbox {
         return RecordSyncStatus.derive(from: entries)
     }
 
-    private static func fetchSyncState(_ collection: String, _ db: Database) throws -> CollectionSyncState {
+    /// The sync statuses of a collection's records and the queue's state, read in `db`: for a
+    /// screen that observes its own rows and their markers in one GRDB observation, so a row and
+    /// its marker always come in the same frame.
+    ///
+    /// ```swift
+    /// let screen = ValueObservation.tracking { db in
+    ///     (try Message.fetchAll(db), try Outbox.syncState(in: "messages", db), try SyncEngine.lastSynced(db))
+    /// }
+    /// ```
+    public static func syncState(in collection: String, _ db: Database) throws -> CollectionSyncState {
         CollectionSyncState(statuses: try fetchStatuses(collection, db), queue: try OutboxSnapshot.fetch(db))
     }
 

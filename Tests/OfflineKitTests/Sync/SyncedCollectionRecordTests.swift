@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import OfflineCore
 import OfflineKit
 import Testing
 
@@ -37,6 +38,38 @@ struct SyncedCollectionRecordTests {
         let memberships = SyncedCollection("memberships", rows: Membership.self)
         #expect { try database.writer.read { db in try memberships.ids(db) } } throws: { error in
             "\(error)".contains("membership needs a primary key of one column")
+        }
+    }
+}
+
+/// A screen's one observation: the app's rows, their markers and the queue, in the same frame.
+@Suite("One observation of rows and markers")
+struct RowsAndMarkersObservationTests {
+    struct Note: Codable, Equatable, FetchableRecord, PersistableRecord { var id, text: String }
+
+    @Test("every frame that shows a row written through the outbox shows its pending marker and counts it in the queue")
+    func rowsAndMarkersTogether() async throws {
+        let database = try OfflineDatabase.inMemory()
+        try await database.writer.write { db in try db.execute(sql: "CREATE TABLE note (id TEXT PRIMARY KEY, text TEXT)") }
+        let save = OutboxOperation(name: "save", method: .put, change: .add)
+        let outbox = Outbox(database: database, operations: [save])
+        let frames = Locked<[([Note], CollectionSyncState)]>([])
+        let observation = ValueObservation.tracking { db in (try Note.fetchAll(db), try Outbox.syncState(in: "notes", db)) }
+        let cancellable = observation.start(in: database.writer, scheduling: .async(onQueue: DispatchQueue(label: "test.screen")),
+                                            onError: { Issue.record("\($0)") }, onChange: { frame in frames.withLock { $0.append(frame) } })
+        for index in 0..<3 {
+            let note = Note(id: "n\(index)", text: "note \(index)")
+            try await outbox.write(save, path: "/api/notes/\(note.id)", json: note, record: RecordKey("notes", note.id)) { db in
+                try note.save(db)
+            }
+        }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while frames.current.last?.0.count != 3, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        cancellable.cancel()
+        #expect(frames.current.last?.0.count == 3)
+        for (notes, state) in frames.current {
+            #expect(notes.allSatisfy { state.statuses[$0.id]?.pendingAction == .add }, "a row without its marker: \(notes) \(state.statuses)")
+            #expect(state.queue.pendingCount == notes.count)
         }
     }
 }
