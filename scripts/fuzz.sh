@@ -31,7 +31,7 @@ sources_of() {
         PackManifest) echo "" ;;
         ResponseHeaders) echo Sources/OfflineKit/Cache/CacheControl.swift ;;
         RequestJSON) echo Sources/OfflineServer/Application/JSONValue.swift ;;
-        SyncCursor) echo Sources/OfflineServer/Sync/SyncCursor.swift ;;
+        SyncCursor) echo Sources/OfflineServer/Sync/SyncCursor.swift Sources/OfflineServer/Application/Base64URL.swift ;;
         IdempotencyKey) echo Sources/OfflineServer/Idempotency/IdempotencyKeyField.swift ;;
         *) echo "fuzz: no target $1 (targets: ${all[*]})" >&2; exit 2 ;;
     esac
