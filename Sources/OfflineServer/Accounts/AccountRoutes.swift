@@ -48,8 +48,7 @@ extension Router where Context == OfflineRequestContext {
         post("/api/auth/refresh") { request, context in
             let input = try await request.decode(as: Refresh.self, context: context)
             guard let tokens = try await accounts.refresh(input.refreshToken) else {
-                throw HTTPError(.unauthorized, headers: [.wwwAuthenticate: #"Bearer realm="offline", error="invalid_token""#],
-                                message: "Your session has ended. Sign in again.")
+                throw UserAuthenticator.invalidToken
             }
             return try Self.tokensResponse(tokens)
         }

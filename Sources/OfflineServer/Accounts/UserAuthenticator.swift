@@ -35,6 +35,7 @@ struct UserAuthenticator: AuthenticatorMiddleware {
         return user
     }
 
+    /// `401` with `error="invalid_token"`: a token (or a refresh token) that no longer works.
     static let invalidToken = HTTPError(.unauthorized, headers: [.wwwAuthenticate: #"Bearer realm="offline", error="invalid_token""#],
                                         message: "Your session has ended. Sign in again.")
 }
