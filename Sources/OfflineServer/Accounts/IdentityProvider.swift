@@ -184,7 +184,8 @@ enum ProviderTokenCheck {
                              displayName: string(claims["name"]) ?? name, roles: Set(roles).sorted()))
     }
 
-    private static func string(_ value: ClaimValue?) -> String? {
+    /// A claim's or header field's text; nil when absent, empty or not a string.
+    static func string(_ value: ClaimValue?) -> String? {
         guard case .string(let string)? = value, !string.isEmpty else { return nil }
         return string
     }

@@ -53,7 +53,7 @@ actor ProviderKeys {
         }
         if clock.now - readAt >= provider.refreshInterval { startReading() }
         let named: ProviderTokenCheck.Named
-        switch ProviderTokenCheck.header(alg: Self.string(header["alg"]), kid: Self.string(header["kid"])) {
+        switch ProviderTokenCheck.header(alg: ProviderTokenCheck.string(header["alg"]), kid: ProviderTokenCheck.string(header["kid"])) {
         case .success(let found): named = found
         case .failure(let refusal): return .failure(refusal)
         }
@@ -93,11 +93,6 @@ actor ProviderKeys {
             readAt = clock.now
             reading = nil
         }
-    }
-
-    private static func string(_ value: ClaimValue?) -> String? {
-        guard case .string(let string)? = value else { return nil }
-        return string
     }
 
     // MARK: - Reading the key set
