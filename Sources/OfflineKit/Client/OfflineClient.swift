@@ -133,13 +133,23 @@ public final class OfflineClient: Sendable {
     /// from a task of its own instead (in SwiftUI, `.task { try? await client.run() }`). Like
     /// ``run()``, call it once per client.
     ///
+    /// `body` starts once the client holds its outbox's lock, so a client whose queue another
+    /// process delivers throws ``OutboxError/queueOwnedElsewhere(path:)`` without running `body`.
+    ///
     /// - Throws: what `body` throws; or what ``run()`` ended with before `body` returned (the
-    ///   outbox owned by another process), `body` then being cancelled.
+    ///   outbox owned by another process, before `body` started; a database that went away),
+    ///   `body` then being cancelled.
     @discardableResult
     public func running<Value: Sendable>(_ body: @escaping @Sendable (OfflineClient) async throws -> Value) async throws -> Value {
         try await withThrowingTaskGroup(of: Value?.self) { group in
             group.addTask { try await self.run(); return nil }
-            group.addTask { try await body(self) }
+            group.addTask { [drainer] in
+                // body starts once the client holds its outbox: a second process's client of
+                // the same file fails before its body runs, instead of racing it for the lock.
+                for await owning in drainer.owning.subscribe() where owning { break }
+                try Task.checkCancellation()
+                return try await body(self)
+            }
             defer { group.cancelAll() }
             // run() ends before body only with an error (thrown here) or when this task is
             // cancelled (body is too, and ends with what it throws then).

@@ -44,6 +44,9 @@ public final class OutboxDrainer: Sendable {
     /// by side share one, instead of competing for the queue's lock (which a second loop of the
     /// same process would be refused).
     private let looping = Broadcast(false)
+    /// Whether a delivery loop of this drainer holds the queue now (its lock taken, or none
+    /// needed for a database in memory): what ``OfflineClient/running(_:)`` waits for.
+    let owning = Broadcast(false)
 
     /// - Parameters:
     ///   - baseURL: entries' paths are resolved against it.
@@ -170,7 +173,11 @@ public final class OutboxDrainer: Sendable {
     /// loop.
     private func deliver(_ mode: Machine.Mode) async throws {
         let ownership = try takeOwnership()
-        defer { withExtendedLifetime(ownership) {} }
+        owning.send(true)
+        defer {
+            owning.send(false)
+            withExtendedLifetime(ownership) {}
+        }
         try await outbox.recoverInterruptedDeliveries()
         let queueEmpty = try await outbox.snapshot().isEmpty
         let clock = ElapsedClock(self.clock)

@@ -28,23 +28,20 @@ struct OfflineClientRunningTests {
         }
     }
 
-    @Test("a client that cannot run ends running with its error, and the closure is cancelled")
+    @Test("a second client of the same file fails with the owner's lock before its closure runs, and the first runs on")
     func runErrorsEndIt() async throws {
         let file = try temporaryDirectory().appendingPathComponent("app.sqlite")
-        let cancelled = Locked(false)
-        try await Self.client(file).running { _ in
-            // A second client of the same file, while the first holds the outbox.
+        let started = Locked(false)
+        let pending = try await Self.client(file).running { client in
+            // The first client's body runs only once it holds the outbox, so the second is
+            // refused whatever the scheduling, and its body never starts.
             await #expect(throws: OutboxError.queueOwnedElsewhere(path: file.path + "-outbox.lock")) {
-                try await Self.client(file).running { _ in
-                    do {
-                        try await Task.sleep(for: .seconds(30))
-                    } catch {
-                        cancelled.withLock { $0 = true }
-                        throw error
-                    }
-                }
+                try await Self.client(file).running { _ in started.withLock { $0 = true } }
             }
+            try await client.outbox.write(OutboxOperation.testOperations[0], path: "/api/records/items/1", payload: Data("{}".utf8))
+            return try await client.outbox.snapshot().unacknowledgedCount
         }
-        #expect(cancelled.current)
+        #expect(!started.current)
+        #expect(pending == 1, "the first client kept its outbox")
     }
 }
