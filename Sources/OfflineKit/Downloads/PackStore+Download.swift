@@ -279,21 +279,22 @@ extension PackStore {
         let progress = Locked((counter: PackProgress(totalBytes: plan.downloadBytes), published: Int64(-1)))
         let step = max(64 << 10, plan.downloadBytes / 200)
         let publish: @Sendable (String, Int64) -> Void = { path, bytes in
-            let report = progress.withLock { state -> TransferProgress? in
+            // Published under the counter's lock: files downloading side by side would otherwise
+            // publish their reports in another order than they were counted, and the progress an
+            // observer sees could go back.
+            progress.withLock { state in
                 state.counter.record(path: path, bytes: bytes)
-                let reported = state.counter.reported
-                guard reported.completedBytes - state.published >= step || reported.completedBytes == plan.downloadBytes,
-                      reported.completedBytes != state.published
-                else { return nil }
-                state.published = reported.completedBytes
-                return reported
-            }
-            guard let report else { return }
-            self.setTransfer(packID, report)
-            if let installed {
-                self.setState(packID, .updateAvailable(installed: installed, latestVersion: manifest.version))
-            } else {
-                self.setState(packID, .downloading(report))
+                let report = state.counter.reported
+                guard report.completedBytes - state.published >= step || report.completedBytes == plan.downloadBytes,
+                      report.completedBytes != state.published
+                else { return }
+                state.published = report.completedBytes
+                self.setTransfer(packID, report)
+                if let installed {
+                    self.setState(packID, .updateAvailable(installed: installed, latestVersion: manifest.version))
+                } else {
+                    self.setState(packID, .downloading(report))
+                }
             }
         }
         setTransfer(packID, TransferProgress(completedBytes: 0, totalBytes: plan.downloadBytes))
