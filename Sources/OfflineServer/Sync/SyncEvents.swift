@@ -1,10 +1,11 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import NIOCore
 import ServiceLifecycle
 
 /// The live stream of `GET /api/sync/events`: server-sent events that tell a signed-in client
-/// when something it sees changed, so it pulls. An event carries no data (the pull does):
+/// when something it sees changed. An announcement carries no data (the client pulls):
 ///
 /// ```
 /// retry: 2000
@@ -15,6 +16,22 @@ import ServiceLifecycle
 ///
 /// : heartbeat
 /// ```
+///
+/// A client that names its collections (`?collections=A,B`) and where it stands (the
+/// `Last-Event-ID` header: its cursor) is followed instead: the stream sends the page a pull
+/// after that cursor would answer, as it opens and after each change the user sees, each page
+/// after the last one sent, with the cursor it was read after:
+///
+/// ```
+/// event: page
+/// data: {"from":"…","changes":[…],"cursor":"…","hasMore":false,"through":42}
+/// ```
+///
+/// The client applies a page only if it still stands at `from`; otherwise it pulls. So a
+/// change reaches a workspace's thousand members as one write to each open stream, not a
+/// thousand requests, each checking a token, reading the user's audiences and the feed. A page
+/// the stream cannot carry (larger than ``streamedPageBytes``), or a cursor the feed can no longer
+/// follow, is announced instead, and the stream only announces from then on.
 ///
 /// A change is announced to the streams of users in an audience it touched, on every server
 /// instance (capture's notifications go through the storage). Nothing else reaches a stream:
@@ -28,12 +45,25 @@ struct SyncEvents: Sendable {
     let sync: SyncService
     /// The stream's place in its user's quota: held by the body, given back when it ends.
     let lease: PlacesPerUser.Lease
+    /// The client's collections and cursor, when it asked to be sent pages.
+    let follow: Follow?
+
+    struct Follow: Sendable {
+        var collections: [String]
+        var cursor: String
+    }
+
+    /// The most a page sent on the stream may take, as an event: past it the page is announced,
+    /// and the client pulls it (its reader takes events of up to 64 KiB).
+    static let streamedPageBytes = 60 << 10
+    /// The rows a page sent on the stream may carry; a longer one says `hasMore`.
+    static let streamedPageRows = 200
 
     func response() -> Response {
         Response(
             status: .ok,
             headers: [.contentType: "text/event-stream", .cacheControl: "no-store"],
-            body: ResponseBody { [user, sync, lease] writer in
+            body: ResponseBody { [user, sync, lease, follow] writer in
                 sync.metrics.streamsOpen.increment()
                 defer {
                     sync.metrics.streamsOpen.decrement()
@@ -42,7 +72,18 @@ struct SyncEvents: Sendable {
                 let own = SyncRules.audience(SyncRules.userKind, user)
                 try await sync.storage.notifications.listen(SyncFeed.pokeChannel) { listening in
                     var audiences = try await sync.audiences(of: user)
-                    try await writer.write(ByteBuffer(string: "retry: 2000\n: connected\n\n"))
+                    // Where the client stands after the pages sent; nil once the stream only announces.
+                    var following = follow?.cursor
+                    var opening = ByteBuffer(string: "retry: 2000\n: connected\n\n")
+                    if let follow {
+                        // The page the client's pull as it opens would get, sent even when empty: the
+                        // client then stands where the stream does.
+                        let (event, next) = try await Self.event(after: follow.cursor, of: user, collections: follow.collections,
+                                                                 sync: sync, sendingEmpty: true)
+                        opening.writeBytes(event)
+                        following = next
+                    }
+                    try await writer.write(opening)
                     let clock = ContinuousClock()
                     var lastWritten = clock.now
                     try await withThrowingTaskGroup(of: Void.self) { group in
@@ -65,7 +106,13 @@ struct SyncEvents: Sendable {
                                 audiences = try await sync.audiences(of: user)
                             }
                             if poked.contains("*") || !poked.isDisjoint(with: audiences) {
-                                try await writer.write(ByteBuffer(string: "event: change\ndata: sync\n\n"))
+                                var event = Self.announcement
+                                if let cursor = following, let follow {
+                                    (event, following) = try await Self.event(after: cursor, of: user, collections: follow.collections,
+                                                                              sync: sync, sendingEmpty: false)
+                                }
+                                guard !event.isEmpty else { continue }
+                                try await writer.write(ByteBuffer(bytes: event))
                                 lastWritten = clock.now
                             } else if batch.isEmpty, lastWritten.duration(to: clock.now) >= sync.heartbeat {
                                 // Only the stream's own timer: another user's writes never move it.
@@ -77,5 +124,44 @@ struct SyncEvents: Sendable {
                 }
                 try await writer.finish(nil)
             })
+    }
+
+    /// Where the client stands: the standard header of a stream opened again, carrying its cursor.
+    static let lastEventID = HTTPField.Name("Last-Event-ID")!
+
+    static let announcement = Array("event: change\ndata: sync\n\n".utf8)
+
+    /// What the stream sends after `cursor`, and where the client then stands (nil: the stream
+    /// only announces from now on).
+    ///
+    /// - A page that fits: `event: page`, the client then at its cursor.
+    /// - Nothing new (unless `sendingEmpty`): nothing, the client where it was: the next page
+    ///   starts from the same cursor, so it covers what this one would have.
+    /// - A page too large for an event: an announcement, and the stream only announces from
+    ///   then on (the client pulls, and opens the stream again from where it then stands).
+    /// - A cursor the feed refuses: the same; the client's pull learns why.
+    static func event(after cursor: String, of user: String, collections: [String], sync: SyncService,
+                      sendingEmpty: Bool) async throws -> (event: [UInt8], following: String?) {
+        let request = SyncPull.Request(user: user, collections: collections, cursor: cursor, limit: streamedPageRows,
+                                       maxBytes: streamedPageBytes / 2)
+        let page: SyncPull.Page
+        do {
+            page = try await sync.storage.read { db in try SyncPull.page(request, rules: sync.rules, in: db) }
+        } catch is SyncPull.Refusal {
+            return (announcement, nil)
+        }
+        if page.changes.isEmpty, !sendingEmpty { return ([], cursor) }
+        var event = Array("event: page\ndata: {\"from\":".utf8)
+        JSONValue.write(cursor, to: &event)
+        event.append(UInt8(ascii: ","))
+        let json = page.jsonBytes
+        event += json.dropFirst()
+        event += "\n\n".utf8
+        // A row's JSON may hold a line break between its tokens, which would end the data line.
+        guard event.count <= streamedPageBytes, !json.contains(UInt8(ascii: "\n")), !json.contains(UInt8(ascii: "\r")) else {
+            return (announcement, nil)
+        }
+        sync.metrics.changesSent.increment(by: page.changes.count)
+        return (event, page.cursor)
     }
 }

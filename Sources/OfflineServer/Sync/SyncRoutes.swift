@@ -46,7 +46,8 @@ extension Router where Context == OfflineRequestContext {
     /// - `410` problem: the cursor cannot be followed; sync again without one.
     /// - `GET /api/sync/checkpoint` → `{"checkpoint": N}`: once a page says `through` ≥ N, every
     ///   write committed before the checkpoint was asked for is in the pulls.
-    /// - `GET /api/sync/events`: the live stream that says when to pull (``SyncEvents``).
+    /// - `GET /api/sync/events`: the live stream that says when to pull, or, with `?collections=`
+    ///   and the cursor as `Last-Event-ID`, sends the pages themselves (``SyncEvents``).
     func addSyncRoutes(_ sync: SyncService) {
         get("/api/sync") { request, context in
             let user = try context.requireUser().id
@@ -85,12 +86,23 @@ extension Router where Context == OfflineRequestContext {
             return Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
                             body: ResponseBody(byteBuffer: ByteBuffer(string: #"{"checkpoint":\#(checkpoint)}"#)))
         }
-        get("/api/sync/events") { _, context in
+        get("/api/sync/events") { request, context in
             let user = try context.requireUser().id
+            var follow: SyncEvents.Follow?
+            if let names = request.uri.queryParameters["collections"], let cursor = request.headers[SyncEvents.lastEventID], !cursor.isEmpty {
+                let collections = names.split(separator: ",").map(String.init)
+                guard !collections.isEmpty, collections.count <= 64, cursor.utf8.count <= SyncCursor.maximumLength else {
+                    throw BadRequest(detail: "Name the collections to follow (at most 64), and a cursor this server gave out.")
+                }
+                if let unknown = collections.first(where: { !sync.rules.serves($0) }) {
+                    throw BadRequest(detail: "No collection \(unknown) is synced by this server.")
+                }
+                follow = SyncEvents.Follow(collections: collections, cursor: cursor)
+            }
             guard let lease = sync.streams.lease(for: user) else {
                 return problemResponse(.tooManyRequests, "This account has \(sync.streams.perUser) live streams open already. Close one to open another.")
             }
-            return SyncEvents(user: user, sync: sync, lease: lease).response()
+            return SyncEvents(user: user, sync: sync, lease: lease, follow: follow).response()
         }
     }
 }

@@ -81,6 +81,67 @@ struct SyncEventsTests {
         }
     }
 
+    /// The `data` of each `event: page` in `text` (a stream's body, chunk framing taken out), as JSON.
+    static func pages(in text: String) throws -> [[String: Any]] {
+        try text.components(separatedBy: "event: page\ndata: ").dropFirst().map { event in
+            let line = String(event.prefix { $0 != "\n" })
+            return try #require(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(line)")
+        }
+    }
+
+    @Test("a stream opened with collections and a cursor sends the pages: one as it opens, one per change the user sees, each after the last",
+          arguments: StorageBackend.available)
+    func followingStreamSendsPages(backend: StorageBackend) async throws {
+        try await Self.withLiveSync(backend) { port, _ in
+            let ana = try await LiveRequest.signIn(port, "ana")
+            let ben = try await LiveRequest.signIn(port, "ben")
+            let first = try await LiveRequest.send(port, "GET", "/api/sync?collections=messages", headers: ["Authorization": "Bearer \(ana)"])
+            #expect(first.status == 200)
+            let pulled = try #require(JSONSerialization.jsonObject(with: Data(first.body.utf8)) as? [String: Any])
+            let cursor = try #require(pulled["cursor"] as? String)
+            let stream = try EventStream(port: port, token: ana, following: ("messages", cursor))
+            let opened = EventStream.unchunked(try await stream.waitFor("event: page\n"))
+            var pages = try Self.pages(in: EventStream.unchunked(try await stream.waitFor("}\n\n")))
+            #expect(opened.contains(": connected\n\n"))
+            #expect(pages.count == 1 && pages[0]["from"] as? String == cursor, "the first page follows the cursor the stream was opened with")
+            #expect((pages[0]["changes"] as? [Any])?.isEmpty == true)
+            var standing = try #require(pages[0]["cursor"] as? String)
+
+            for (index, id) in ["m-1", "m-2"].enumerated() {
+                let mark = stream.mark
+                #expect(try await LiveRequest.putMessage(port, token: ben, workspace: ChatStore.workspace, id) == 200)
+                pages = try Self.pages(in: EventStream.unchunked(try await stream.waitFor("}\n\n", after: mark)))
+                let page = try #require(pages.last, "change \(index)")
+                #expect(page["from"] as? String == standing, "each page starts where the last left the client")
+                let changes = try #require(page["changes"] as? [[String: Any]])
+                #expect(changes.map { $0["id"] as? String } == [id] && changes.first?["collection"] as? String == "messages")
+                standing = try #require(page["cursor"] as? String)
+            }
+            // What a pull from there would answer: nothing more.
+            let after = try await LiveRequest.send(port, "GET", "/api/sync?collections=messages&cursor=\(standing)",
+                                                   headers: ["Authorization": "Bearer \(ana)"])
+            let rest = try #require(JSONSerialization.jsonObject(with: Data(after.body.utf8)) as? [String: Any])
+            #expect((rest["changes"] as? [Any])?.isEmpty == true, "\(after.body)")
+        }
+    }
+
+    @Test("a following stream with a cursor the feed refuses only announces; an unknown collection is 400", arguments: StorageBackend.available)
+    func followingStreamWithBadCursorAnnounces(backend: StorageBackend) async throws {
+        try await Self.withLiveSync(backend) { port, _ in
+            let ana = try await LiveRequest.signIn(port, "ana")
+            let ben = try await LiveRequest.signIn(port, "ben")
+            let unknown = try await LiveRequest.send(port, "GET", "/api/sync/events?collections=secrets",
+                                                     headers: ["Authorization": "Bearer \(ana)", "Last-Event-ID": "x"])
+            #expect(unknown.status == 400)
+            let stream = try EventStream(port: port, token: ana, following: ("messages", "not-a-cursor"))
+            _ = try await stream.waitFor(Self.change)
+            let mark = stream.mark
+            #expect(try await LiveRequest.putMessage(port, token: ben, workspace: ChatStore.workspace, "m-bad") == 200)
+            let heard = EventStream.unchunked(try await stream.waitFor(Self.change, after: mark))
+            #expect(!heard.contains("event: page"))
+        }
+    }
+
     @Test("another user's writes send nothing to a stream: no event, no heartbeat", arguments: StorageBackend.available)
     func othersSendNothing(backend: StorageBackend) async throws {
         try await Self.withLiveSync(backend) { port, storage in
@@ -248,9 +309,13 @@ final class EventStream: @unchecked Sendable {
     let socket: LoopbackSocket
     private var received: [UInt8] = []
 
-    init(port: Int, token: String) throws {
+    /// - Parameter following: the collections and cursor to be sent pages after; nil for a
+    ///   stream that only announces.
+    init(port: Int, token: String, following: (collections: String, cursor: String)? = nil) throws {
         socket = try LoopbackSocket(port: port)
-        socket.send("GET /api/sync/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nAccept: text/event-stream\r\n\r\n")
+        let target = following.map { "/api/sync/events?collections=\($0.collections)" } ?? "/api/sync/events"
+        let cursor = following.map { "Last-Event-ID: \($0.cursor)\r\n" } ?? ""
+        socket.send("GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\(cursor)Accept: text/event-stream\r\n\r\n")
     }
 
     /// How many bytes have arrived so far: what came after it is what a later write caused.
