@@ -300,7 +300,8 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         guard stream != .off else { return [] }
         stream = .waiting(until: now.advanced(by: reconnect.delay(after: ending, unit: random())))
         var actions: [Action] = []
-        if status.isConnected {
+        // A stream the client opens again at once stays connected meanwhile: nothing to show.
+        if status.isConnected, ending != .superseded {
             status.isConnected = false
             actions.append(.publishStatus)
         }
