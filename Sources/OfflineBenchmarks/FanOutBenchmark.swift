@@ -9,22 +9,25 @@ import OfflineTestSupport
 
 /// Fan-out: one message written to a workspace whose members all hold the live stream
 /// (`GET /api/sync/events`, one connection each on loopback), until every member's client has
-/// pulled the page that holds it (targets with 1,000 members: p50 ≤ 50 ms, p99 ≤ 250 ms). The
+/// the page that holds it, sent on its stream (targets with 1,000 members: p50 ≤ 50 ms, p99 ≤ 250 ms). The
 /// baseline, in the same run and against the same server: the same writes with the writer's
 /// own client the only one listening. The server is `offline serve` in a process of its own
 /// (SQLite), so its CPU time per delivered change can be read apart from the clients'.
 ///
 /// Members sign in with tokens of an identity provider the benchmark plays (no password checks
 /// to wait for); their memberships are rows another connection inserts into the server's
-/// database, as the app's own backend would. A client here is a stream and a pull, parsing the
-/// page's JSON; it keeps no database (the sync benchmark measures applying).
+/// database, as the app's own backend would. A client here is a stream and pulls, parsing the
+/// pages' JSON; it keeps no database (the sync benchmark measures applying).
 ///
-/// `OFFLINEKIT_BENCH_FANOUT_MEMBERS` (default 1,000) and `OFFLINEKIT_BENCH_FANOUT_ROUNDS` (20).
+/// `OFFLINEKIT_BENCH_FANOUT_MEMBERS` (default 1,000) and `OFFLINEKIT_BENCH_FANOUT_ROUNDS` (20);
+/// `OFFLINEKIT_BENCH_FANOUT_PAGES=0` has the streams only announce, each member then pulling (the
+/// protocol of clients that do not follow their cursor on the stream).
 /// Needs the `offline` executable beside `offline-bench` (`swift build -c release --product offline`).
 func runFanOutBenchmark() async throws {
     let environment = ProcessInfo.processInfo.environment
     let members = environment["OFFLINEKIT_BENCH_FANOUT_MEMBERS"].flatMap(Int.init) ?? 1000
     let rounds = environment["OFFLINEKIT_BENCH_FANOUT_ROUNDS"].flatMap(Int.init) ?? 20
+    let pages = environment["OFFLINEKIT_BENCH_FANOUT_PAGES"] != "0"
     var limit = rlimit()
     getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     limit.rlim_cur = limit.rlim_max
@@ -51,12 +54,14 @@ func runFanOutBenchmark() async throws {
         }
     }
     let tokens = try (0..<members).map { try issuer.token(kid: "bench", claims: TestIdentityProvider.claims(FanOut.name($0), lifetime: 3600)) }
-    print("fan-out: \(members) members of one workspace, \(rounds) messages each phase; server pid \(server.pid); load \(Sampling.loadAverage())")
+    print("fan-out: \(members) members of one workspace, \(rounds) messages each phase, "
+          + (pages ? "pages on the streams" : "streams that announce, then pulls")
+          + "; server pid \(server.pid); load \(Sampling.loadAverage())")
 
     var configuration = HTTPClient.Configuration()
     configuration.connectionPool = .init(idleTimeout: .seconds(120), concurrentHTTP1ConnectionsPerHostSoftLimit: 2 * members + 64)
     let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-    let fanOut = FanOut(http: http, base: "http://127.0.0.1:\(server.port)", tokens: tokens)
+    let fanOut = FanOut(http: http, base: "http://127.0.0.1:\(server.port)", tokens: tokens, pages: pages)
     do {
         try await withThrowingTaskGroup(of: Void.self) { group in
             defer { group.cancelAll() }
@@ -83,15 +88,18 @@ private final class FanOut: Sendable {
     let http: HTTPClient
     let base: String
     let tokens: [String]
+    /// Whether streams follow the clients' cursors, sending pages, or only announce.
+    let pages: Bool
     /// When each message reached each member's client, by message id.
     private let arrivals = Locked<[String: [ContinuousClock.Instant]]>([:])
     /// What stopped clients, and how many it stopped: what limits a run that does not finish.
     private let failures = Locked<[String: Int]>([:])
 
-    init(http: HTTPClient, base: String, tokens: [String]) {
+    init(http: HTTPClient, base: String, tokens: [String], pages: Bool) {
         self.http = http
         self.base = base
         self.tokens = tokens
+        self.pages = pages
     }
 
     static func name(_ member: Int) -> String { String(format: "m%05d", member) }
@@ -130,22 +138,47 @@ private final class FanOut: Sendable {
         }
     }
 
-    /// One member's client: pulls, holds the stream, pulls again at each change it announces.
+    /// One member's client: pulls, then holds the stream. A stream that follows the cursor
+    /// (`pages`) brings each change as a page, applied when it starts at the client's cursor and
+    /// pulled otherwise; one that only announces is pulled after at each announcement.
     private func follow(_ member: Int, opened: AsyncStream<Void>.Continuation) async throws {
         var cursor = try await pull(member, after: nil)
-        var request = HTTPClientRequest(url: base + "/api/sync/events")
+        var request = HTTPClientRequest(url: base + "/api/sync/events" + (pages ? "?collections=messages" : ""))
         request.headers.add(name: "Authorization", value: "Bearer \(tokens[member])")
+        if pages, let cursor { request.headers.add(name: "Last-Event-ID", value: cursor) }
         let response = try await http.execute(request, timeout: .hours(1))
         guard response.status == .ok else { throw FanOutError(description: "stream of \(Self.name(member)): \(response.status.code)") }
-        var announced = false
+        var pending = ""
+        var isOpen = false
         for try await chunk in response.body {
-            let text = String(buffer: chunk)
-            if text.contains(": connected") { opened.yield() }
-            announced = announced || text.contains("event: change")
-            guard announced, text.hasSuffix("\n\n") else { continue }
-            announced = false
-            cursor = try await pull(member, after: cursor)
+            pending += String(buffer: chunk)
+            while let end = pending.range(of: "\n\n") {
+                let event = String(pending[..<end.lowerBound])
+                pending.removeSubrange(..<end.upperBound)
+                if !isOpen, event.contains(": connected") {
+                    isOpen = true
+                    opened.yield()
+                }
+                if let data = event.range(of: "event: page\ndata: ") {
+                    let page = try JSONSerialization.jsonObject(with: Data(event[data.upperBound...].utf8)) as? [String: Any] ?? [:]
+                    if let from = page["from"] as? String, from == cursor {
+                        cursor = note(page, at: .now) ?? cursor
+                        if page["hasMore"] as? Bool == true { cursor = try await pull(member, after: cursor) }
+                    } else {
+                        cursor = try await pull(member, after: cursor)
+                    }
+                } else if event.contains("event: change") {
+                    cursor = try await pull(member, after: cursor)
+                }
+            }
         }
+    }
+
+    /// Notes when a page's messages arrived; its cursor.
+    private func note(_ page: [String: Any], at now: ContinuousClock.Instant) -> String? {
+        let ids = (page["changes"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
+        if !ids.isEmpty { arrivals.withLock { for id in ids { $0[id, default: []].append(now) } } }
+        return page["cursor"] as? String
     }
 
     /// Pulls the workspace's messages after `cursor` until the feed's head; notes each arrival.
@@ -161,10 +194,7 @@ private final class FanOut: Sendable {
             guard response.status == .ok, let page = try JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any] else {
                 throw FanOutError(description: "pull of \(Self.name(member)): \(response.status.code)")
             }
-            let now = ContinuousClock.now
-            let ids = (page["changes"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
-            if !ids.isEmpty { arrivals.withLock { for id in ids { $0[id, default: []].append(now) } } }
-            cursor = page["cursor"] as? String ?? cursor
+            cursor = note(page, at: .now) ?? cursor
             guard page["hasMore"] as? Bool == true else { return cursor }
         }
     }
