@@ -84,17 +84,8 @@ struct DemoHarness: Sendable {
     /// The pulls that asked for `collection`, oldest first: one request covers every collection
     /// of its engine, named in its `collections` query item.
     func pulls(of collection: String) -> [URL] {
-        sent(to: "/api/sync", of: collection)
-    }
-
-    /// The live streams opened from a cursor for `collection`: they send the pages themselves.
-    func followingStreams(of collection: String) -> [URL] {
-        sent(to: "/api/sync/events", of: collection)
-    }
-
-    private func sent(to path: String, of collection: String) -> [URL] {
         requests.urls.filter { url in
-            guard url.path == path else { return false }
+            guard url.path == "/api/sync" else { return false }
             let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []
             return items.contains { $0.name == "collections" && ($0.value ?? "").split(separator: ",").contains(Substring(collection)) }
         }

@@ -43,9 +43,6 @@ public struct EventStreamReconnect: Sendable, Hashable {
         /// unreadable). `lastHeard` is how long after it opened its last bytes arrived; nil when
         /// none did.
         case closed(lastHeard: Duration?)
-        /// Closed by the client to open it again at once: it no longer stood where the stream
-        /// was following it. Opened again without delay, counting no failure.
-        case superseded
     }
 
     public var policy: Policy
@@ -75,8 +72,6 @@ public struct EventStreamReconnect: Sendable, Hashable {
             unreachable = 0
             refusals += 1
             return Self.doubling(policy.failureDelay, times: refusals, cap: policy.failureCap)
-        case .superseded:
-            return .zero
         case .closed:
             (unreachable, refusals) = (0, 0)
             if wasWorking(ending) {

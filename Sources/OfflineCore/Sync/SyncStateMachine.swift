@@ -300,8 +300,7 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         guard stream != .off else { return [] }
         stream = .waiting(until: now.advanced(by: reconnect.delay(after: ending, unit: random())))
         var actions: [Action] = []
-        // A stream the client opens again at once stays connected meanwhile: nothing to show.
-        if status.isConnected, ending != .superseded {
+        if status.isConnected {
             status.isConnected = false
             actions.append(.publishStatus)
         }

@@ -1,5 +1,4 @@
 import Foundation
-import HTTPTypes
 import Logging
 import OfflineCore
 
@@ -17,21 +16,12 @@ extension SyncEngine {
     ///   monitor it is back, without waiting for the next probe.
     /// - Silent for longer than `eventsSilence` (the network dropped the connection without a
     ///   word): closed, reported to the monitor as a timeout.
-    /// - Pages: with `cursor` (where the device stands), the server is asked to send the pages
-    ///   themselves, each read after the cursor the last one left; each is reported with the
-    ///   cursor it was read after, and the loop applies it only if the device still stands there.
-    func followStream(after cursor: String?, _ input: AsyncStream<Input>.Continuation) async throws {
+    func followStream(_ input: AsyncStream<Input>.Continuation) async throws {
         let ending: EventStreamReconnect.Ending
         do {
-            var components = URLComponents(url: baseURL.appendingPathComponent(syncPath).appendingPathComponent("events"),
-                                           resolvingAgainstBaseURL: false)!
-            var headers: HTTPFields = [.accept: "text/event-stream"]
-            if let cursor {
-                components.queryItems = [URLQueryItem(name: "collections", value: collections.keys.sorted().joined(separator: ","))]
-                headers[Self.lastEventID] = cursor
-            }
             let response = try await transport.stream(TransportRequest(
-                url: components.url!, headerFields: headers, timeout: .seconds(24 * 3600), requirement: .offlineCapable))
+                url: baseURL.appendingPathComponent(syncPath).appendingPathComponent("events"),
+                headerFields: [.accept: "text/event-stream"], timeout: .seconds(24 * 3600), requirement: .offlineCapable))
             if response.status == 200 {
                 ending = try await follow(response.body, input)
             } else {
@@ -57,43 +47,21 @@ extension SyncEngine {
         let received = Locked(0)
         let elapsed = clock.stopwatch()
         let lastHeard = Locked<Duration?>(nil)
-        let restarts = streamRestarts.subscribe(replayingLatest: false)
-        var restarted = false
         do {
-            try await withThrowingTaskGroup(of: Bool.self) { group in
+            try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     var parser = ServerSentEventParser()
-                    var pages = 0
                     try await body.readBlocks(blockBytes: 64 << 10) { block in
                         lastHeard.withLock { $0 = elapsed() }
+                        if received.withLock({ count in defer { count += 1 }; return count == 0 }) { input.yield(.streamOpened) }
                         var events: [ServerSentEvent] = []
                         do {
                             try block.forEachRegion { events += try parser.append($0) }
                         } catch {
                             throw SyncError.malformedEvents(String(describing: error))
                         }
-                        var streamed: [Streamed?] = []
-                        for event in events where event.type == "page" {
-                            // One that cannot be applied is an announcement: the loop pulls.
-                            streamed.append(self.streamedPage(event.data).map {
-                                Streamed(fetched: Fetched(page: $0, bytes: event.data.utf8.count), first: pages == 0)
-                            })
-                            pages += 1
-                        }
-                        if received.withLock({ count in defer { count += 1 }; return count == 0 }) {
-                            // The page the server sent as the stream opened comes with the opening:
-                            // the pull the opening asks for takes it instead of asking the server.
-                            input.yield(.streamOpened(streamed.first ?? nil))
-                            streamed = Array(streamed.dropFirst())
-                        }
-                        for page in streamed { input.yield(page.map { .streamPage($0) } ?? .streamAnnounced) }
                         if events.contains(where: { $0.type == "change" }) { input.yield(.streamAnnounced) }
                     }
-                    return false
-                }
-                group.addTask {
-                    for await _ in restarts { return true }
-                    throw CancellationError()
                 }
                 group.addTask {
                     while true {
@@ -106,9 +74,8 @@ extension SyncEngine {
                     }
                 }
                 defer { group.cancelAll() }
-                // The first to end ends all: the body (the stream closed), the loop asking for
-                // the stream again, or the watchdog.
-                restarted = try await group.next() ?? false
+                // The first to end ends both: the body (the stream closed), or the watchdog.
+                try await group.next()
             }
         } catch is CancellationError {
             throw CancellationError()
@@ -118,24 +85,8 @@ extension SyncEngine {
             Self.logger.debug("The event stream ended: \(error)")
         }
         try Task.checkCancellation()
-        return restarted ? .superseded : .closed(lastHeard: lastHeard.current)
+        return .closed(lastHeard: lastHeard.current)
     }
-
-    /// A page the stream sent, if it reads as one for these collections; nil (logged) otherwise,
-    /// and the loop pulls at the next announcement as before.
-    private func streamedPage(_ data: String) -> SyncPage? {
-        do {
-            let page = try SyncPage(json: Data(data.utf8))
-            guard let from = page.from else { throw SyncPage.Malformed(reason: "a streamed page without the cursor it follows") }
-            try page.validate(after: from, collections: Set(collections.keys))
-            return page
-        } catch {
-            Self.logger.warning("The event stream sent a page that cannot be applied: \(error)")
-            return nil
-        }
-    }
-
-    static let lastEventID = HTTPField.Name("Last-Event-ID")!
 
 }
 

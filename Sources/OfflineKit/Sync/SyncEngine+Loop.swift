@@ -13,11 +13,8 @@ extension SyncEngine {
         case fetched(Result<Fetched, any Error>)
         case written(Result<Void, any Error>)
         case checkpoint(Result<Int64?, any Error>)
-        /// The live stream opened, with the page it sent as it opened when it follows the cursor.
-        case streamOpened(Streamed?)
+        case streamOpened
         case streamAnnounced
-        /// The live stream sent a page (``SyncEngine/followStream(after:_:)``).
-        case streamPage(Streamed)
         case streamEnded(EventStreamReconnect.Ending)
         case tick(generation: Int)
         /// Another account signed in (``SyncEngine/accountSwitched()``).
@@ -28,13 +25,6 @@ extension SyncEngine {
     struct Fetched: Sendable {
         var page: SyncPage
         var bytes: Int
-    }
-
-    /// A page the live stream sent: what a pull after `fetched.page.from` gets.
-    struct Streamed: Sendable {
-        var fetched: Fetched
-        /// The stream's first page, sent as it opened (after the cursor it was opened with).
-        var first: Bool
     }
 
     /// How a pull ended, for ``pull()`` waiting on the running loop: the demands it covered.
@@ -219,26 +209,9 @@ extension SyncEngine {
                     }
                 case .checkpoint(.success(let value)):
                     actions = machine.checkpointFetched(value, now: instant)
-                case .streamOpened(let streamed):
-                    if let streamed {
-                        state.streamed = streamed
-                        state.askedToFollow = false
-                    }
+                case .streamOpened:
                     actions = machine.streamOpened(now: instant)
                 case .streamAnnounced:
-                    // A stream opened before the device had a cursor (a first sync) only announces,
-                    // and so does one whose page was too large to send: opened again from the
-                    // cursor, it sends the pages themselves.
-                    if !state.askedToFollow, state.savedCursor != nil, !state.resyncing {
-                        state.askedToFollow = true
-                        state.reopenStream = true
-                    }
-                    actions = machine.streamAnnounced(now: instant)
-                case .streamPage(let streamed):
-                    // Taken by the pull this starts (or the next one) if the device stands where
-                    // the page starts: the stream's change then costs no request.
-                    state.streamed = streamed
-                    state.askedToFollow = false
                     actions = machine.streamAnnounced(now: instant)
                 case .streamEnded(let ending):
                     actions = machine.streamEnded(ending, now: instant)
@@ -285,20 +258,6 @@ extension SyncEngine {
             }
             state.pageNumber += 1
             let cursor = state.cursor
-            if let streamed = state.streamed {
-                state.streamed = nil
-                if streamed.fetched.page.from == cursor {
-                    state.prefetch?.task.cancel()
-                    state.prefetch = nil
-                    input.yield(.fetched(.success(streamed.fetched)))
-                    return
-                }
-                // The device pulled on its own since the stream's last page: the stream's pages
-                // start where it no longer stands. Opened again once this pull is over, it starts
-                // from the device's cursor. Not for a first page, which the opening's own pull
-                // may have overtaken.
-                if !streamed.first { state.reopenStream = true }
-            }
             if let prefetch = state.prefetch, prefetch.cursor == cursor {
                 state.prefetch = nil
                 group.addTask { input.yield(.fetched(await prefetch.task.result)) }
@@ -388,10 +347,7 @@ extension SyncEngine {
             state.startedAtDemand = state.demanded
             group.addTask { input.yield(.checkpoint(await result { try await self.fetchCheckpoint() })) }
         case .openStream:
-            // Pages are asked for only from a saved cursor: a first sync comes by pulls.
-            let cursor = state.resyncing ? nil : state.savedCursor
-            state.streamed = nil
-            group.addTask { try await self.followStream(after: cursor, input) }
+            group.addTask { try await self.followStream(input) }
         case .publishStatus:
             progressUpdates.send(SyncProgress(collection: nil, rows: state.rows, bytes: state.bytes, fraction: status.progress,
                                               isPulling: status.isPulling, failure: status.isPulling ? nil : state.failure as? SyncError,
@@ -402,12 +358,6 @@ extension SyncEngine {
 
     /// The pull's last page was written.
     private func finish(_ state: inout LoopState) {
-        if state.reopenStream {
-            // Now, not when the pull started: opened meanwhile, the stream would follow the
-            // cursor this pull has just left behind.
-            state.reopenStream = false
-            streamRestarts.update { $0 += 1 }
-        }
         state.landing = false
         state.savedCursor = state.cursor
         state.resyncing = false
@@ -501,13 +451,6 @@ struct LoopState {
     var resyncing: Bool
     var fetched: SyncEngine.Fetched?
     var prefetch: (cursor: String, task: Task<SyncEngine.Fetched, any Error>)?
-    /// The live stream's latest page, until a pull takes it or finds it does not apply.
-    var streamed: SyncEngine.Streamed?
-    /// A stream that announced was opened again to follow the device's cursor, and has sent no
-    /// page since: a server that never sends pages is asked once, not at every change.
-    var askedToFollow = false
-    /// The live stream is to be opened again from the device's cursor once the pull is over.
-    var reopenStream = false
     var pageNumber = 0
     var pagesWritten = 0
     var rows = 0

@@ -64,9 +64,6 @@ public final class SyncEngine: Sendable {
     let pullsEnded = Broadcast(PullEnded(demand: -1, failure: nil))
     /// Counts the switches of account, for the loop to start again for the new one.
     let accountSwitches = Broadcast(0)
-    /// Counts the loop's requests to open the live stream again: the device no longer stands
-    /// where the stream's pages start (it pulled on its own meanwhile).
-    let streamRestarts = Broadcast(0)
     /// How many ``run()`` loops are running (one, or none).
     let runningLoops = Locked(0)
     static let logger = Logger(label: "offlinekit.sync")

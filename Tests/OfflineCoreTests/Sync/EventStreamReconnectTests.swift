@@ -33,15 +33,6 @@ struct EventStreamReconnectTests {
         #expect(reconnect.delay(after: .closed(lastHeard: nil), unit: 0.999) <= .seconds(1), "the backoff started over")
     }
 
-    @Test("a stream the client closed to follow its cursor again opens at once, and leaves the backoffs as they were")
-    func supersededOpensAtOnce() {
-        var reconnect = EventStreamReconnect()
-        for _ in 0..<3 { _ = reconnect.delay(after: .closed(lastHeard: nil), unit: 1) }
-        #expect(reconnect.delay(after: .superseded, unit: 1) == .zero)
-        #expect(reconnect.delay(after: .closed(lastHeard: nil), unit: 1) == .seconds(8), "the fourth silent stream's ceiling, as before")
-        #expect(!reconnect.wasWorking(.superseded))
-    }
-
     @Test("a stream that cannot be opened is tried again after 0.25 s, doubling to 1 s; an error status after 1 s, doubling to a minute")
     func unreachableAndRefused() {
         var reconnect = EventStreamReconnect()

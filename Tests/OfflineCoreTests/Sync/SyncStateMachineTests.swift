@@ -246,26 +246,6 @@ struct SyncStateMachineTests {
         #expect(sync.last == [.openStream])
     }
 
-    @Test("a stream the client closes to open it again from its cursor is opened at once, and the status stays connected")
-    func supersededStream() {
-        var sync = SyncHarness(hasCursor: true, liveStream: true)
-        sync.online()
-        sync.page(hasMore: false)
-        sync.applied()
-        sync.opened()
-        sync.page(hasMore: false)
-        sync.applied()
-        for _ in 0..<3 {
-            let actions = sync.machine.streamEnded(.superseded, now: sync.now)
-            #expect(!actions.contains(.publishStatus) && sync.machine.status.isConnected, "nothing to show")
-            #expect(actions == [.openStream], "opened again with no delay")
-            sync.opened()
-            #expect(sync.last == [.fetchPage], "the opening's pull, which the stream's first page answers")
-            sync.page(hasMore: false)
-            sync.applied()
-        }
-    }
-
     @Test("a stream that answers and drops at once is opened less and less often, not four times a second")
     func droppingStream() {
         var sync = SyncHarness(hasCursor: true, liveStream: true, random: 1)

@@ -92,50 +92,10 @@ struct SyncLiveStreamTests {
                     try await eventually("change \(id) pulled", within: .seconds(10)) { notes.history(id) == ["live"] }
                     #expect(try await notes.rows().count == number + 1)
                     let after = wire.requests.dropFirst(before).map(\.url.path)
-                    // The stream opened again once, from the device's cursor, after the first sync.
-                    #expect(after.allSatisfy { $0 == "/api/sync" || $0 == "/api/sync/events" }, "only pulls and the stream: \(after)")
+                    #expect(after.allSatisfy { $0 == "/api/sync" }, "only pulls, on the one stream: \(after)")
                 }
                 #expect(monitor.reportedOutcomes.contains { if case .success = $0 { true } else { false } },
                         "the stream's answer is evidence")
-            }
-        }
-    }
-
-    @Test("once the device has a cursor, the stream follows it and its pages bring the server's changes: no pull for them")
-    func pagesComeOnTheStream() async throws {
-        try await SyncEngineTests.withServer { url, feed, wire in
-            let notes = try SyncEngineTests.Notes()
-            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
-                                    collections: [notes.collection()])
-            let pulls = { wire.requests.filter { $0.url.path == "/api/sync" }.count }
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await engine.run() }
-                defer { group.cancelAll() }
-                _ = try await engine.progress().first("the status connected", within: .seconds(10)) { $0.isConnected }
-                // The stream opened before the first sync only announces: the first change it
-                // announces is pulled, and the stream opened again from the cursor. (A change the
-                // first sync itself brought was not announced: write until one is.)
-                let following = { wire.requests.contains { $0.url.path == "/api/sync/events" && $0.headerFields[SyncEngine.lastEventID] != nil } }
-                var early = 0
-                while !following(), early < 20 {
-                    early += 1
-                    try await feed.set("early-\(early)", SyncEngineTests.body("live"))
-                    try await eventually("an early change pulled", within: .seconds(10)) { notes.history("early-\(early)") == ["live"] }
-                    try? await eventually("a stream opened from the device's cursor", within: .milliseconds(500)) { following() }
-                }
-                #expect(following(), "no stream was opened from the device's cursor")
-                _ = try await engine.progress().first("the stream's opening pull over", within: .seconds(10)) { !$0.isPulling && $0.isConnected }
-                var pulled: [Int] = []
-                for id in ["a", "b", "c", "d", "e"] {
-                    let before = pulls()
-                    try await feed.set(id, SyncEngineTests.body("live \(id)"))
-                    try await eventually("change \(id) applied", within: .seconds(10)) { notes.history(id) == ["live \(id)"] }
-                    pulled.append(pulls() - before)
-                }
-                // A page of the opening that came in two reads of the stream (rare on loopback) is
-                // pulled instead, and the next change then costs a pull and a reopening.
-                #expect(pulled.filter { $0 == 0 }.count >= 3, "pulls for each change: \(pulled)")
-                #expect(try await notes.rows().count == 5 + early)
             }
         }
     }
