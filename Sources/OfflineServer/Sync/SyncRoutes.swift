@@ -89,15 +89,22 @@ extension Router where Context == OfflineRequestContext {
         get("/api/sync/events") { request, context in
             let user = try context.requireUser().id
             var follow: SyncEvents.Follow?
-            if let names = request.uri.queryParameters["collections"], let cursor = request.headers[SyncEvents.lastEventID], !cursor.isEmpty {
+            // Collections named are checked whether or not a cursor comes with them: a stream is
+            // never opened on a request the route would refuse with one.
+            if let names = request.uri.queryParameters["collections"] {
                 let collections = names.split(separator: ",").map(String.init)
-                guard !collections.isEmpty, collections.count <= 64, cursor.utf8.count <= SyncCursor.maximumLength else {
-                    throw BadRequest(detail: "Name the collections to follow (at most 64), and a cursor this server gave out.")
+                guard !collections.isEmpty, collections.count <= 64 else {
+                    throw BadRequest(detail: "Name the collections to follow: collections=A,B (at most 64).")
                 }
                 if let unknown = collections.first(where: { !sync.rules.serves($0) }) {
                     throw BadRequest(detail: "No collection \(unknown) is synced by this server.")
                 }
-                follow = SyncEvents.Follow(collections: collections, cursor: cursor)
+                if let cursor = request.headers[SyncEvents.lastEventID], !cursor.isEmpty {
+                    guard cursor.utf8.count <= SyncCursor.maximumLength else {
+                        throw BadRequest(detail: "The cursor is not one this server gave out.")
+                    }
+                    follow = SyncEvents.Follow(collections: collections, cursor: cursor)
+                }
             }
             guard let lease = sync.streams.lease(for: user) else {
                 return problemResponse(.tooManyRequests, "This account has \(sync.streams.perUser) live streams open already. Close one to open another.")

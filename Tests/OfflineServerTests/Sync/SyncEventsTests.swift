@@ -125,7 +125,8 @@ struct SyncEventsTests {
         }
     }
 
-    @Test("a following stream with a cursor the feed refuses only announces; an unknown collection is 400", arguments: StorageBackend.available)
+    @Test("a following stream with a cursor the feed refuses only announces; no collection or an unknown one is 400, cursor or not",
+          arguments: StorageBackend.available)
     func followingStreamWithBadCursorAnnounces(backend: StorageBackend) async throws {
         try await Self.withLiveSync(backend) { port, _ in
             let ana = try await LiveRequest.signIn(port, "ana")
@@ -133,6 +134,10 @@ struct SyncEventsTests {
             let unknown = try await LiveRequest.send(port, "GET", "/api/sync/events?collections=secrets",
                                                      headers: ["Authorization": "Bearer \(ana)", "Last-Event-ID": "x"])
             #expect(unknown.status == 400)
+            for target in ["/api/sync/events?collections=", "/api/sync/events?collections=,,", "/api/sync/events?collections=secrets"] {
+                let refused = try await LiveRequest.send(port, "GET", target, headers: ["Authorization": "Bearer \(ana)"])
+                #expect(refused.status == 400, "\(target) without a cursor: \(refused.status)")
+            }
             let stream = try EventStream(port: port, token: ana, following: ("messages", "not-a-cursor"))
             _ = try await stream.waitFor(Self.change)
             let mark = stream.mark
