@@ -52,10 +52,7 @@ extension Router where Context == OfflineRequestContext {
         get("/api/sync") { request, context in
             let user = try context.requireUser().id
             let query = request.uri.queryParameters
-            let collections = (query["collections"].map(String.init) ?? "").split(separator: ",").map(String.init)
-            guard !collections.isEmpty, collections.count <= 64 else {
-                throw BadRequest(detail: "Name the collections to sync: collections=A,B (at most 64).")
-            }
+            let collections = try SyncLimits.collections(query["collections"])
             var limit = SyncLimits.defaultPage
             if let text = query["limit"] {
                 guard let parsed = Int(text), parsed > 0 else { throw BadRequest(detail: "The limit must be a positive number.") }
@@ -92,10 +89,7 @@ extension Router where Context == OfflineRequestContext {
             // Collections named are checked whether or not a cursor comes with them: a stream is
             // never opened on a request the route would refuse with one.
             if let names = request.uri.queryParameters["collections"] {
-                let collections = names.split(separator: ",").map(String.init)
-                guard !collections.isEmpty, collections.count <= 64 else {
-                    throw BadRequest(detail: "Name the collections to follow: collections=A,B (at most 64).")
-                }
+                let collections = try SyncLimits.collections(names)
                 if let unknown = collections.first(where: { !sync.rules.serves($0) }) {
                     throw BadRequest(detail: "No collection \(unknown) is synced by this server.")
                 }
@@ -120,6 +114,19 @@ enum SyncLimits {
     static let maximumPage = 2_000
     /// Past this many bytes of rows a page ends early, whatever its limit.
     static let maximumPageBytes = 4 << 20
+    /// The most collections one request names.
+    static let maximumCollections = 64
+
+    /// The collections a `collections=A,B` parameter names (empty names skipped).
+    ///
+    /// - Throws: `400` when it names none, or more than ``maximumCollections``.
+    static func collections(_ parameter: Substring?) throws -> [String] {
+        let collections = (parameter ?? "").split(separator: ",").map(String.init)
+        guard !collections.isEmpty, collections.count <= maximumCollections else {
+            throw BadRequest(detail: "Name the collections to sync: collections=A,B (at most \(maximumCollections)).")
+        }
+        return collections
+    }
 }
 
 extension SyncPull.Page {

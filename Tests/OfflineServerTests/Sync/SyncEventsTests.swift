@@ -89,16 +89,20 @@ struct SyncEventsTests {
         }
     }
 
+    /// The page `GET path` answers `token`'s user, which must be `200`, as JSON.
+    static func pull(_ port: Int, token: String, _ path: String) async throws -> [String: Any] {
+        let answer = try await LiveRequest.send(port, "GET", path, headers: ["Authorization": "Bearer \(token)"])
+        try #require(answer.status == 200, "\(path): \(answer.status) \(answer.body)")
+        return try #require(JSONSerialization.jsonObject(with: Data(answer.body.utf8)) as? [String: Any], "\(answer.body)")
+    }
+
     @Test("a stream opened with collections and a cursor sends the pages: one as it opens, one per change the user sees, each after the last",
           arguments: StorageBackend.available)
     func followingStreamSendsPages(backend: StorageBackend) async throws {
         try await Self.withLiveSync(backend) { port, _ in
             let ana = try await LiveRequest.signIn(port, "ana")
             let ben = try await LiveRequest.signIn(port, "ben")
-            let first = try await LiveRequest.send(port, "GET", "/api/sync?collections=messages", headers: ["Authorization": "Bearer \(ana)"])
-            #expect(first.status == 200)
-            let pulled = try #require(JSONSerialization.jsonObject(with: Data(first.body.utf8)) as? [String: Any])
-            let cursor = try #require(pulled["cursor"] as? String)
+            let cursor = try #require(try await Self.pull(port, token: ana, "/api/sync?collections=messages")["cursor"] as? String)
             let stream = try EventStream(port: port, token: ana, following: ("messages", cursor))
             let opened = EventStream.unchunked(try await stream.waitFor("event: page\n"))
             var pages = try Self.pages(in: EventStream.unchunked(try await stream.waitFor("}\n\n")))
@@ -118,10 +122,8 @@ struct SyncEventsTests {
                 standing = try #require(page["cursor"] as? String)
             }
             // What a pull from there would answer: nothing more.
-            let after = try await LiveRequest.send(port, "GET", "/api/sync?collections=messages&cursor=\(standing)",
-                                                   headers: ["Authorization": "Bearer \(ana)"])
-            let rest = try #require(JSONSerialization.jsonObject(with: Data(after.body.utf8)) as? [String: Any])
-            #expect((rest["changes"] as? [Any])?.isEmpty == true, "\(after.body)")
+            let rest = try await Self.pull(port, token: ana, "/api/sync?collections=messages&cursor=\(standing)")
+            #expect((rest["changes"] as? [Any])?.isEmpty == true, "\(rest)")
         }
     }
 
