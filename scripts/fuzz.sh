@@ -65,7 +65,10 @@ library() {
     test "${PIPESTATUS[0]}" -eq 0
 }
 mapfile -t core < <(find Sources/OfflineCore -name '*.swift' | sort)
-library OfflineCore "$out/core" "${core[@]}" &
+# With the package's own settings for it (Package.swift's `strict`): its imports are internal
+# unless marked, and it says `package import` where only package declarations need a module.
+library OfflineCore "$out/core" -enable-upcoming-feature ExistentialAny -enable-upcoming-feature InternalImportsByDefault \
+    "${core[@]}" &
 library RawStructuredFieldValues "$out/sfv" "$sfv"/*.swift &
 wait -n && wait -n || { echo "fuzz: a library did not build" >&2; exit 1; }
 

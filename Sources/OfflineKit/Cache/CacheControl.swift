@@ -40,34 +40,3 @@ struct CacheControl: Sendable, Hashable {
         if noCache { maxAge = 0 }
     }
 }
-
-/// How old a stored response is and what the server allows doing with it.
-///
-/// Pure: every method takes `now`.
-struct CacheFreshness: Sendable, Hashable {
-    var fetchedAt: Date
-    /// nil: the server gave no lifetime; the entry is stale at once and revalidated when possible.
-    var maxAge: Double?
-    var staleWhileRevalidate: Double?
-    var staleIfError: Double?
-
-    func age(at now: Date) -> Double { max(0, now.timeIntervalSince(fetchedAt)) }
-
-    func isFresh(at now: Date) -> Bool {
-        guard let maxAge else { return false }
-        return age(at: now) < maxAge
-    }
-
-    /// Within the server's `stale-while-revalidate` window: serve at once, revalidate behind.
-    func mayServeWhileRevalidating(at now: Date) -> Bool {
-        guard let staleWhileRevalidate else { return false }
-        return age(at: now) < (maxAge ?? 0) + staleWhileRevalidate
-    }
-
-    /// Whether a failed refresh may fall back to this entry. Without `stale-if-error` the
-    /// offline-first answer is yes (marked stale); with it, only inside its window.
-    func mayServeOnError(at now: Date) -> Bool {
-        guard let staleIfError else { return true }
-        return age(at: now) < (maxAge ?? 0) + staleIfError
-    }
-}

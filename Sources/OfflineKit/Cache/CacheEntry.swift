@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import HTTPTypes
+import OfflineCore
 
 /// A row of `offlinekit_cache_entry`.
 struct CacheEntry: Codable, Sendable, Hashable, FetchableRecord, PersistableRecord {

@@ -149,7 +149,7 @@ public final class ResponseCache: Sendable {
     }
 
     /// The plan of a read at launch that waited for the monitor's first verdict
-    /// (``CachePlan/waitsForFirstVerdict(policy:)``), decided once it came. A `networkFirst` read
+    /// (`CachePlan.waitsForFirstVerdict(policy:)`), decided once it came. A `networkFirst` read
     /// with a stored copy waits within its own timeout, and its request gets what is left of it:
     /// the stored copy when nothing is, or no verdict came.
     func planAfterFirstVerdict(_ query: CacheQuery, entry: CacheFreshness?) async throws -> CachePlan {

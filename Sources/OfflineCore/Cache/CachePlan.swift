@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 
 /// How a read balances the device's copy against the network.
 ///
@@ -23,9 +23,47 @@ public enum CachePolicy: Sendable, Hashable {
     public static var networkFirst: CachePolicy { .networkFirst(timeout: .seconds(3)) }
 }
 
+/// How old a stored response is and what the server allows doing with it.
+///
+/// Pure: every method takes `now`.
+package struct CacheFreshness: Sendable, Hashable {
+    package var fetchedAt: Date
+    /// nil: the server gave no lifetime; the entry is stale at once and revalidated when possible.
+    package var maxAge: Double?
+    package var staleWhileRevalidate: Double?
+    package var staleIfError: Double?
+
+    package init(fetchedAt: Date, maxAge: Double?, staleWhileRevalidate: Double?, staleIfError: Double?) {
+        self.fetchedAt = fetchedAt
+        self.maxAge = maxAge
+        self.staleWhileRevalidate = staleWhileRevalidate
+        self.staleIfError = staleIfError
+    }
+
+    package func age(at now: Date) -> Double { max(0, now.timeIntervalSince(fetchedAt)) }
+
+    package func isFresh(at now: Date) -> Bool {
+        guard let maxAge else { return false }
+        return age(at: now) < maxAge
+    }
+
+    /// Within the server's `stale-while-revalidate` window: serve at once, revalidate behind.
+    package func mayServeWhileRevalidating(at now: Date) -> Bool {
+        guard let staleWhileRevalidate else { return false }
+        return age(at: now) < (maxAge ?? 0) + staleWhileRevalidate
+    }
+
+    /// Whether a failed refresh may fall back to this entry. Without `stale-if-error` the
+    /// offline-first answer is yes (marked stale); with it, only inside its window.
+    package func mayServeOnError(at now: Date) -> Bool {
+        guard let staleIfError else { return true }
+        return age(at: now) < (maxAge ?? 0) + staleIfError
+    }
+}
+
 /// What the cache does for one read, decided from the policy, the stored entry and the
-/// connection. Pure: the shell performs it.
-enum CachePlan: Sendable, Hashable {
+/// connection. Pure: the shell (`ResponseCache`) performs it.
+package enum CachePlan: Sendable, Hashable {
     /// Answer from the cache; no request.
     case serveCache
     /// Answer from the cache now and refresh behind.
@@ -40,22 +78,12 @@ enum CachePlan: Sendable, Hashable {
     /// A network-only read while offline.
     case offline
 
-    /// What the read answers when the plan leaves nothing to serve nor fetch.
-    var failure: CacheError? {
-        switch self {
-        case .neverLoadedAndOffline: .neverLoadedAndOffline
-        case .notCached: .notCached
-        case .offline: .offline
-        case .serveCache, .serveCacheThenRevalidate, .fetch: nil
-        }
-    }
-
     /// Whether a read planned this way while the monitor is still `unknown` should wait for its
     /// first verdict: when the plan, decided as if unreachable, has nothing to serve and the
     /// policy may ask the network; and for `networkFirst`, whose stored copy is the fallback
     /// after the network, not the answer (it waits within its own deadline). Other policies
     /// serve a stored copy at once.
-    func waitsForFirstVerdict(policy: CachePolicy) -> Bool {
+    package func waitsForFirstVerdict(policy: CachePolicy) -> Bool {
         switch self {
         case .neverLoadedAndOffline, .offline: policy != .cacheOnly
         case .serveCache: if case .networkFirst = policy { true } else { false }
@@ -63,7 +91,7 @@ enum CachePlan: Sendable, Hashable {
         }
     }
 
-    static func decide(policy: CachePolicy, entry: CacheFreshness?, reachable: Bool, now: Date) -> CachePlan {
+    package static func decide(policy: CachePolicy, entry: CacheFreshness?, reachable: Bool, now: Date) -> CachePlan {
         switch policy {
         case .cacheOnly:
             if entry != nil { return .serveCache }

@@ -1,21 +1,11 @@
 import Foundation
-@testable import OfflineKit
+import OfflineCore
 import Testing
 
 private let t0 = Date(timeIntervalSince1970: 1_000_000)
 
-@Suite("Cache-Control and cache plans")
+@Suite("Cache plans")
 struct CachePlanTests {
-    @Test("Cache-Control directives are parsed, malformed values ignored")
-    func parse() {
-        let control = CacheControl(parsing: "private, max-age=30, stale-while-revalidate=60, stale-if-error=\"86400\", foo=bar")
-        #expect(control == CacheControl(maxAge: 30, staleWhileRevalidate: 60, staleIfError: 86400))
-        #expect(CacheControl(parsing: "no-store").noStore)
-        #expect(CacheControl(parsing: "no-cache, max-age=100").maxAge == 0)
-        #expect(CacheControl(parsing: "max-age=-5, max-age=abc").maxAge == nil)
-        #expect(CacheControl(parsing: nil) == CacheControl())
-    }
-
     @Test("freshness windows follow max-age, stale-while-revalidate and stale-if-error")
     func freshness() {
         let entry = CacheFreshness(fetchedAt: t0, maxAge: 30, staleWhileRevalidate: 60, staleIfError: 600)
@@ -69,5 +59,35 @@ struct CachePlanTests {
         let now = t0.addingTimeInterval(testCase.age ?? 0)
         let entry = testCase.age.map { _ in CacheFreshness(fetchedAt: t0, maxAge: 30, staleWhileRevalidate: 60, staleIfError: nil) }
         #expect(CachePlan.decide(policy: testCase.policy, entry: entry, reachable: testCase.reachable, now: now) == testCase.plan)
+    }
+}
+
+@Suite("Cache plans before the monitor's first verdict")
+struct CachePlanFirstVerdictTests {
+    struct Case: Sendable, CustomTestStringConvertible {
+        var plan: CachePlan
+        var policy: CachePolicy
+        var waits: Bool
+        var testDescription: String { "\(plan) under \(policy) → \(waits ? "waits" : "goes on")" }
+    }
+
+    // A plan decided as if unreachable: nothing to serve waits for the verdict unless the
+    // policy never asks the network; a network-first copy is only its fallback, so it waits too.
+    static let cases: [Case] = [
+        Case(plan: .neverLoadedAndOffline, policy: .cacheFirst, waits: true),
+        Case(plan: .neverLoadedAndOffline, policy: .staleWhileRevalidate(maxStaleness: .seconds(60)), waits: true),
+        Case(plan: .neverLoadedAndOffline, policy: .cacheOnly, waits: false),
+        Case(plan: .offline, policy: .networkOnly, waits: true),
+        Case(plan: .serveCache, policy: .networkFirst, waits: true),
+        Case(plan: .serveCache, policy: .cacheFirst, waits: false),
+        Case(plan: .serveCache, policy: .cacheOnly, waits: false),
+        Case(plan: .serveCacheThenRevalidate, policy: .cacheFirst, waits: false),
+        Case(plan: .fetch(fallBackToCache: true, timeout: nil), policy: .cacheFirst, waits: false),
+        Case(plan: .notCached, policy: .cacheOnly, waits: false),
+    ]
+
+    @Test("a read waits for the first verdict only when it has nothing to serve yet", arguments: cases)
+    func waits(_ testCase: Case) {
+        #expect(testCase.plan.waitsForFirstVerdict(policy: testCase.policy) == testCase.waits)
     }
 }
