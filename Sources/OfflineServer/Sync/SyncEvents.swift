@@ -145,8 +145,9 @@ struct SyncEvents: Sendable {
         let request = SyncPull.Request(user: user, collections: collections, cursor: cursor, limit: streamedPageRows,
                                        maxBytes: streamedPageBytes / 2)
         let page: SyncPull.Page
+        let json: [UInt8]
         do {
-            page = try await sync.storage.read { db in try SyncPull.page(request, rules: sync.rules, in: db) }
+            (page, json) = try await sync.page(request)
         } catch is SyncPull.Refusal {
             return (announcement, nil)
         }
@@ -154,7 +155,6 @@ struct SyncEvents: Sendable {
         var event = Array("event: page\ndata: {\"from\":".utf8)
         JSONValue.write(cursor, to: &event)
         event.append(UInt8(ascii: ","))
-        let json = page.jsonBytes
         event += json.dropFirst()
         event += "\n\n".utf8
         // A row's JSON may hold a line break between its tokens, which would end the data line.

@@ -43,6 +43,22 @@ enum SyncPull {
         /// How many positions the feed's head was past the position the device's cursor
         /// acknowledged; nil for a first sync.
         var behind: Int64?
+        /// The feed's epoch and head the page was read at.
+        var epoch = ""
+        var head: Int64 = 0
+        /// Set when any member of the same audiences at the same cursor would get this very page
+        /// (``SharedPages``).
+        var shared: Shared?
+    }
+
+    /// What makes a page the same for other users: it was read after a cursor with no work
+    /// left, and its rows all came from `audiences` (the user's audiences but their own), none of
+    /// them a deletion (whether a deletion is sent depends on all the user's audiences). Another
+    /// user of the same other audiences, at the same cursor and head, gets the same page when
+    /// their own audience (their rows and memberships) has no row after `from`.
+    struct Shared: Sendable, Hashable {
+        var from: Int64
+        var audiences: [String]
     }
 
     enum Refusal: Error, Sendable, Hashable {
@@ -80,12 +96,19 @@ enum SyncPull {
             cursor = Cursor(e: state.epoch, p: head, m: head, c: wanted, t: [Cursor.Task(k: .snapshot, c: wanted, a: nil, h: head, s: 0)])
         }
         let behind = request.cursor == nil ? nil : max(0, head - cursor.p)
+        // Other users may share the page only while nothing in it depends on this user alone.
+        var shareable = request.cursor != nil && cursor.t.isEmpty
+        // Where this user's own audience was last read from: memberships since `m`, rows since `p`.
+        let ownFrom = min(cursor.p, cursor.m)
         let userAudience = SyncRules.audience(SyncRules.userKind, request.user)
         let audiences = try Self.audiences(of: request.user, through: head, in: db)
 
         // Collections the device did not sync before come whole.
         let added = wanted.filter { !cursor.c.contains($0) }
-        if !added.isEmpty { cursor.t.append(Cursor.Task(k: .snapshot, c: added, a: nil, h: head, s: 0)) }
+        if !added.isEmpty {
+            cursor.t.append(Cursor.Task(k: .snapshot, c: added, a: nil, h: head, s: 0))
+            shareable = false
+        }
         cursor.c = wanted
         // Memberships that came and went since the cursor.
         if cursor.m < head {
@@ -94,6 +117,7 @@ enum SyncPull {
                 AND position > \(Int(cursor.m)) AND position <= \(Int(head)) ORDER BY position
                 """) {
                 let audience = try row.string("id")
+                shareable = false
                 cursor.t.removeAll { $0.a == [audience] }
                 // The device has every change of the audience up to `p`: a row deleted after it is
                 // still on the device, and goes with the live ones.
@@ -149,13 +173,15 @@ enum SyncPull {
         let start = cursor.p
         cursor.p = full ? rows.last!.position : head
         changes.reserveCapacity(changes.count + rows.count)
+        if shareable, rows.contains(where: { $0.value == nil || $0.audience == userAudience }) { shareable = false }
         for row in rows {
             // A row that left this audience but that the user still sees through another stays.
             if row.value == nil, try seenElsewhere(row, audiences: audiences, in: db) { continue }
             changes.append(Change(collection: row.collection, id: row.id, value: row.value))
         }
         progress = full && head > start ? Double(cursor.p - start) / Double(head - start) : nil
-        return Page(changes: changes, cursor: cursor.encoded, hasMore: full, through: state.through, progress: progress, behind: behind)
+        return Page(changes: changes, cursor: cursor.encoded, hasMore: full, through: state.through, progress: progress, behind: behind,
+                    epoch: state.epoch, head: head, shared: shareable ? Shared(from: ownFrom, audiences: audiences.subtracting([userAudience]).sorted()) : nil)
     }
 
     // MARK: Reading the feed
@@ -171,6 +197,13 @@ enum SyncPull {
             SELECT id FROM sync_change WHERE collection = \(FeedMapping.membersCollection) AND audience = \(userAudience)
             AND value IS NOT NULL AND +position <= \(Int(head))
             """).map { try $0.string("id") }).union([userAudience])
+    }
+
+    /// Whether `audience` has a row, of any collection, after position `after` up to `through`.
+    static func hasRows(of audience: String, after: Int64, through: Int64, in db: any SQLDatabase) throws -> Bool {
+        try db.row("""
+            SELECT 1 AS found FROM sync_change WHERE audience = \(audience) AND position > \(Int(after)) AND position <= \(Int(through)) LIMIT 1
+            """) != nil
     }
 
     struct FeedRow {

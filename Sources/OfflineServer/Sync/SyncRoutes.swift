@@ -16,6 +16,8 @@ struct SyncService: Sendable {
     let checkpoint: @Sendable () async throws -> Int64
     /// Live streams open on this instance, per user.
     let streams = PlacesPerUser(perUser: PlacesPerUser.streams)
+    /// Pages read once for the members of a workspace at the same cursor.
+    let sharedPages = SharedPages()
 
     /// Sets the gauges read at each scrape: the feed's head, and how far capture is behind its
     /// source. A failed read (a database restarting) leaves them as they were.
@@ -25,6 +27,14 @@ struct SyncService: Sendable {
         if let checkpoint = try? await checkpoint() {
             metrics.captureBehind.record(max(0, checkpoint - state.through))
         }
+    }
+
+    /// The page after `request.cursor` and its JSON, read once for the members it is the same for
+    /// (``SharedPages``).
+    ///
+    /// - Throws: ``SyncPull/Refusal``; database errors.
+    func page(_ request: SyncPull.Request) async throws -> (page: SyncPull.Page, json: [UInt8]) {
+        try await storage.read { [sharedPages, rules] db in try sharedPages.page(request, rules: rules, in: db) }
     }
 
     /// The audiences `user` belongs to as the feed has them at its head.
@@ -61,12 +71,12 @@ extension Router where Context == OfflineRequestContext {
             let cursor = query["cursor"].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
             let pull = SyncPull.Request(user: user, collections: collections, cursor: cursor, limit: limit, maxBytes: SyncLimits.maximumPageBytes)
             do {
-                let page = try await sync.storage.read { db in try SyncPull.page(pull, rules: sync.rules, in: db) }
+                let (page, json) = try await sync.page(pull)
                 sync.metrics.pulls.increment()
                 sync.metrics.changesSent.increment(by: page.changes.count)
                 if let behind = page.behind { sync.metrics.pullBehind.record(behind) }
                 return Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-store"],
-                                body: ResponseBody(byteBuffer: ByteBuffer(bytes: page.jsonBytes)))
+                                body: ResponseBody(byteBuffer: ByteBuffer(bytes: json)))
             } catch let refusal as SyncPull.Refusal {
                 switch refusal {
                 case .gone:

@@ -25,6 +25,8 @@ struct SyncFeedTests {
     final class Feed {
         let queue: DatabaseQueue
         let mapping = FeedMapping(rules: SyncFeedTests.rules)
+        /// Every page is read through it, as the server's routes read them.
+        let shared = SharedPages()
         var source: Int64 = 0
 
         init() throws {
@@ -62,6 +64,14 @@ struct SyncFeedTests {
         }
 
         func page(_ user: String, cursor: String?, limit: Int = 100, collections: [String] = ["messages"]) throws -> SyncPull.Page {
+            try queue.read { db in
+                try shared.page(.init(user: user, collections: collections, cursor: cursor, limit: limit, maxBytes: 1 << 20),
+                                rules: SyncFeedTests.rules, in: TestDatabase(db: db)).page
+            }
+        }
+
+        /// The page read for `user` alone, never shared.
+        func ownPage(_ user: String, cursor: String?, limit: Int = 100, collections: [String] = ["messages"]) throws -> SyncPull.Page {
             try queue.read { db in
                 try SyncPull.page(.init(user: user, collections: collections, cursor: cursor, limit: limit, maxBytes: 1 << 20),
                                   rules: SyncFeedTests.rules, in: TestDatabase(db: db))

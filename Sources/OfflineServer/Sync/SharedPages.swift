@@ -1,0 +1,90 @@
+import OfflineCore
+
+/// Pages read once for every member of the same audiences standing at the same cursor.
+///
+/// After a message in a workspace, each member's stream (or pull) asks for the page after its
+/// cursor. Members who followed the same pages stand at the same cursor, and their pages differ
+/// only by rows of their own audience. So a page whose rows all came from audiences other than
+/// the user's own, none of them a deletion (``SyncPull/Shared``), is kept under its cursor, the
+/// feed's epoch and head it was read at and those audiences; a member whose request matches, and
+/// whose own audience has no row after the cursor up to that head, is answered with it, without
+/// reading the rows, decoding the cursor or writing the JSON again. A change recorded meanwhile
+/// moves the head: the next request misses, reads, and keeps the new page.
+///
+/// Bounded: ``maximumEntries`` pages and ``maximumBytes`` of their JSON, the oldest heads
+/// dropped first; a page over an eighth of that is not kept.
+final class SharedPages: Sendable {
+    struct Key: Hashable, Sendable {
+        var cursor: String
+        var collections: [String]
+        var limit: Int
+        var maxBytes: Int
+        var epoch: String
+        var head: Int64
+        var audiences: [String]
+    }
+
+    private struct Entry: Sendable {
+        var page: SyncPull.Page
+        var json: [UInt8]
+        var from: Int64
+    }
+
+    private struct State: Sendable {
+        var entries: [Key: Entry] = [:]
+        var bytes = 0
+        var hits = 0
+    }
+
+    static let maximumEntries = 64
+    static let maximumBytes = 8 << 20
+
+    private let state = Locked(State())
+
+    /// How many requests were answered with a page another request read.
+    var hits: Int { state.withLock { $0.hits } }
+    /// The pages kept, and the bytes of their JSON.
+    var kept: (pages: Int, bytes: Int) { state.withLock { ($0.entries.count, $0.bytes) } }
+
+    /// The page after `request.cursor` and its JSON (``SyncPull/page(_:rules:in:)``), shared
+    /// with the members it is the same for.
+    ///
+    /// - Throws: ``SyncPull/Refusal``; database errors.
+    func page(_ request: SyncPull.Request, rules: SyncRules, in db: any SQLDatabase) throws -> (page: SyncPull.Page, json: [UInt8]) {
+        let collections = Array(Set(request.collections)).sorted()
+        let own = SyncRules.audience(SyncRules.userKind, request.user)
+        if let cursor = request.cursor, let feed = try SyncFeed.state(in: db) {
+            // Everything the key holds is read at one head, so it is one moment of the feed.
+            let others = try SyncPull.audiences(of: request.user, through: feed.head, in: db).subtracting([own]).sorted()
+            let key = Key(cursor: cursor, collections: collections, limit: request.limit, maxBytes: request.maxBytes,
+                          epoch: feed.epoch, head: feed.head, audiences: others)
+            if let entry = state.withLock({ $0.entries[key] }),
+               try !SyncPull.hasRows(of: own, after: entry.from, through: feed.head, in: db) {
+                state.withLock { $0.hits += 1 }
+                return (entry.page, entry.json)
+            }
+        }
+        let page = try SyncPull.page(request, rules: rules, in: db)
+        let json = page.jsonBytes
+        if let cursor = request.cursor, let shared = page.shared, json.count <= Self.maximumBytes / 8 {
+            // Under the head and audiences the page itself was read at.
+            let key = Key(cursor: cursor, collections: collections, limit: request.limit, maxBytes: request.maxBytes,
+                          epoch: page.epoch, head: page.head, audiences: shared.audiences)
+            keep(Entry(page: page, json: json, from: shared.from), under: key)
+        }
+        return (page, json)
+    }
+
+    private func keep(_ entry: Entry, under key: Key) {
+        state.withLock { state in
+            if let old = state.entries.removeValue(forKey: key) { state.bytes -= old.json.count }
+            while !state.entries.isEmpty,
+                  state.entries.count >= Self.maximumEntries || state.bytes + entry.json.count > Self.maximumBytes {
+                let oldest = state.entries.min { $0.key.head < $1.key.head }!.key
+                state.bytes -= state.entries.removeValue(forKey: oldest)!.json.count
+            }
+            state.entries[key] = entry
+            state.bytes += entry.json.count
+        }
+    }
+}
