@@ -277,6 +277,8 @@ private final class FanOutServer: Sendable {
             throw FanOutError(description: "offline serve said: \(text)")
         }
         self.port = port
+        // The rest of what it prints is read and dropped: a full pipe would stop the server.
+        output.fileHandleForReading.readabilityHandler = { handle in _ = handle.availableData }
     }
 
     /// The process's user and system CPU time so far.
@@ -289,8 +291,13 @@ private final class FanOutServer: Sendable {
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
+    /// Asks the server to shut down, and kills it if it has not within 10 s (its graceful
+    /// shutdown closes every stream first).
     func stop() {
         process.terminate()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while process.isRunning, ContinuousClock.now < deadline { usleep(50_000) }
+        if process.isRunning { kill(pid, SIGKILL) }
         process.waitUntilExit()
     }
 }
