@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import NIOCore
+import NIOPosix
 import OfflineCore
 
 extension Router where Context == OfflineRequestContext {
@@ -16,9 +17,9 @@ extension Router where Context == OfflineRequestContext {
     func addPackRoutes(_ configuration: ServerConfiguration) {
         guard let directory = configuration.packsDirectory else { return }
         let hosting = PackHosting(catalog: PackCatalog(directory: directory))
-        get("/packs") { _, _ in try hosting.index() }
+        get("/packs") { _, _ in try await hosting.index() }
         get("/packs/:id/latest.json") { request, context in
-            try hosting.latest(id: context.parameters.require("id"), request: request)
+            try await hosting.latest(id: context.parameters.require("id"), request: request)
         }
         get("/packs/:id/:version/**") { request, context in
             // The router hands the path over still percent-encoded: a listed file "my notes.txt"
@@ -46,7 +47,9 @@ extension Router where Context == OfflineRequestContext {
     }
 }
 
-/// Answers pack requests from a ``PackCatalog``.
+/// Answers pack requests from a ``PackCatalog``. The catalog's reads of the folder (listings,
+/// attributes, manifests) block, and run on NIO's pool of threads for blocking work, never on the
+/// cooperative pool every request shares; file bodies are read by `FileIO`.
 struct PackHosting: Sendable {
     let catalog: PackCatalog
     let faults = PackFaultState()
@@ -64,17 +67,21 @@ struct PackHosting: Sendable {
         var createdAt: Date
     }
 
-    func index() throws -> Response {
-        let entries = try catalog.packIDs().compactMap { id -> IndexEntry? in
-            guard let latest = try catalog.latestManifestData(id: id)?.manifest else { return nil }
-            return IndexEntry(id: id, version: latest.version, totalBytes: latest.totalBytes, createdAt: latest.createdAt)
+    func index() async throws -> Response {
+        let data = try await NIOThreadPool.singleton.runIfActive { [catalog] in
+            let entries = try catalog.packIDs().compactMap { id -> IndexEntry? in
+                guard let latest = try catalog.latestManifestData(id: id)?.manifest else { return nil }
+                return IndexEntry(id: id, version: latest.version, totalBytes: latest.totalBytes, createdAt: latest.createdAt)
+            }
+            return try PackManifest.encoder().encode(entries)
         }
-        let data = try PackManifest.encoder().encode(entries)
         return Response(status: .ok, headers: [.contentType: "application/json", .cacheControl: "no-cache"], body: .init(byteBuffer: ByteBuffer(data: data)))
     }
 
-    func latest(id: String, request: Request) throws -> Response {
-        guard let latest = try catalog.latestManifestData(id: id) else { throw HTTPError(.notFound) }
+    func latest(id: String, request: Request) async throws -> Response {
+        guard let latest = try await NIOThreadPool.singleton.runIfActive({ [catalog] in try catalog.latestManifestData(id: id) }) else {
+            throw HTTPError(.notFound)
+        }
         return manifestResponse(latest, request: request)
     }
 
@@ -99,9 +106,13 @@ struct PackHosting: Sendable {
     }
 
     func file(id: String, version: String, path: String, request: Request, context: OfflineRequestContext) async throws -> Response {
-        guard let manifest = manifest(id: id, version: version) else { throw HTTPError(.notFound) }
+        guard let manifest = try await NIOThreadPool.singleton.runIfActive({ manifest(id: id, version: version) }) else {
+            throw HTTPError(.notFound)
+        }
         if path == "manifest.json" { return manifestResponse(manifest, request: request) }
-        guard let (url, entry, size) = catalog.fileURL(in: manifest.manifest, path: path) else { throw HTTPError(.notFound) }
+        guard let (url, entry, size) = try await NIOThreadPool.singleton.runIfActive({ [catalog] in catalog.fileURL(in: manifest.manifest, path: path) }) else {
+            throw HTTPError(.notFound)
+        }
         // The file changed under its manifest (cut short, or written to): its ETag and length
         // would be false, and announcing the manifest's length while sending another hangs the
         // client, so say so instead.
