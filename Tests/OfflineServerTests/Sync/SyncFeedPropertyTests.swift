@@ -42,48 +42,61 @@ struct SyncFeedPropertyTests {
         // 5 a message and a membership in one transaction), 6-7 a device pulling one page; the
         // rest of n picks the message, workspace, author, user and page size.
         await propertyCheck(count: 100, input: Gen.int(in: 0...9_999).array(of: 1...60)) { steps in
-            let feed = try SyncFeedTests.Feed()
-            var model = Model()
-            var devices = Self.users.map(SyncFeedTests.Device.init)
+            // Each program runs on a thread of its own: its SQLite work, synchronous, held a thread
+            // of the cooperative pool every other test shares for up to 5 s (a stall watch run).
+            let mismatches = try await offPool { try Self.play(steps) }
+            #expect(mismatches.isEmpty, "steps \(steps): \(mismatches)")
+        }
+    }
 
-            func message(_ n: Int) -> CapturedChange {
-                let id = "m\(n / 8 % 4)"
-                let workspace = [nil, "w1", "w2", "w3"][n / 64 % 4]
-                let author = Self.users[n / 256 % 3]
-                model.messages[id] = Model.Message(workspace: workspace, author: author, body: "b\(n)")
-                return feed.message(id, workspace: workspace, author: author, body: "b\(n)")
-            }
-            func membership(_ n: Int) -> CapturedChange {
-                let pair = [Self.users[n / 8 % 3], Self.workspaces[n / 24 % 3]]
-                let present = !model.members.contains(pair)
-                if present { model.members.insert(pair) } else { model.members.remove(pair) }
-                return feed.member(pair[0], pair[1], present)
-            }
+    /// Runs the program `steps` and returns how the devices differed from the model: after each
+    /// pull that reached the head, and once every device pulled to the head at the end.
+    static func play(_ steps: [Int]) throws -> [String] {
+        let feed = try SyncFeedTests.Feed()
+        var model = Model()
+        var devices = Self.users.map(SyncFeedTests.Device.init)
+        var mismatches: [String] = []
 
-            for n in steps {
-                switch n % 8 {
-                case 0, 1, 2: try feed.commit(message(n))
-                case 3:
-                    let id = "m\(n / 8 % 4)"
-                    model.messages[id] = nil
-                    try feed.commit(feed.deleted(id))
-                case 4: try feed.commit(membership(n))
-                case 5: try feed.commit(message(n), membership(n / 3))
-                default:
-                    let index = n / 8 % 3
-                    let page = try devices[index].pullPage(feed, limit: 1 + n / 24 % 4)
-                    if !page.hasMore {
-                        #expect(Self.rows(devices[index]) == model.visible(to: devices[index].user),
-                                "\(devices[index].user) after a pull reached the head, steps \(steps)")
-                    }
-                }
-            }
-            // Every device pulls to the head: the same holds for each.
-            for index in devices.indices {
-                try devices[index].pull(feed, limit: 3)
-                #expect(Self.rows(devices[index]) == model.visible(to: devices[index].user),
-                        "\(devices[index].user) at the end, steps \(steps)")
+        func message(_ n: Int) -> CapturedChange {
+            let id = "m\(n / 8 % 4)"
+            let workspace = [nil, "w1", "w2", "w3"][n / 64 % 4]
+            let author = Self.users[n / 256 % 3]
+            model.messages[id] = Model.Message(workspace: workspace, author: author, body: "b\(n)")
+            return feed.message(id, workspace: workspace, author: author, body: "b\(n)")
+        }
+        func membership(_ n: Int) -> CapturedChange {
+            let pair = [Self.users[n / 8 % 3], Self.workspaces[n / 24 % 3]]
+            let present = !model.members.contains(pair)
+            if present { model.members.insert(pair) } else { model.members.remove(pair) }
+            return feed.member(pair[0], pair[1], present)
+        }
+        func check(_ device: SyncFeedTests.Device, _ moment: String) {
+            let expected = model.visible(to: device.user)
+            if Self.rows(device) != expected {
+                mismatches.append("\(device.user) \(moment): \(Self.rows(device)), expected \(expected)")
             }
         }
+
+        for n in steps {
+            switch n % 8 {
+            case 0, 1, 2: try feed.commit(message(n))
+            case 3:
+                let id = "m\(n / 8 % 4)"
+                model.messages[id] = nil
+                try feed.commit(feed.deleted(id))
+            case 4: try feed.commit(membership(n))
+            case 5: try feed.commit(message(n), membership(n / 3))
+            default:
+                let index = n / 8 % 3
+                let page = try devices[index].pullPage(feed, limit: 1 + n / 24 % 4)
+                if !page.hasMore { check(devices[index], "after a pull reached the head") }
+            }
+        }
+        // Every device pulls to the head: the same holds for each.
+        for index in devices.indices {
+            try devices[index].pull(feed, limit: 3)
+            check(devices[index], "at the end")
+        }
+        return mismatches
     }
 }
