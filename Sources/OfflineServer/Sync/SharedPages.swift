@@ -5,11 +5,11 @@ import OfflineCore
 /// After a message in a workspace, each member's stream (or pull) asks for the page after its
 /// cursor. Members who followed the same pages stand at the same cursor, and their pages differ
 /// only by rows of their own audience. So a page whose rows all came from audiences other than
-/// the user's own, none of them a deletion (``SyncPull/Shared``), is kept under its cursor, the
-/// feed's epoch and head it was read at and those audiences; a member whose request matches, and
-/// whose own audience has no row after the cursor up to that head, is answered with it, without
-/// reading the rows, decoding the cursor or writing the JSON again. A change recorded meanwhile
-/// moves the head: the next request misses, reads, and keeps the new page.
+/// the user's own, none of them a deletion (``SyncPull/Page/sharedFrom``), is kept under its
+/// cursor, the feed's epoch and head it was read at and those audiences; a member whose request
+/// matches, and whose own audience has no row after the cursor up to that head, is answered with
+/// it, without reading the rows, decoding the cursor or writing the JSON again. A change recorded
+/// meanwhile moves the head: the next request misses, reads, and keeps the new page.
 ///
 /// Bounded: ``maximumEntries`` pages and ``maximumBytes`` of their JSON, the oldest heads
 /// dropped first; a page over an eighth of that is not kept.
@@ -51,26 +51,22 @@ final class SharedPages: Sendable {
     ///
     /// - Throws: ``SyncPull/Refusal``; database errors.
     func page(_ request: SyncPull.Request, rules: SyncRules, in db: any SQLDatabase) throws -> (page: SyncPull.Page, json: [UInt8]) {
-        let collections = Array(Set(request.collections)).sorted()
+        // One moment of the feed for the key and the page: its head, and the audiences at it.
+        let moment = try SyncPull.moment(of: request, rules: rules, in: db)
         let own = SyncRules.audience(SyncRules.userKind, request.user)
-        if let cursor = request.cursor, let feed = try SyncFeed.state(in: db) {
-            // Everything the key holds is read at one head, so it is one moment of the feed.
-            let others = try SyncPull.audiences(of: request.user, through: feed.head, in: db).subtracting([own]).sorted()
-            let key = Key(cursor: cursor, collections: collections, limit: request.limit, maxBytes: request.maxBytes,
-                          epoch: feed.epoch, head: feed.head, audiences: others)
-            if let entry = state.withLock({ $0.entries[key] }),
-               try !SyncPull.hasRows(of: own, after: entry.from, through: feed.head, in: db) {
-                state.withLock { $0.hits += 1 }
-                return (entry.page, entry.json)
-            }
+        let key = request.cursor.map { cursor in
+            Key(cursor: cursor, collections: Array(Set(request.collections)).sorted(), limit: request.limit, maxBytes: request.maxBytes,
+                epoch: moment.state.epoch, head: moment.state.head, audiences: moment.audiences.subtracting([own]).sorted())
         }
-        let page = try SyncPull.page(request, rules: rules, in: db)
+        if let key, let entry = state.withLock({ $0.entries[key] }),
+           try !SyncPull.hasRows(of: own, after: entry.from, through: key.head, in: db) {
+            state.withLock { $0.hits += 1 }
+            return (entry.page, entry.json)
+        }
+        let page = try SyncPull.page(request, at: moment, in: db)
         let json = page.jsonBytes
-        if let cursor = request.cursor, let shared = page.shared, json.count <= Self.maximumBytes / 8 {
-            // Under the head and audiences the page itself was read at.
-            let key = Key(cursor: cursor, collections: collections, limit: request.limit, maxBytes: request.maxBytes,
-                          epoch: page.epoch, head: page.head, audiences: shared.audiences)
-            keep(Entry(page: page, json: json, from: shared.from), under: key)
+        if let key, let from = page.sharedFrom, json.count <= Self.maximumBytes / 8 {
+            keep(Entry(page: page, json: json, from: from), under: key)
         }
         return (page, json)
     }

@@ -43,22 +43,18 @@ enum SyncPull {
         /// How many positions the feed's head was past the position the device's cursor
         /// acknowledged; nil for a first sync.
         var behind: Int64?
-        /// The feed's epoch and head the page was read at.
-        var epoch = ""
-        var head: Int64 = 0
-        /// Set when any member of the same audiences at the same cursor would get this very page
-        /// (``SharedPages``).
-        var shared: Shared?
+        /// Set when any user of the same other audiences, at the same cursor and head, gets this
+        /// very page as long as their own audience (their rows and memberships) has no row after
+        /// this position (``SharedPages``): the page was read after a cursor with no work left,
+        /// and its rows all came from audiences other than the user's own, none of them a
+        /// deletion (whether a deletion is sent depends on all the user's audiences).
+        var sharedFrom: Int64?
     }
 
-    /// What makes a page the same for other users: it was read after a cursor with no work
-    /// left, and its rows all came from `audiences` (the user's audiences but their own), none of
-    /// them a deletion (whether a deletion is sent depends on all the user's audiences). Another
-    /// user of the same other audiences, at the same cursor and head, gets the same page when
-    /// their own audience (their rows and memberships) has no row after `from`.
-    struct Shared: Sendable, Hashable {
-        var from: Int64
-        var audiences: [String]
+    /// The moment of the feed a page is read at: its state, and the user's audiences at its head.
+    struct Moment: Sendable {
+        var state: SyncFeed.State
+        var audiences: Set<String>
     }
 
     enum Refusal: Error, Sendable, Hashable {
@@ -75,10 +71,25 @@ enum SyncPull {
     ///
     /// - Throws: ``Refusal``; database errors.
     static func page(_ request: Request, rules: SyncRules, in db: any SQLDatabase) throws -> Page {
+        try page(request, at: moment(of: request, rules: rules, in: db), in: db)
+    }
+
+    /// The moment `request` is read at, once its collections are known to the rules.
+    ///
+    /// - Throws: ``Refusal``; database errors.
+    static func moment(of request: Request, rules: SyncRules, in db: any SQLDatabase) throws -> Moment {
         for collection in request.collections where !rules.serves(collection) {
             throw Refusal.unknownCollection(collection)
         }
         guard let state = try SyncFeed.state(in: db) else { throw Refusal.gone("the feed is being built") }
+        return Moment(state: state, audiences: try audiences(of: request.user, through: state.head, in: db))
+    }
+
+    /// The page after `request.cursor`, read at `moment` (``moment(of:rules:in:)``).
+    ///
+    /// - Throws: ``Refusal``; database errors.
+    static func page(_ request: Request, at moment: Moment, in db: any SQLDatabase) throws -> Page {
+        let (state, audiences) = (moment.state, moment.audiences)
         let head = state.head
         let wanted = Array(Set(request.collections)).sorted()
         var cursor: Cursor
@@ -101,7 +112,6 @@ enum SyncPull {
         // Where this user's own audience was last read from: memberships since `m`, rows since `p`.
         let ownFrom = min(cursor.p, cursor.m)
         let userAudience = SyncRules.audience(SyncRules.userKind, request.user)
-        let audiences = try Self.audiences(of: request.user, through: head, in: db)
 
         // Collections the device did not sync before come whole.
         let added = wanted.filter { !cursor.c.contains($0) }
@@ -181,7 +191,7 @@ enum SyncPull {
         }
         progress = full && head > start ? Double(cursor.p - start) / Double(head - start) : nil
         return Page(changes: changes, cursor: cursor.encoded, hasMore: full, through: state.through, progress: progress, behind: behind,
-                    epoch: state.epoch, head: head, shared: shareable ? Shared(from: ownFrom, audiences: audiences.subtracting([userAudience]).sorted()) : nil)
+                    sharedFrom: shareable ? ownFrom : nil)
     }
 
     // MARK: Reading the feed
