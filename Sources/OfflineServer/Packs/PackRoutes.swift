@@ -106,13 +106,14 @@ struct PackHosting: Sendable {
     }
 
     func file(id: String, version: String, path: String, request: Request, context: OfflineRequestContext) async throws -> Response {
-        guard let manifest = try await NIOThreadPool.singleton.runIfActive({ manifest(id: id, version: version) }) else {
-            throw HTTPError(.notFound)
+        // The manifest and the file's place on disk, in one trip to the blocking pool.
+        let (found, located) = try await NIOThreadPool.singleton.runIfActive { [catalog] in
+            let found = manifest(id: id, version: version)
+            return (found, path == "manifest.json" ? nil : found.flatMap { catalog.fileURL(in: $0.manifest, path: path) })
         }
+        guard let manifest = found else { throw HTTPError(.notFound) }
         if path == "manifest.json" { return manifestResponse(manifest, request: request) }
-        guard let (url, entry, size) = try await NIOThreadPool.singleton.runIfActive({ [catalog] in catalog.fileURL(in: manifest.manifest, path: path) }) else {
-            throw HTTPError(.notFound)
-        }
+        guard let (url, entry, size) = located else { throw HTTPError(.notFound) }
         // The file changed under its manifest (cut short, or written to): its ETag and length
         // would be false, and announcing the manifest's length while sending another hangs the
         // client, so say so instead.
