@@ -157,8 +157,15 @@ enum SyncFeed {
 
     /// Moves `through` on when the source moved without a change the rules read: a checkpoint a
     /// client holds is passed as soon as capture has read that far.
-    static func advance(through: Int64, in db: any SQLDatabase) throws {
-        try db.execute("UPDATE sync_feed_state SET through = \(Int(through)) WHERE id = 1 AND through < \(Int(through)) AND next = head + 1")
+    ///
+    /// - Returns: `through` when it moved; nil when the feed was there already, or rows past its
+    ///   head are not published yet.
+    @discardableResult
+    static func advance(through: Int64, in db: any SQLDatabase) throws -> Int64? {
+        try db.row("""
+            UPDATE sync_feed_state SET through = \(Int(through)) WHERE id = 1 AND through < \(Int(through)) AND next = head + 1
+            RETURNING through
+            """).map { Int64(try $0.int("through")) }
     }
 
     /// The poke payload for `audiences`: few enough to name, or `*`.

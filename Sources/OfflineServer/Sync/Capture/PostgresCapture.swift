@@ -80,9 +80,16 @@ struct PostgresCapture: Service {
             try await prepare(session, slot: slot)
             var changes = PgOutputChanges(tables: rules.tables)
             var advanced: Date?
+            // Where the feed has read through: only the capturer moves it, so it is read once and
+            // then kept as each pass moves it, a round trip fewer before every look at the slot.
+            var through = try await storage.read { db in try SyncFeed.state(in: db)?.through } ?? 0
+            let clock = ContinuousClock()
             while !Task.isCancelled {
-                let decoded = try await pass(session, slot: slot, &changes, advanced: &advanced)
-                if !decoded { try await Task.sleep(for: pollInterval) }
+                // Every `pollInterval` from the start of the last look, not from its end: a change
+                // committed meanwhile waits the interval at most, however long the look took.
+                let started = clock.now
+                let decoded = try await pass(session, slot: slot, &changes, advanced: &advanced, through: &through)
+                if !decoded { try await Task.sleep(until: started.advanced(by: pollInterval), clock: clock) }
             }
             try await session.close()
         } catch {
@@ -246,11 +253,12 @@ struct PostgresCapture: Service {
     /// have yet, and confirms the position to the slot.
     ///
     /// - Returns: whether anything was decoded (then the next pass runs at once).
+    /// - Parameter through: where the feed has read through, moved on as the pass moves it.
     private func pass(_ session: PostgresConnection, slot: String, _ changes: inout PgOutputChanges,
-                      advanced: inout Date?) async throws -> Bool {
+                      advanced: inout Date?, through: inout Int64) async throws -> Bool {
         let mapping = FeedMapping(rules: rules)
         let logger = logger
-        let through = try await storage.read { db in try SyncFeed.state(in: db)?.through } ?? 0
+        let recorded = through
         var upto: UInt64?
         var decoded = false
         // Whole transactions read and not yet recorded, and the commit position of the last:
@@ -261,6 +269,8 @@ struct PostgresCapture: Service {
         // The changes of the transaction being read.
         var pending: [CapturedChange] = []
         var touched = Set<String>()
+        // The last commit position published: the feed's `through` is now at least there.
+        var published: Int64?
         func record(_ changes: [CapturedChange], publishing end: UInt64?) async throws {
             let now = now()
             let already = touched
@@ -270,6 +280,7 @@ struct PostgresCapture: Service {
                 if end != nil, !all.isEmpty { try db.notify(SyncFeed.pokeChannel, payload: SyncFeed.pokePayload(all)) }
                 return end == nil ? all : []
             }
+            if let end { published = max(published ?? 0, Int64(end)) }
         }
         // Up to where the WAL is flushed, not written: decoding reads flushed WAL only, so a
         // transaction committed asynchronously (`synchronous_commit = off`) and not yet flushed
@@ -302,7 +313,7 @@ struct PostgresCapture: Service {
                     }
                 case .commit(let end):
                     // Recorded before a capturer was stopped: the feed has it.
-                    guard Int64(end) > through else { pending.removeAll(); continue }
+                    guard Int64(end) > recorded else { pending.removeAll(); continue }
                     committed += pending
                     committedThrough = end
                     pending.removeAll()
@@ -317,11 +328,12 @@ struct PostgresCapture: Service {
         if let end = committedThrough {
             try await record(committed, publishing: end)
         }
+        if let published { through = max(through, published) }
         guard let upto else { return decoded }
         let moment = now()
         if Self.advances(upto: Int64(upto), through: through, decoded: decoded, lastAdvance: advanced, now: moment) {
             advanced = moment
-            try await storage.write { db in try SyncFeed.advance(through: Int64(upto), in: db) }
+            if let moved = try await storage.write({ db in try SyncFeed.advance(through: Int64(upto), in: db) }) { through = moved }
             try await session.query("SELECT pg_replication_slot_advance(\(slot), \(PgOutput.lsnText(upto))::pg_lsn)", logger: logger)
         }
         return decoded
