@@ -113,6 +113,13 @@ struct PostgresStorage: ServerStorage {
         }
     }
 
+    func rows(_ statement: SQL) async throws -> [SQLRow] {
+        try await client.withConnection { [logger] connection in
+            let result: EventLoopFuture<PostgresQueryResult> = connection.query(Connection.query(statement), logger: logger)
+            return try Connection.rows(of: try await result.get())
+        }
+    }
+
     /// `BEGIN` … `COMMIT`, or `ROLLBACK` when `body` throws, each waited for on the calling thread
     /// (a thread of ``threads``). The error `body` threw is rethrown as is, so stores' own failures
     /// reach the routes unchanged.
@@ -149,7 +156,10 @@ struct PostgresStorage: ServerStorage {
         }
 
         func rows(_ statement: SQL) throws -> [SQLRow] {
-            let result = try result(statement)
+            try Self.rows(of: try result(statement))
+        }
+
+        static func rows(of result: PostgresQueryResult) throws -> [SQLRow] {
             guard let first = result.rows.first else { return [] }
             // The rows of one result share one array of column names.
             let names = first.map { $0.columnName.lowercased() }
@@ -167,7 +177,7 @@ struct PostgresStorage: ServerStorage {
             try connection.query(Self.query(statement), logger: logger).wait()
         }
 
-        private static func query(_ statement: SQL) -> PostgresQuery {
+        static func query(_ statement: SQL) -> PostgresQuery {
             let (sql, arguments) = statement.rendered(in: .postgres)
             var bindings = PostgresBindings(capacity: arguments.count)
             for argument in arguments {

@@ -55,6 +55,10 @@ struct SQLiteStorage: ServerStorage {
         }
     }
 
+    func rows(_ statement: SQL) async throws -> [SQLRow] {
+        try await read { db in try db.rows(statement) }
+    }
+
     /// One access's statements, on GRDB's connection.
     struct Connection: SQLDatabase {
         let db: Database

@@ -35,6 +35,11 @@ extension SQLDatabase {
     func row(_ statement: SQL) throws -> SQLRow? { try rows(statement).first }
 }
 
+extension ServerStorage {
+    /// The first row of one statement that only reads (``rows(_:)``).
+    func row(_ statement: SQL) async throws -> SQLRow? { try await rows(statement).first }
+}
+
 /// Where the reference backend keeps its data: the embedded SQLite database in the data folder
 /// (the default), or PostgreSQL shared by several server instances.
 ///
@@ -50,12 +55,14 @@ protocol ServerStorage: Sendable {
     /// (the error is rethrown as it was thrown).
     func write<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) throws -> T) async throws -> T
 
-    /// Runs `body`, which only reads, and changes nothing.
-    ///
-    /// On SQLite it reads one snapshot, beside the writes. On PostgreSQL each statement reads what
-    /// was committed when it started (what `READ COMMITTED`, PostgreSQL's default, gives inside a
-    /// transaction too), without `BEGIN` and `COMMIT`.
+    /// Runs `body`, which only reads, and changes nothing, in one snapshot: on SQLite beside the
+    /// writes, on PostgreSQL in a `REPEATABLE READ` transaction.
     func read<T: Sendable>(_ body: @escaping @Sendable (any SQLDatabase) throws -> T) async throws -> T
+
+    /// The rows of one statement that only reads, a snapshot by itself: on PostgreSQL sent alone,
+    /// without `BEGIN` and `COMMIT` around it (one round trip instead of three) and without
+    /// a thread of the storage's pool.
+    func rows(_ statement: SQL) async throws -> [SQLRow]
 
     /// What must run beside the server for the storage to work (on PostgreSQL: the connection
     /// pool, the connection that listens for notifications, and the threads transactions run on).

@@ -23,12 +23,10 @@ struct SyncRuntime: Sendable {
             guard walLevel == "logical" else { throw SyncCaptureError.walLevel(walLevel ?? "unknown") }
             try await postgres.setup { db in try rules.check(against: try SyncCatalog.postgres(in: db)) }
             let service = SyncService(rules: rules, storage: storage, heartbeat: configuration.syncHeartbeat, metrics: metrics) {
-                try await storage.read { db in
-                    guard let text = try db.row("SELECT pg_current_wal_lsn()::text AS lsn")?.string("lsn"), let lsn = PgOutput.lsn(text) else {
-                        throw StorageError.unexpectedValue(column: "pg_current_wal_lsn")
-                    }
-                    return Int64(lsn)
+                guard let text = try await storage.row("SELECT pg_current_wal_lsn()::text AS lsn")?.string("lsn"), let lsn = PgOutput.lsn(text) else {
+                    throw StorageError.unexpectedValue(column: "pg_current_wal_lsn")
                 }
+                return Int64(lsn)
             }
             let capture = PostgresCapture(connection: try PostgresStorage.configuration(from: url), storage: storage, rules: rules,
                                           pollInterval: configuration.capturePollInterval, logger: logger)
