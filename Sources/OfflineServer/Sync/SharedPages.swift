@@ -6,10 +6,11 @@ import OfflineCore
 /// cursor. Members who followed the same pages stand at the same cursor, and their pages differ
 /// only by rows of their own audience. So a page whose rows all came from audiences other than
 /// the user's own, none of them a deletion (``SyncPull/Page/sharedFrom``), is kept under its
-/// cursor, the feed's epoch and head it was read at and those audiences; a member whose request
-/// matches, and whose own audience has no row after the cursor up to that head, is answered with
-/// it, without reading the rows, decoding the cursor or writing the JSON again. A change recorded
-/// meanwhile moves the head: the next request misses, reads, and keeps the new page.
+/// cursor, the feed's epoch, head and `through` it was read at and those audiences; a member
+/// whose request matches, and whose own audience has no row after the cursor up to that head, is
+/// answered with it, without reading the rows, decoding the cursor or writing the JSON again. A
+/// change recorded meanwhile moves the head, and capture reading further moves `through`: the
+/// next request misses, reads, and keeps the new page.
 ///
 /// Bounded: ``maximumEntries`` pages and ``maximumBytes`` of their JSON, the oldest heads
 /// dropped first; a page over an eighth of that is not kept.
@@ -21,6 +22,8 @@ final class SharedPages: Sendable {
         var maxBytes: Int
         var epoch: String
         var head: Int64
+        /// Where capture had read through: a page says it, and it moves without the head.
+        var through: Int64
         var audiences: [String]
     }
 
@@ -56,7 +59,7 @@ final class SharedPages: Sendable {
         let own = SyncRules.audience(SyncRules.userKind, request.user)
         let key = request.cursor.map { cursor in
             Key(cursor: cursor, collections: Array(Set(request.collections)).sorted(), limit: request.limit, maxBytes: request.maxBytes,
-                epoch: moment.state.epoch, head: moment.state.head, audiences: moment.audiences.subtracting([own]).sorted())
+                epoch: moment.state.epoch, head: moment.state.head, through: moment.state.through, audiences: moment.audiences.subtracting([own]).sorted())
         }
         if let key, let entry = state.withLock({ $0.entries[key] }),
            try !SyncPull.hasRows(of: own, after: entry.from, through: key.head, in: db) {

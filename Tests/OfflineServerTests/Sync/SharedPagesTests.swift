@@ -74,6 +74,19 @@ struct SharedPagesTests {
         #expect(feed.shared.hits - before == 1, "Ben read the newer head; Carol got his page")
     }
 
+    @Test("a page kept before capture read further says how far it has read now: through moves without the head")
+    func throughMoves() throws {
+        var (feed, devices) = try workspace()
+        try feed.commit(feed.message("m8", workspace: "w1", author: "dora"))
+        let first = try devices[0].pullPage(feed)
+        // Capture read past a write no rule reads: the checkpoint a client waits for moves on.
+        let read = first.through + 7
+        _ = try feed.queue.write { db in try SyncFeed.advance(through: read, in: TestDatabase(db: db)) }
+        let second = try devices[1].pullPage(feed)
+        #expect(second.changes == first.changes && second.cursor == first.cursor)
+        #expect(second.through == read, "the page says where capture stands now, not where it stood for Ana")
+    }
+
     @Test("at most 64 pages are kept")
     func bounded() throws {
         var (feed, devices) = try workspace()
