@@ -25,7 +25,7 @@ struct PackFaultRunTests {
         for index in 0..<4 {
             let files = samplePack(seed: UInt64(100 + index), sizes: [150_000 + index * 10_000, 70_000, 1_000])
             published["pack\(index)"] = files
-            try publish("pack\(index)", "1", files, into: temp.sub("packs"), createdAt: created)
+            try await publish("pack\(index)", "1", files, into: temp.sub("packs"), createdAt: created)
         }
         let packs = published
         let outcomes = try await withPackServer(packs: temp.sub("packs")) { base in

@@ -41,7 +41,7 @@ struct PackNginxTests {
     func full() async throws {
         let temp = try TemporaryFolder()
         let files = samplePack(seed: 41)
-        try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         try await withNginx(temp.sub("packs")) { nginx, http in
             let store = try store(temp.sub("store"), nginx, http)
             try await store.download("p")
@@ -53,7 +53,7 @@ struct PackNginxTests {
     func resumeAfterCut(seed: UInt64) async throws {
         let temp = try TemporaryFolder()
         let files = samplePack(seed: seed, sizes: [700_000])
-        try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         var generator = SeededGenerator(seed: seed)
         try await withNginx(temp.sub("packs")) { nginx, http in
             let counting = CountingTransport(http)
@@ -72,7 +72,7 @@ struct PackNginxTests {
         for changeContent in [false, true] {
             let temp = try TemporaryFolder()
             let files = samplePack(seed: 45, sizes: [500_000])
-            try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+            try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
             try await withNginx(temp.sub("packs")) { nginx, http in
                 let counting = CountingTransport(http)
                 let store = try store(temp.sub("store"), nginx, counting)
@@ -102,7 +102,7 @@ struct PackNginxTests {
     func ignoresRange() async throws {
         let temp = try TemporaryFolder()
         let files = samplePack(seed: 47, sizes: [400_000])
-        try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         try await withNginx(temp.sub("packs"), rangeRequests: false) { nginx, http in
             let counting = CountingTransport(http)
             let store = try store(temp.sub("store"), nginx, counting)
@@ -118,7 +118,7 @@ struct PackNginxTests {
     func wrongRangeAndTruncation() async throws {
         let temp = try TemporaryFolder()
         let files = samplePack(seed: 49, sizes: [400_000])
-        try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         try await withNginx(temp.sub("packs")) { nginx, http in
             let counting = CountingTransport(http)
             let store = try store(temp.sub("store"), nginx, counting)
@@ -135,7 +135,7 @@ struct PackNginxTests {
     func corrupted() async throws {
         let temp = try TemporaryFolder()
         let files = samplePack(seed: 51, sizes: [100_000])
-        try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         let served = temp.sub("packs/p/1/media/audio-0.m4a")
         var bytes = try Data(contentsOf: served)
         bytes[77_777] ^= 0x01
@@ -153,14 +153,14 @@ struct PackNginxTests {
     func update() async throws {
         let temp = try TemporaryFolder()
         var files = samplePack(seed: 53, sizes: [60_000, 50_000, 40_000, 30_000])
-        try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         try await withNginx(temp.sub("packs")) { nginx, http in
             let counting = CountingTransport(http)
             let store = try store(temp.sub("store"), nginx, counting)
             try await store.download("p")
             files["media/audio-0.m4a"] = payload(61_000, seed: 5)
             files["data/file-3.json"] = payload(30_000, seed: 6)
-            try publish("p", "2", files, into: temp.sub("packs"), createdAt: Self.created.addingTimeInterval(10))
+            try await publish("p", "2", files, into: temp.sub("packs"), createdAt: Self.created.addingTimeInterval(10))
             #expect(try await store.checkForUpdate("p").installed?.version == "1")
             counting.reset()
             try await store.download("p")
@@ -195,7 +195,7 @@ struct PackNginxTests {
     func diskFull(directWriteThreshold: Int64?) async throws {
         let temp = try TemporaryFolder()
         let files = samplePack(seed: 55, sizes: [1_200_000, 800_000])
-        try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         let mount = temp.sub("small")
         try FileManager.default.createDirectory(at: mount, withIntermediateDirectories: true)
         try run("/bin/mount", ["-t", "tmpfs", "-o", "size=4m", "tmpfs", mount.path])
@@ -229,7 +229,7 @@ struct PackNginxTests {
         let temp = try TemporaryFolder()
         let size = 12 << 20
         let files = ["big.bin": payload(size, seed: 57)]
-        try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         try await withNginx(temp.sub("packs"), bytesPerSecond: 16 << 20) { nginx, http in
             try await killAndResume(base: nginx.baseURL, http: http, store: temp.sub("store"), size: size, files: files)
         }
@@ -241,7 +241,7 @@ struct PackNginxTests {
         let temp = try TemporaryFolder()
         let size = 12 << 20
         let files = ["big.bin": payload(size, seed: 59)]
-        try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in
                 try await setFaults(PackFaultPlan(bytesPerSecond: 16 << 20), base: base, transport: http)

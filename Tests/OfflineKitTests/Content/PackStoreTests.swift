@@ -27,7 +27,7 @@ struct PackStoreServerTests {
     func fullDownload() async throws {
         let temp = try TemporaryFolder()
         let files = samplePack(seed: 1)
-        let manifest = try publish("paris", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        let manifest = try await publish("paris", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in
                 let store = try makeStore(temp.sub("store"), base: base, transport: http)
@@ -52,7 +52,7 @@ struct PackStoreServerTests {
     func resumeAfterDrop(seed: UInt64) async throws {
         let temp = try TemporaryFolder()
         let files = samplePack(seed: seed)
-        let manifest = try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        let manifest = try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         var generator = SeededGenerator(seed: seed)
         let drop = Int64.random(in: 1..<200_000, using: &generator)  // within the first file
         try await withPackServer(packs: temp.sub("packs")) { base in
@@ -74,7 +74,7 @@ struct PackStoreServerTests {
     func resumeAcrossRestart() async throws {
         let temp = try TemporaryFolder()
         let files = samplePack(seed: 7, sizes: [600_000])
-        let manifest = try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        let manifest = try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in
                 let counting = CountingTransport(http)
@@ -104,7 +104,7 @@ struct PackStoreServerTests {
     func validatorChanged() async throws {
         let temp = try TemporaryFolder()
         let files = samplePack(seed: 11, sizes: [500_000])
-        try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in
                 let counting = CountingTransport(http)
@@ -122,7 +122,7 @@ struct PackStoreServerTests {
     func misbehavingRanges(ignoreRange: Bool) async throws {
         let temp = try TemporaryFolder()
         let files = samplePack(seed: 13, sizes: [400_000])
-        try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in
                 let counting = CountingTransport(http)
@@ -141,7 +141,7 @@ struct PackStoreServerTests {
     func truncatedBody() async throws {
         let temp = try TemporaryFolder()
         let files = samplePack(seed: 17, sizes: [300_000])
-        try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in
                 let counting = CountingTransport(http)
@@ -162,7 +162,7 @@ struct PackStoreServerTests {
     func corruptedByte() async throws {
         let temp = try TemporaryFolder()
         let files = samplePack(seed: 19, sizes: [200_000])
-        try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in
                 let store = try makeStore(temp.sub("store"), base: base, transport: http)
@@ -184,7 +184,7 @@ struct PackStoreServerTests {
     func updateOnlyChanged() async throws {
         let temp = try TemporaryFolder()
         let files = samplePack(seed: 23, sizes: [100_000, 50_000, 40_000, 30_000])
-        try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         var changed = files
         changed["data/file-1.json"] = payload(51_000, seed: 99)
         changed["data/file-2.json"] = payload(40_000, seed: 98)
@@ -195,7 +195,7 @@ struct PackStoreServerTests {
                 let store = try makeStore(temp.sub("store"), base: base, transport: counting)
                 let v1 = try await store.download("p")
                 #expect(try await store.checkForUpdate("p") == .cached(v1))
-                try publish("p", "2", updated, into: temp.sub("packs"), createdAt: Self.created.addingTimeInterval(60))
+                try await publish("p", "2", updated, into: temp.sub("packs"), createdAt: Self.created.addingTimeInterval(60))
                 #expect(try await store.checkForUpdate("p") == .updateAvailable(installed: v1, latestVersion: "2"))
                 counting.reset()
                 let observed = Locked<[PackState]>([])
@@ -218,7 +218,7 @@ struct PackStoreServerTests {
     @Test("a manifest answered 304 costs no body")
     func manifestNotModified() async throws {
         let temp = try TemporaryFolder()
-        try publish("p", "1", samplePack(seed: 3, sizes: [10]), into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("p", "1", samplePack(seed: 3, sizes: [10]), into: temp.sub("packs"), createdAt: Self.created)
         try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in
                 let store = try makeStore(temp.sub("store"), base: base, transport: http)
@@ -238,7 +238,7 @@ struct PackStoreServerTests {
     @Test("cancelling stops the transfer and removes the staged files")
     func cancelRemovesStaging() async throws {
         let temp = try TemporaryFolder()
-        try publish("p", "1", samplePack(seed: 5, sizes: [2_000_000]), into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("p", "1", samplePack(seed: 5, sizes: [2_000_000]), into: temp.sub("packs"), createdAt: Self.created)
         try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in
                 let store = try makeStore(temp.sub("store"), base: base, transport: http)
@@ -258,7 +258,7 @@ struct PackStoreServerTests {
     func encryption() async throws {
         let temp = try TemporaryFolder()
         let files = samplePack(seed: 29, sizes: [200_000, 65_536, 1])
-        try publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("p", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         let (key, raw) = PackEncryptionKey.generate()
         try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in
@@ -287,7 +287,7 @@ struct PackStoreServerTests {
     @Test("evicts the least recently opened pack for the budget, never a pinned one")
     func budgetEviction() async throws {
         let temp = try TemporaryFolder()
-        for id in ["a", "b", "c", "d"] { try publish(id, "1", ["f": payload(100_000, seed: 1)], into: temp.sub("packs"), createdAt: Self.created) }
+        for id in ["a", "b", "c", "d"] { try await publish(id, "1", ["f": payload(100_000, seed: 1)], into: temp.sub("packs"), createdAt: Self.created) }
         try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in
                 let clock = Locked(Date(timeIntervalSince1970: 0))
@@ -316,7 +316,7 @@ struct PackStoreServerTests {
     func batch() async throws {
         let temp = try TemporaryFolder()
         let ids = (0..<5).map { "s\($0)" }
-        for id in ids { try publish(id, "1", ["a.m4a": payload(20_000, seed: 2)], into: temp.sub("packs"), createdAt: Self.created) }
+        for id in ids { try await publish(id, "1", ["a.m4a": payload(20_000, seed: 2)], into: temp.sub("packs"), createdAt: Self.created) }
         try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in
                 let store = try makeStore(temp.sub("store"), base: base, transport: http, configuration: .init(maxConcurrentDownloads: 2))

@@ -25,7 +25,7 @@ struct PackSystemTransferTests {
     func adoptsAndInstalls(encrypted: Bool) async throws {
         let temp = try TemporaryFolder()
         let files = samplePack(seed: 7)
-        let manifest = try publish("rome", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        let manifest = try await publish("rome", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         try FileManager.default.createDirectory(at: temp.sub("system"), withIntermediateDirectories: true)
         try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in
@@ -64,7 +64,7 @@ struct PackSystemTransferTests {
     func refusesWrongBytes() async throws {
         let temp = try TemporaryFolder()
         let files = samplePack(seed: 8, sizes: [50_000, 20_000])
-        try publish("oslo", "1", files, into: temp.sub("packs"), createdAt: Self.created)
+        try await publish("oslo", "1", files, into: temp.sub("packs"), createdAt: Self.created)
         try FileManager.default.createDirectory(at: temp.sub("system"), withIntermediateDirectories: true)
         try await withPackServer(packs: temp.sub("packs")) { base in
             try await HTTPClientTransport.withTransport { http in

@@ -5,6 +5,7 @@ import OfflineCore
 import OfflineKit
 import OfflineKitTesting
 import OfflineServer
+import OfflineTestSupport
 
 /// A temporary folder removed when the value is released.
 final class TemporaryFolder: Sendable {
@@ -13,8 +14,22 @@ final class TemporaryFolder: Sendable {
         url = FileManager.default.temporaryDirectory.appendingPathComponent("offlinekit-packs-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
-    deinit { try? FileManager.default.removeItem(at: url) }
+    deinit {
+        let url = url
+        FolderRemoval.queue.async { try? FileManager.default.removeItem(at: url) }
+    }
     func sub(_ name: String) -> URL { url.appendingPathComponent(name) }
+}
+
+/// Removes test folders on a queue of its own: a folder with a large pack took 1.65 s to delete,
+/// holding a thread of Swift's cooperative pool (the test that dropped it ran there) and every
+/// test waiting for one. The process waits for the queue as it exits, so no folder is left.
+private enum FolderRemoval {
+    static let queue: DispatchQueue = {
+        let queue = DispatchQueue(label: "offlinekit.tests.folder-removal")
+        atexit { FolderRemoval.queue.sync {} }
+        return queue
+    }()
 }
 
 /// Deterministic pseudo-random bytes, so a failing run can be replayed.
@@ -28,9 +43,15 @@ func payload(_ count: Int, seed: UInt64) -> Data {
     return Data(bytes)
 }
 
-/// Publishes a pack version from `files` (path → content) into `packs`.
+/// Publishes a pack version from `files` (path → content) into `packs`, on a thread of its own:
+/// the files are written and synced to disk, which took over a second under load, and the test
+/// calling it runs on Swift's cooperative pool.
 @discardableResult
-func publish(_ id: String, _ version: String, _ files: [String: Data], into packs: URL, createdAt: Date) throws -> PackManifest {
+func publish(_ id: String, _ version: String, _ files: [String: Data], into packs: URL, createdAt: Date) async throws -> PackManifest {
+    try await offPool { try publishNow(id, version, files, into: packs, createdAt: createdAt) }
+}
+
+private func publishNow(_ id: String, _ version: String, _ files: [String: Data], into packs: URL, createdAt: Date) throws -> PackManifest {
     let source = packs.deletingLastPathComponent().appendingPathComponent("src-\(id)-\(version)-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: source) }
     for (path, data) in files {

@@ -1,4 +1,5 @@
 @testable import OfflineServer
+import OfflineTestSupport
 import Testing
 
 /// Slow and silent clients against a live server on loopback, through raw sockets.

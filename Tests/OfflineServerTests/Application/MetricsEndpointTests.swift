@@ -1,5 +1,6 @@
 import Foundation
 @testable import OfflineServer
+import OfflineTestSupport
 import Testing
 
 /// The server's metrics, read as Prometheus reads them, from a real server on loopback.

@@ -1,5 +1,6 @@
 import Foundation
 @testable import OfflineServer
+import OfflineTestSupport
 import Testing
 
 /// Stopping a server this process runs: requests in flight are answered, then it is gone.

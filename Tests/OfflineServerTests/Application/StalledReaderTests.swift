@@ -1,5 +1,6 @@
 import Foundation
 @testable import OfflineServer
+import OfflineTestSupport
 import Testing
 
 @Suite("Connections: clients that stop reading", .timeLimit(.minutes(1)))

@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import NIOCore
 @testable import OfflineServer
+import OfflineTestSupport
 import Testing
 
 /// Requests in a shape other servers read differently (no `Host`, two of them, a scheme in

@@ -156,12 +156,3 @@ private func sendBytes(_ descriptor: Int32, _ bytes: UnsafeRawPointer, _ count: 
     Darwin.send(descriptor, bytes, count, 0)
     #endif
 }
-
-/// Runs `work`, which blocks its thread (a socket read with a deadline), on a thread of its own:
-/// Swift's cooperative pool has one thread per core, and a test blocking one of them holds back
-/// every other test running beside it.
-func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
-    }
-}

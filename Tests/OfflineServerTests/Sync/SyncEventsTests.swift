@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 @testable import OfflineServer
+import OfflineTestSupport
 import Testing
 
 @Suite("Live sync stream", .timeLimit(.minutes(2)))

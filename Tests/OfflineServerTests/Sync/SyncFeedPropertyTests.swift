@@ -1,5 +1,6 @@
 import Foundation
 @testable import OfflineServer
+import OfflineTestSupport
 import PropertyBased
 import Testing
 
