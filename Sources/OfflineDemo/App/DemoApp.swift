@@ -34,10 +34,10 @@ public final class DemoApp: Sendable {
     }
 
     /// Routes a key: to a focused text field first, then the global keys, then the screen.
-    public func handle(_ key: Key) {
+    public func handle(_ key: Key) async {
         let scenario = scenarios[selected]
         if scenario.capturesText {
-            _ = scenario.handle(key)
+            _ = await scenario.handle(key)
             return
         }
         switch key {
@@ -58,9 +58,9 @@ public final class DemoApp: Sendable {
             environment.changed()
         case .escape:
             environment.toasts.dismiss()
-            if !scenario.handle(key) { environment.changed() }
+            if !(await scenario.handle(key)) { environment.changed() }
         default:
-            if !scenario.handle(key) { environment.changed() }
+            if !(await scenario.handle(key)) { environment.changed() }
         }
     }
 
@@ -70,6 +70,6 @@ public final class DemoApp: Sendable {
         let content = scenarios[selected].render(context)
         return Chrome.render(Chrome.State(
             titles: scenarios.map(\.title), selected: selected, network: network.condition, connectivity: status,
-            content: content, toast: environment.toasts.current.text, width: width, height: height))
+            content: content, toast: scenarios[selected].toast ?? environment.toasts.current.text, width: width, height: height))
     }
 }

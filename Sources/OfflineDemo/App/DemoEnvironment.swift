@@ -58,6 +58,17 @@ public struct DemoEnvironment: Sendable {
     /// Runs `work` in the demo's task group (owned, cancelled on exit).
     public func spawn(_ work: @escaping @Sendable () async -> Void) { tasks.spawn(work) }
 
+    /// Runs `body` while the work handed to ``spawn(_:)`` runs (the screens' loops and what they
+    /// started), and cancels that work once `body` returns: for callers with no ``DemoRuntime``
+    /// around them, such as the benchmarks.
+    package func withBackgroundTasks<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [tasks] in await tasks.run() }
+            defer { group.cancelAll() }
+            return try await body()
+        }
+    }
+
     /// Shows a non-intrusive message at the bottom of the screen.
     public func toast(_ message: OfflineMessage) { toasts.show(message.text); changes.send() }
     public func toast(_ text: String) { toasts.show(text); changes.send() }

@@ -150,7 +150,7 @@ public enum DemoRuntime {
             }
             var last: Frame?
             for await event in events {
-                if case .key(let key) = event { app.handle(key) }
+                if case .key(let key) = event { await app.handle(key) }
                 if app.isQuitting { break }
                 let size = terminal.size
                 let frame = app.frame(width: size.width, height: size.height)
@@ -166,7 +166,7 @@ public enum DemoRuntime {
         for step in steps {
             switch step {
             case .key(let key):
-                app.handle(key)
+                await app.handle(key)
                 // Let work the key started (a local write, a gated refusal) settle.
                 try await Task.sleep(for: .milliseconds(100))
             case .wait(let duration):

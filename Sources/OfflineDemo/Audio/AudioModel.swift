@@ -23,7 +23,7 @@ public final class AudioModel: Scenario {
     /// Starts a playback ticker: the returned function sleeps until `n` seconds after the start.
     private let startTicks: @Sendable () -> @Sendable (Int) async throws -> Void
     /// The screen's state; everything that changes it goes through ``AudioReducer``.
-    private let state: ScreenStore<AudioReducer>
+    private let state: LockedScreenState<AudioReducer>
 
     /// - Parameters:
     ///   - quotaBytes: the most the session downloads may take; least recently played sessions
@@ -51,7 +51,7 @@ public final class AudioModel: Scenario {
         var initial = State()
         initial.quotaBytes = quotaBytes
         initial.isEncrypted = key != nil
-        let state = ScreenStore<AudioReducer>(initial)
+        let state = LockedScreenState<AudioReducer>(initial)
         self.state = state
         // The prompt opens from a download's task and closes from a key: each report is an event
         // (with no effects), and the reducer keeps the newest.

@@ -81,7 +81,7 @@ public final class CityGuideModel: Scenario {
     private let environment: DemoEnvironment
     private let suggestionTimeout: Duration
     private let backgroundRefreshTimeout: Duration
-    private let store = ScreenStore<CityGuideReducer>(State())
+    private let store = LockedScreenState<CityGuideReducer>(State())
     private var preferences: DemoPreferences { DemoPreferences(writer: environment.database.writer) }
     static let selectedCityKey = "city.selected"
 

@@ -58,7 +58,7 @@ public final class PlannerModel: Scenario {
     public let title = "Planner"
     private let environment: DemoEnvironment
     private let transport: CountingTransport
-    private let store = ScreenStore<PlannerReducer>(State())
+    private let store = LockedScreenState<PlannerReducer>(State())
 
     public init(environment: DemoEnvironment) {
         self.environment = environment

@@ -97,7 +97,7 @@ public final class ShopModel: Scenario {
     public let cache: ResponseCache
     /// The order history, pulled by delta when the live stream says it changed.
     public let sync: SyncEngine
-    private let store = ScreenStore<ShopReducer>(State())
+    private let store = LockedScreenState<ShopReducer>(State())
 
     public init(environment: DemoEnvironment, cache: ResponseCache, customer: String? = nil) {
         self.environment = environment
