@@ -92,12 +92,16 @@ func runDemoBenchmark() async throws {
         let downloaded = try await withRunningServer(server, logger: logger) { server in
             try await HTTPClientTransport.withTransport { http in
                 guard let serverURL = URL(string: "http://127.0.0.1:\(server.port)") else { return [CityChoice]() }
-                let guide = try CityGuideModel(environment: DemoEnvironment(
-                    serverURL: serverURL, rawTransport: http, connectivity: FakeConnectivityMonitor(.online), database: database, directory: client))
-                await guide.start()
-                guide.select(city)
-                await guide.download()
-                return guide.snapshot.downloaded
+                let environment = DemoEnvironment(
+                    serverURL: serverURL, rawTransport: http, connectivity: FakeConnectivityMonitor(.online), database: database, directory: client)
+                let guide = try CityGuideModel(environment: environment)
+                // The screen's loop runs in the environment's tasks, ended once the pack is in.
+                return try await environment.withBackgroundTasks {
+                    await guide.start()
+                    await guide.select(city)
+                    await guide.download()
+                    return guide.snapshot.downloaded
+                }
             }
         }
         guard downloaded == [city] else {

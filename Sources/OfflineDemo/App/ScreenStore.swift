@@ -60,6 +60,14 @@ final class ScreenStore<Reducer: ScreenReducer>: Sendable {
     private struct Input: Sendable {
         var event: Reducer.Event
         var number: Int
+        /// Whether the state, when the input's turn comes, takes the event at all.
+        var accepts: (@Sendable (Reducer.State) -> Bool)?
+    }
+
+    /// How an awaited input ended: the state right after it, and whether it was taken.
+    private struct Outcome: Sendable {
+        var state: Reducer.State
+        var accepted: Bool
     }
 
     /// Who waits for which input, by number; inputs are numbered in the order they enter the
@@ -67,7 +75,7 @@ final class ScreenStore<Reducer: ScreenReducer>: Sendable {
     private struct Waiters {
         var sent = 0
         var ended = false
-        var byNumber: [Int: CheckedContinuation<Reducer.State, Never>] = [:]
+        var byNumber: [Int: CheckedContinuation<Outcome, Never>] = [:]
     }
 
     private let inputs: AsyncStream<Input>
@@ -104,15 +112,27 @@ final class ScreenStore<Reducer: ScreenReducer>: Sendable {
     /// Returns the current state if the loop has ended.
     @discardableResult
     func sendAndWait(_ event: Reducer.Event) async -> Reducer.State {
+        await enqueueAndWait(event, accepts: nil).state
+    }
+
+    /// Sends `event` into the loop if `accepts` holds for the state its turn finds, and returns
+    /// once it was reduced and its effects ran: whether it was taken. A key is offered this way,
+    /// so what it does is decided by the state every earlier input left, not by a snapshot read
+    /// while they still wait.
+    func offer(_ event: Reducer.Event, if accepts: @escaping @Sendable (Reducer.State) -> Bool) async -> Bool {
+        await enqueueAndWait(event, accepts: accepts).accepted
+    }
+
+    private func enqueueAndWait(_ event: Reducer.Event, accepts: (@Sendable (Reducer.State) -> Bool)?) async -> Outcome {
         await withCheckedContinuation { continuation in
             let ended = waiters.withLock { waiters in
                 guard !waiters.ended else { return true }
                 waiters.sent += 1
                 waiters.byNumber[waiters.sent] = continuation
-                input.yield(Input(event: event, number: waiters.sent))
+                input.yield(Input(event: event, number: waiters.sent, accepts: accepts))
                 return false
             }
-            if ended { continuation.resume(returning: current) }
+            if ended { continuation.resume(returning: Outcome(state: current, accepted: false)) }
         }
     }
 
@@ -128,6 +148,10 @@ final class ScreenStore<Reducer: ScreenReducer>: Sendable {
     func run<Shell: ScreenShell>(_ shell: Shell) async where Shell.Reducer == Reducer {
         await withDiscardingTaskGroup { group in
             for await input in inputs {
+                if let accepts = input.accepts, !accepts(current) {
+                    waiters.withLock { $0.byNumber.removeValue(forKey: input.number) }?.resume(returning: Outcome(state: current, accepted: false))
+                    continue
+                }
                 var effects = reduce(input.event)
                 while !effects.isEmpty {
                     switch await shell.perform(effects.removeFirst()) {
@@ -137,7 +161,7 @@ final class ScreenStore<Reducer: ScreenReducer>: Sendable {
                         group.addTask { [self] in await work { [self] event in send(event) } }
                     }
                 }
-                waiters.withLock { $0.byNumber.removeValue(forKey: input.number) }?.resume(returning: current)
+                waiters.withLock { $0.byNumber.removeValue(forKey: input.number) }?.resume(returning: Outcome(state: current, accepted: true))
             }
             group.cancelAll()
         }
@@ -147,7 +171,7 @@ final class ScreenStore<Reducer: ScreenReducer>: Sendable {
             defer { waiters.byNumber = [:] }
             return Array(waiters.byNumber.values)
         }
-        for continuation in waiting { continuation.resume(returning: current) }
+        for continuation in waiting { continuation.resume(returning: Outcome(state: current, accepted: false)) }
         states.finish()
     }
 

@@ -156,12 +156,11 @@ public final class WorkspaceModel: Scenario {
         send(.open(pane))
     }
 
-    /// Takes `key` in, and returns once it was reduced and its effects ran (a request it started
-    /// may still be on its way): the next key is then routed by the state this one left.
+    /// Takes `key` in if the state its turn finds has a use for it, and returns once it was
+    /// reduced and its effects ran (a request it started may still be on its way): the next key
+    /// is then routed by the state this one left.
     public func handle(_ key: Key) async -> Bool {
-        guard WorkspaceReducer.handles(key, store.current) else { return false }
-        await store.sendAndWait(.key(key))
-        return true
+        await store.offer(.key(key)) { WorkspaceReducer.handles(key, $0) }
     }
 
     public func render(_ context: RenderContext) -> ScreenContent {
