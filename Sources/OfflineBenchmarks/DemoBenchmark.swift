@@ -191,9 +191,11 @@ func runDemoBenchmark() async throws {
             if screenApp.selected != index { screenApp.select(index) }
             // The model's loop runs in the environment's tasks, ended with the round.
             try await environment.withBackgroundTasks {
-                if let key { _ = await model.handle(key) }
                 let start = clock.now
                 await model.start()
+                // The key goes to the screen's loop, which start() began: the tab it opens shows
+                // what start() read.
+                if let key { _ = await model.handle(key) }
                 let read = clock.now
                 let frame = screenApp.frame(width: 80, height: 24)
                 let drawn = clock.now
