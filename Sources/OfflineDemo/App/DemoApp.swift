@@ -56,9 +56,6 @@ public final class DemoApp: Sendable {
         case .character("q"), .control("c"):
             quitRequested.withLock { $0 = true }
             environment.changed()
-        case .escape:
-            environment.toasts.dismiss()
-            if !(await scenario.handle(key)) { environment.changed() }
         default:
             if !(await scenario.handle(key)) { environment.changed() }
         }
@@ -70,6 +67,6 @@ public final class DemoApp: Sendable {
         let content = scenarios[selected].render(context)
         return Chrome.render(Chrome.State(
             titles: scenarios.map(\.title), selected: selected, network: network.condition, connectivity: status,
-            content: content, toast: scenarios[selected].toast ?? environment.toasts.current.text, width: width, height: height))
+            content: content, toast: scenarios[selected].toast, width: width, height: height))
     }
 }

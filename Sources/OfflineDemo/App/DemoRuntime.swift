@@ -138,13 +138,10 @@ public enum DemoRuntime {
                 for await _ in app.environment.changes.updates() { continuation.yield(.redraw) }
             }
             group.addTask {
-                // Toasts fade after four seconds; the size is re-read in case the window changed.
-                var lastSerial = -1
+                // The size is re-read in case the window changed (toasts fade by their screens'
+                // own timers, which redraw).
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .seconds(4))
-                    let toast = app.environment.toasts.current
-                    if toast.serial == lastSerial { app.environment.toasts.clear(ifSerial: toast.serial) }
-                    lastSerial = toast.serial
                     continuation.yield(.redraw)
                 }
             }

@@ -23,11 +23,6 @@ public protocol Scenario: AnyObject, Sendable {
     var toast: String? { get }
 }
 
-extension Scenario {
-    /// None: the screen shows its messages through the demo's shared toast.
-    public var toast: String? { nil }
-}
-
 /// What every screen renders with.
 public struct RenderContext: Sendable, Hashable {
     public var connectivity: ConnectivityKind
