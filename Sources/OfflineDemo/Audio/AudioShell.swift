@@ -76,11 +76,7 @@ struct AudioShell: ScreenShell {
                     seconds += 1
                 }
             }
-        case .fadeToast(let serial):
-            return .child { [clock, toastDuration] send in
-                guard (try? await clock.sleep(for: toastDuration)) != nil else { return }
-                send(.toastFaded(serial: serial))
-            }
+        case .fadeToast(let serial): return .after(toastDuration, on: clock, send: .toastFaded(serial: serial))
         }
     }
 

@@ -31,10 +31,7 @@ struct CityGuideShell: ScreenShell {
             return .child { [packs] send in
                 for await _ in packs.stateUpdates() { send(.packsChanged) }
             }
-        case .followConnectivity:
-            return .child { [connectivity = environment.connectivity] send in
-                for await status in connectivity.statusUpdates() { send(.connectivity(status)) }
-            }
+        case .followConnectivity: return .following(environment.connectivity, as: Event.connectivity)
         case .readPacks: return .finished([readPacks()])
         case .saveCity(let city):
             if let data = try? JSONEncoder().encode(city) {
@@ -97,11 +94,7 @@ struct CityGuideShell: ScreenShell {
                 return .finished([.removeFinished(city: city, problem: error.localizedDescription)])
             }
         case .publishNewVersion(let packId): return .finished([await publishNewVersion(packId)])
-        case .fadeToast(let serial):
-            return .child { [clock, toastDuration] send in
-                guard (try? await clock.sleep(for: toastDuration)) != nil else { return }
-                send(.toastFaded(serial: serial))
-            }
+        case .fadeToast(let serial): return .after(toastDuration, on: clock, send: .toastFaded(serial: serial))
         }
     }
 

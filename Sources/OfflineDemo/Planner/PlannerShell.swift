@@ -27,10 +27,7 @@ struct PlannerShell: ScreenShell {
             await seedIfEmpty()
             return .done
         case .observeTasks: return .child { send in await observeTasks(send) }
-        case .followConnectivity:
-            return .child { [connectivity = environment.connectivity] send in
-                for await status in connectivity.statusUpdates() { send(.connectivity(status)) }
-            }
+        case .followConnectivity: return .following(environment.connectivity, as: Event.connectivity)
         case .addTask(let title):
             let task = PlannerTask(title: title.trimmingCharacters(in: .whitespaces), due: environment.now(), estimateMinutes: 30, priority: 2)
             try? await environment.database.writer.write { db in try PlannerStore.insert(task, db) }
@@ -50,11 +47,7 @@ struct PlannerShell: ScreenShell {
         case .recommend: return .finished([.recommend(now: environment.now())])
         case .requestSuggestions(let titles): return .child { send in send(.suggestions(await requestSuggestions(titles))) }
         case .backUp(let tasks, let note): return .child { send in send(.backup(await backUp(tasks, note))) }
-        case .fadeToast(let serial):
-            return .child { [clock, toastDuration] send in
-                guard (try? await clock.sleep(for: toastDuration)) != nil else { return }
-                send(.toastFaded(serial: serial))
-            }
+        case .fadeToast(let serial): return .after(toastDuration, on: clock, send: .toastFaded(serial: serial))
         }
     }
 

@@ -46,10 +46,7 @@ struct ShopShell: ScreenShell {
                     group.cancelAll()
                 }
             }
-        case .followConnectivity:
-            return .child { [connectivity = environment.connectivity] send in
-                for await status in connectivity.statusUpdates() { send(.connectivity(status)) }
-            }
+        case .followConnectivity: return .following(environment.connectivity, as: Event.connectivity)
         case .runSync:
             return .child { _ in
                 await withDiscardingTaskGroup { group in
@@ -66,11 +63,7 @@ struct ShopShell: ScreenShell {
                 let decoded = try? cartResponse?.decode(ShopModel.Cart.self, decoder: JSONDecoder.demo)
                 send(.refreshFinished(cart: decoded, cartMetadata: decoded == nil ? nil : cartResponse?.metadata, ordersPulled: ordersPulled))
             }
-        case .fadeToast(let serial):
-            return .child { [clock, toastDuration] send in
-                guard (try? await clock.sleep(for: toastDuration)) != nil else { return }
-                send(.toastFaded(serial: serial))
-            }
+        case .fadeToast(let serial): return .after(toastDuration, on: clock, send: .toastFaded(serial: serial))
         }
     }
 

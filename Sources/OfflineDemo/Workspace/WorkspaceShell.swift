@@ -26,10 +26,7 @@ struct WorkspaceShell: ScreenShell {
         switch effect {
         case .prepareDevice: return .finished(await prepareDevice())
         case .observeRows: return .child { send in await observeRows(send) }
-        case .followConnectivity:
-            return .child { [connectivity = environment.connectivity] send in
-                for await status in connectivity.statusUpdates() { send(.connectivity(status)) }
-            }
+        case .followConnectivity: return .following(environment.connectivity, as: Event.connectivity)
         case .deliver:
             return .child { send in
                 await withDiscardingTaskGroup { group in
@@ -79,11 +76,7 @@ struct WorkspaceShell: ScreenShell {
                 }
                 send(.bankAccountsLoaded(generation: generation, loaded))
             }
-        case .fadeToast(let serial):
-            return .child { [clock, toastDuration] send in
-                guard (try? await clock.sleep(for: toastDuration)) != nil else { return }
-                send(.toastFaded(serial: serial))
-            }
+        case .fadeToast(let serial): return .after(toastDuration, on: clock, send: .toastFaded(serial: serial))
         }
     }
 
