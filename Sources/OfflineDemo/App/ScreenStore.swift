@@ -44,17 +44,23 @@ protocol ScreenShell<Reducer>: Sendable {
 /// and what it decided are one step. The state is changed only there; readers get snapshots
 /// (``current``, ``updates()``).
 ///
-/// Effects that last — an observation, the outbox's delivery, a network request, a toast's
-/// timer — come back from the shell as ``ShellOutcome/child(_:)``: they run as child tasks of the
-/// loop's task group, so they never hold the loop up, and they end when the loop ends (its task
-/// cancelled), never outliving the screen. Reducers are written for their answers arriving late
-/// or out of order (numbered loads, one submission at a time).
+/// Effects that last — an observation, the outbox's delivery, a network request, a download, a
+/// toast's timer — come back from the shell as ``ShellOutcome/child(_:)``: they run as child
+/// tasks of the loop's task group, so they never hold the loop up, and they end when the loop
+/// ends (its task cancelled), never outliving the screen. Their answers come back as events
+/// sent into the same stream, and reducers are written for them arriving late or out of order
+/// (numbered loads, one submission at a time). Only short effects (a local write, a read of the
+/// device) run before the next input.
+///
+/// A key is ``offer(_:if:)``ed: taken or refused by the state its turn finds, after every input
+/// sent before it, never by a snapshot read while those still wait.
 ///
 /// ```swift
 /// let store = ScreenStore<WorkspaceReducer>(WorkspaceModel.State())
-/// environment.spawn { await store.run(shell) }
-/// store.send(.key(.character("p")))                 // from the terminal: returns at once
-/// let state = await store.sendAndWait(.started)     // returns once it and its effects ran
+/// environment.spawn { await store.run(shell) }      // owned by the demo's task group
+/// await store.sendAndWait(.started)                 // returns once it and its effects ran
+/// let taken = await store.offer(.key(key)) { WorkspaceReducer.handles(key, $0) }
+/// store.send(.connectivity(status))                 // returns at once
 /// ```
 final class ScreenStore<Reducer: ScreenReducer>: Sendable {
     private struct Input: Sendable {
