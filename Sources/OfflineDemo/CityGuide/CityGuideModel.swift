@@ -60,7 +60,9 @@ public final class CityGuideModel: Scenario {
     public func start() async {
         environment.spawn { [store, shell] in await store.run(shell) }
         await store.sendAndWait(.started)
-        await store.first { $0.connectivity != .unknown }
+        // The monitor's current status comes first, whatever it is: a launch never waits for a
+        // probe.
+        await store.first { $0.heardConnectivity }
     }
 
     /// Reads the pack store again, and returns once the state has what it read.

@@ -35,6 +35,7 @@ public enum CityGuideReducer: ScreenReducer {
             return self.key(&state, key, state.connectivity)
         case .connectivity(let status):
             state.connectivity = status.kind
+            state.heardConnectivity = true
             let reachable = status.isReachable
             let cameBack = reachable && state.wasReachable != true
             state.wasReachable = reachable

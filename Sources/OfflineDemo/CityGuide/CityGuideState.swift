@@ -44,6 +44,8 @@ extension CityGuideModel {
         var wasReachable: Bool?
         /// The connectivity monitor's last word: what keys, downloads and updates decide by.
         public var connectivity: ConnectivityKind = .unknown
+        /// A status was heard from the monitor (the first may still be “unknown”).
+        var heardConnectivity = false
         /// A quiet check for a newer pack is running.
         var checkingForUpdate = false
         /// The message shown at the bottom of the screen until it fades or is dismissed.

@@ -46,7 +46,9 @@ public final class PlannerModel: Scenario {
     public func start() async {
         environment.spawn { [store, shell] in await store.run(shell) }
         await store.sendAndWait(.started)
-        await store.first { $0.loaded && $0.connectivity != .unknown }
+        // The monitor's current status comes first, whatever it is: a launch never waits for a
+        // probe.
+        await store.first { $0.loaded && $0.heardConnectivity }
     }
 
     /// Adds a task; returns once it is committed to the local database (the list shows it when

@@ -39,6 +39,7 @@ public enum PlannerReducer: ScreenReducer {
             }
         case .connectivity(let status):
             state.connectivity = status.kind
+            state.heardConnectivity = true
             if case .unavailable = state.suggestions, status.isReachable { state.suggestions = .idle }
             if state.backup == .unavailable, status.isReachable { state.backup = .idle }
         case .loaded(let tasks, let note, let now):

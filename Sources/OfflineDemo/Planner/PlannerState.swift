@@ -13,6 +13,8 @@ extension PlannerModel {
         public var suggestions: Suggestions = .idle
         public var backup: Backup = .idle
         public var connectivity: ConnectivityKind = .unknown
+        /// A status was heard from the monitor (the first may still be “unknown”).
+        var heardConnectivity = false
         /// Requests sent by offline-capable features. Must stay 0.
         public var offlineCapableCalls = 0
         /// Requests sent by network-required features.

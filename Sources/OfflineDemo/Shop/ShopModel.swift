@@ -72,7 +72,9 @@ public final class ShopModel: Scenario {
     public func start() async {
         environment.spawn { [store, shell] in await store.run(shell) }
         await store.sendAndWait(.started)
-        await store.first { $0.ordersRead != nil && $0.connectivity != .unknown }
+        // The monitor's current status comes first, whatever it is: a launch never waits for a
+        // probe.
+        await store.first { $0.ordersRead != nil && $0.heardConnectivity }
     }
 
     /// The refresh action ("Retry"): asks the network now, and returns once it answered;

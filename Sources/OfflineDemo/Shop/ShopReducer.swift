@@ -44,6 +44,7 @@ public enum ShopReducer: ScreenReducer {
             }
         case .connectivity(let status):
             state.connectivity = status.kind
+            state.heardConnectivity = true
             if status.isOffline { state.wasOffline = true }
             if status.isReachable, state.wasOffline {
                 state.wasOffline = false

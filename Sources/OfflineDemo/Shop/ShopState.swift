@@ -46,6 +46,8 @@ extension ShopModel {
         public var wasOffline = false
         /// The connectivity monitor's last word: what actions and refreshes decide by.
         public var connectivity: ConnectivityKind = .unknown
+        /// A status was heard from the monitor (the first may still be “unknown”).
+        var heardConnectivity = false
         /// The order history as last observed on the device; nil until the first read.
         var ordersRead: OrdersRead?
         /// The action asked for and not answered yet, by id.
