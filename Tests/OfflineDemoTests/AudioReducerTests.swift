@@ -55,7 +55,7 @@ struct AudioReducerTests {
 
     /// Calm opened and playing: the ticker it started.
     static func playingCalm(_ state: inout State) throws -> Int {
-        #expect(AudioReducer.reduce(&state, .playPause) == [.open(sessionID: calm.id)])
+        #expect(AudioReducer.reduce(&state, .playPause) == [.open(calm, fromDevice: true)])
         let effects = AudioReducer.reduce(&state, .opened(Playback(sessionID: calm.id, source: .device, length: length)))
         #expect(state.playback?.isPlaying == true)
         return try ticker(effects)
@@ -150,7 +150,7 @@ struct AudioReducerTests {
     @Test("two presses of step while the file opens: opened once, then the header and one second are read")
     func stepKeyOpensOnce() throws {
         var state = Self.reviewingCalm()
-        #expect(AudioReducer.reduce(&state, .key(.character("."))) == [.open(sessionID: Self.calm.id)])
+        #expect(AudioReducer.reduce(&state, .key(.character("."))) == [.open(Self.calm, fromDevice: true)])
         #expect(AudioReducer.reduce(&state, .key(.character("."))).isEmpty)
         let header = try Self.read(AudioReducer.reduce(&state, .opened(Playback(sessionID: Self.calm.id, source: .device, length: Self.length))))
         let second = try Self.read(AudioReducer.reduce(&state, .secondRead(read: header.id, Self.header())))
@@ -194,7 +194,7 @@ struct AudioReducerTests {
         #expect(AudioReducer.reduce(&state, .secondRead(read: last.id, Data(count: 16_000))).isEmpty)
         #expect(state.playback?.isFinished == true && state.playback?.isPlaying == false)
         #expect(AudioReducer.reduce(&state, .step).isEmpty, "nothing is left to read")
-        #expect(AudioReducer.reduce(&state, .playPause) == [.open(sessionID: Self.calm.id)], "play after the end starts over")
+        #expect(AudioReducer.reduce(&state, .playPause) == [.open(Self.calm, fromDevice: true)], "play after the end starts over")
     }
 
     // MARK: Downloads
@@ -245,8 +245,8 @@ struct AudioReducerTests {
         #expect(state.progress[Self.focus.packId]?.completedBytes == 1_400_000, "shown as Paused at")
         #expect(state.wanted.contains(Self.focus.packId))
 
-        #expect(AudioReducer.reduce(&state, .resumeRequested) == [.download([Self.focus.id])])
-        _ = AudioReducer.reduce(&state, .downloadRequested([Self.focus.id]))
+        _ = AudioReducer.reduce(&state, .connectivity(Self.online))
+        #expect(AudioReducer.reduce(&state, .resumeRequested) == [.keepOffline([Self.focus.packId], true), .startDownloads([Self.focus.packId])])
         #expect(AudioReducer.reduce(&state, .resumeRequested).isEmpty, "running again")
         _ = AudioReducer.reduce(&state, .progress([Self.focus.packId: TransferProgress(completedBytes: 0, totalBytes: 1_920_044)]))
         #expect(state.progress[Self.focus.packId]?.completedBytes == 1_400_000)
@@ -269,7 +269,8 @@ struct AudioReducerTests {
         var state = State()
         _ = AudioReducer.reduce(&state, .loaded(sessions: [Self.calm, Self.focus], wanted: [Self.calm.packId], packs: [Self.calm.packId: Self.installed], bytesOnDisk: 960_044))
         #expect(AudioReducer.reduce(&state, .packsChanged([:], bytesOnDisk: 0))
-                == [.keepOffline([Self.calm.packId], false), .toast("Older downloads were removed to stay within the storage limit.")])
+                == [.keepOffline([Self.calm.packId], false), .fadeToast(serial: 1)])
+        #expect(state.toast == "Older downloads were removed to stay within the storage limit.")
         #expect(state.wanted.isEmpty && state.bytesOnDisk == 0)
         #expect(AudioReducer.reduce(&state, .packsChanged([:], bytesOnDisk: 0)).isEmpty)
     }
@@ -303,7 +304,23 @@ struct AudioReducerTests {
         #expect(state.wanted.isEmpty)
 
         _ = AudioReducer.reduce(&state, .storagePermission(.denied, isPrompting: false, revision: 1))
-        #expect(AudioReducer.reduce(&state, .downloadRequested([Self.calm.id])) == [.toast(OfflineMessage.packPermissionDenied.text)])
+        #expect(AudioReducer.reduce(&state, .downloadRequested([Self.calm.id])) == [.fadeToast(serial: 1)])
+        #expect(state.toast == OfflineMessage.packPermissionDenied.text)
         #expect(state.wanted.isEmpty && state.downloading.isEmpty)
+    }
+
+    @Test("offline, a download, Generate and a stream are refused from the state's connectivity with a toast and no request")
+    func refusedOffline() {
+        var state = Self.reviewingCalm()
+        _ = AudioReducer.reduce(&state, .connectivity(Self.offline))
+        #expect(AudioReducer.reduce(&state, .key(.character("g"))) == [.fadeToast(serial: 1)])
+        #expect(!state.isGenerating)
+        #expect(AudioReducer.reduce(&state, .download([Self.focus.id])) == [.fadeToast(serial: 2)])
+        #expect(state.downloading.isEmpty)
+        _ = AudioReducer.reduce(&state, .reviewOpened(Self.focus.id))
+        #expect(AudioReducer.reduce(&state, .playPause) == [.fadeToast(serial: 3)], "no download, no stream offline")
+        #expect(state.playback == nil)
+        _ = AudioReducer.reduce(&state, .toastFaded(serial: 2))
+        #expect(state.toast != nil, "an older toast's timer leaves the newer one")
     }
 }

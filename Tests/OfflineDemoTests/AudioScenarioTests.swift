@@ -29,6 +29,8 @@ extension DemoHarness {
                 environment.changed()
             }
         }
+        // The screen decides by the status it heard.
+        try await wait { audio.snapshot.connectivity == monitor.status.kind }
         return audio
     }
 
@@ -44,7 +46,7 @@ extension DemoHarness {
     /// Downloads `sessionID` with the storage permission granted and waits until it is installed.
     func downloaded(_ sessionID: String, in audio: AudioModel) async throws -> AudioSession {
         let session = try #require(audio.snapshot.sessions.first { $0.id == sessionID })
-        if audio.snapshot.permission != .granted { audio.answerStoragePrompt(true) }
+        if audio.snapshot.permission != .granted { await audio.answerStoragePrompt(true) }
         await audio.download([sessionID])
         try await wait { audio.snapshot.isDownloaded(session) }
         return session
@@ -84,6 +86,7 @@ struct AudioScenarioTests {
             let online = try await demo.makeLoadedAudio()
             #expect(online.snapshot.sessions.map(\.title) == ["Calm breathing", "Deep focus", "Ease on flights"])
             await demo.set(.offline)
+            try await demo.wait { online.snapshot.connectivity == demo.monitor.status.kind }
             let before = demo.requestCount
             let restarted = try await demo.makeAudio()
             #expect(restarted.snapshot.sessions.map(\.id) == ["calm-breath", "deep-focus", "flight-ease"])
@@ -106,7 +109,7 @@ struct AudioScenarioTests {
                 #expect(screen.generate.isAvailable && screen.play.isAvailable)
                 #expect(screen.badge == (session.id == calm.id ? .downloaded : nil))
             }
-            audio.openReview(calm.id)
+            await audio.openReview(calm.id)
             var text = demo.screenText(audio)
             #expect(text.contains("[Downloaded]"))
             #expect(text.contains("[Generate]") && !text.contains("(disabled)"))
@@ -126,12 +129,13 @@ struct AudioScenarioTests {
             let audio = try await demo.makeLoadedAudio()
             let calm = try await demo.downloaded("calm-breath", in: audio)
             await demo.set(.offline)
+            try await demo.wait { audio.snapshot.connectivity == demo.monitor.status.kind }
             let screen = audio.review(calm, state: audio.snapshot, connectivity: demo.monitor.status.kind)
             #expect(screen.mode == .offlinePlaybackAvailable)
             #expect(screen.play.isAvailable)
             #expect(!screen.generate.isAvailable)
 
-            audio.openReview(calm.id)
+            await audio.openReview(calm.id)
             let text = demo.screenText(audio)
             #expect(text.contains("Offline playback available"))
             #expect(text.contains("Offline mode"))
@@ -141,8 +145,8 @@ struct AudioScenarioTests {
             #expect(text.contains("g (generate)"))
 
             let before = demo.requestCount
-            _ = audio.handle(.character("g"))
-            try await demo.wait { demo.environment.toasts.current.text == OfflineMessage.featureRequiresInternet.text }
+            _ = await audio.handle(.character("g"))
+            try await demo.wait { audio.snapshot.toast == OfflineMessage.featureRequiresInternet.text }
             await audio.generate()
             #expect(demo.requestCount == before)
             #expect(audio.snapshot.generated.isEmpty)
@@ -155,12 +159,13 @@ struct AudioScenarioTests {
             let audio = try await demo.makeLoadedAudio()
             let focus = try #require(audio.snapshot.sessions.first { $0.id == "deep-focus" })
             await demo.set(.offline)
+            try await demo.wait { audio.snapshot.connectivity == demo.monitor.status.kind }
             let screen = audio.review(focus, state: audio.snapshot, connectivity: demo.monitor.status.kind)
             #expect(screen.mode == .noOfflineAccess)
             #expect(!screen.play.isAvailable && !screen.generate.isAvailable)
             #expect(screen.badge == nil)
 
-            audio.openReview(focus.id)
+            await audio.openReview(focus.id)
             let text = demo.screenText(audio)
             #expect(text.contains("No offline access"))
             #expect(text.contains("[Play] (disabled)"))
@@ -183,7 +188,7 @@ struct AudioScenarioTests {
     func downloadProgress() async throws {
         try await withAudioDemo { demo in
             let audio = try await demo.makeLoadedAudio()
-            audio.answerStoragePrompt(true)
+            await audio.answerStoragePrompt(true)
             let flight = try #require(audio.snapshot.sessions.first { $0.id == "flight-ease" })
             // A fast but paced link, so the transfer takes several progress steps.
             await demo.network.change(to: .slow(.init(latency: .milliseconds(1), bytesPerSecond: 6 << 20)))
@@ -219,7 +224,7 @@ struct AudioScenarioTests {
     func resumeAfterCut() async throws {
         try await withAudioDemo { demo in
             let audio = try await demo.makeLoadedAudio()
-            audio.answerStoragePrompt(true)
+            await audio.answerStoragePrompt(true)
             let flight = try #require(audio.snapshot.sessions.first { $0.id == "flight-ease" })
             let size = try #require(Self.wavBytes[flight.id])
             await demo.network.change(to: Self.cuttable)
@@ -228,9 +233,11 @@ struct AudioScenarioTests {
                 demo.environment.spawn { await audio.download([flight.id]) }
                 try await demo.wait { (audio.snapshot.progress[flight.packId]?.completedBytes ?? 0) >= 1_400_000 }
                 await demo.set(.offline)
+                try await demo.wait { audio.snapshot.connectivity == demo.monitor.status.kind }
                 try await demo.wait { audio.snapshot.packs[flight.packId] == .failed(.interrupted) && !audio.store.isDownloading(flight.packId) }
                 #expect(demo.screenText(audio).contains("Paused at"))
                 await demo.set(.online)
+                try await demo.wait { audio.snapshot.connectivity == demo.monitor.status.kind }
                 try await demo.wait { audio.snapshot.isDownloaded(flight) && audio.snapshot.progress[flight.packId]?.completedBytes == size }
             }
             let refetched = demo.network.statistics.bytesToClient - received - size
@@ -248,13 +255,13 @@ struct AudioScenarioTests {
             let audio = try await demo.makeLoadedAudio()
             let calm = try #require(audio.snapshot.sessions.first)
             let before = demo.requestCount
-            _ = audio.handle(.character("d"))
+            _ = await audio.handle(.character("d"))
             try await demo.wait { audio.snapshot.isPrompting }
             #expect(audio.capturesText)
             #expect(demo.screenText(audio).contains("Allow storage for downloads?"))
-            _ = audio.handle(.character("n"))
+            _ = await audio.handle(.character("n"))
             try await demo.wait { audio.snapshot.packs[calm.packId] == .failed(.permissionDenied) }
-            try await demo.wait { demo.environment.toasts.current.text == OfflineMessage.packPermissionDenied.text }
+            try await demo.wait { audio.snapshot.toast == OfflineMessage.packPermissionDenied.text }
             #expect(!audio.snapshot.isPrompting)
             #expect(audio.snapshot.permission == .denied)
             #expect(audio.snapshot.bytesOnDisk == 0)
@@ -270,7 +277,7 @@ struct AudioScenarioTests {
             let restarted = try await demo.makeLoadedAudio()
             #expect(restarted.snapshot.permission == .denied)
             #expect(demo.screenText(restarted).contains("Storage permission: not allowed"))
-            _ = restarted.handle(.character("s"))
+            _ = await restarted.handle(.character("s"))
             #expect(restarted.snapshot.permission == .granted)
             await restarted.download([calm.id])
             try await demo.wait { restarted.snapshot.isDownloaded(calm) }
@@ -284,8 +291,9 @@ struct AudioScenarioTests {
             let audio = try await demo.makeLoadedAudio()
             let calm = try await demo.downloaded("calm-breath", in: audio)
             await demo.set(.offline)
+            try await demo.wait { audio.snapshot.connectivity == demo.monitor.status.kind }
             let before = demo.requestCount
-            audio.openReview(calm.id)
+            await audio.openReview(calm.id)
             #expect(await audio.preparePlayback(calm))
             for _ in 0..<3 { await audio.step() }
             let playback = try #require(audio.snapshot.playback)
@@ -309,7 +317,7 @@ struct AudioScenarioTests {
         try await withAudioDemo { demo in
             let audio = try await demo.makeLoadedAudio(clock: clock)
             let calm = try await demo.downloaded("calm-breath", in: audio)
-            audio.openReview(calm.id)
+            await audio.openReview(calm.id)
             await audio.togglePlay()
             #expect(audio.snapshot.playback?.isPlaying == true)
             #expect(audio.snapshot.playback?.bytesRead == 0)
@@ -332,7 +340,7 @@ struct AudioScenarioTests {
     func batchAndRemove() async throws {
         try await withAudioDemo { demo in
             let audio = try await demo.makeLoadedAudio()
-            audio.answerStoragePrompt(true)
+            await audio.answerStoragePrompt(true)
             await audio.downloadAll()
             try await demo.wait { audio.snapshot.sessions.allSatisfy { audio.snapshot.isDownloaded($0) } }
             let total = audio.snapshot.bytesOnDisk
@@ -361,19 +369,21 @@ struct AudioScenarioTests {
             let focus = try await demo.downloaded("deep-focus", in: audio)
             // A minute later, playing calm makes it the most recently used download.
             time.withLock { $0 += 60 }
-            audio.openReview(calm.id)
+            await audio.openReview(calm.id)
             #expect(await audio.preparePlayback(calm))
-            audio.closeReview()
+            await audio.closeReview()
 
             let flight = try await demo.downloaded("flight-ease", in: audio)
             try await demo.wait { !audio.snapshot.isDownloaded(focus) && !audio.snapshot.wanted.contains(focus.packId) }
             #expect(audio.snapshot.isDownloaded(calm) && audio.snapshot.isDownloaded(flight))
             #expect(audio.snapshot.bytesOnDisk <= 4_000_000)
-            try await demo.wait { demo.environment.toasts.current.text == "Older downloads were removed to stay within the storage limit." }
+            try await demo.wait { audio.snapshot.toast == "Older downloads were removed to stay within the storage limit." }
 
             // Reconnecting resumes wanted downloads only: the evicted one stays off the device.
             await demo.set(.offline)
+            try await demo.wait { audio.snapshot.connectivity == demo.monitor.status.kind }
             await demo.set(.online)
+            try await demo.wait { audio.snapshot.connectivity == demo.monitor.status.kind }
             try await demo.wait { !audio.snapshot.isRefreshingList }
             await audio.resumeWanted()
             #expect(!audio.store.isDownloading(focus.packId))
@@ -386,7 +396,7 @@ struct AudioScenarioTests {
         try await withAudioDemo { demo in
             let audio = try await demo.makeLoadedAudio()
             let focus = try #require(audio.snapshot.sessions.first { $0.id == "deep-focus" })
-            audio.openReview(focus.id)
+            await audio.openReview(focus.id)
             let before = demo.requests.count(.networkRequired)
             #expect(await audio.preparePlayback(focus))
             await audio.step()
@@ -401,11 +411,12 @@ struct AudioScenarioTests {
             #expect(audio.store.state(of: focus.packId) == .none)
 
             await demo.set(.offline)
+            try await demo.wait { audio.snapshot.connectivity == demo.monitor.status.kind }
             let offline = demo.requestCount
             await audio.step()
             let paused = try #require(audio.snapshot.playback)
             #expect(paused.bytesRead == playback.bytesRead)
-            #expect(demo.environment.toasts.current.text?.contains("internet connection") == true)
+            #expect(audio.snapshot.toast?.contains("internet connection") == true)
             #expect(demo.requestCount == offline)
             #expect(demo.screenText(audio).contains("No offline access"))
         }
@@ -416,7 +427,7 @@ struct AudioScenarioTests {
         try await withAudioDemo { demo in
             let audio = try await demo.makeLoadedAudio()
             let focus = try #require(audio.snapshot.sessions.first { $0.id == "deep-focus" })
-            audio.openReview(focus.id)
+            await audio.openReview(focus.id)
             #expect(await audio.preparePlayback(focus))
             // Streamed, each step waits for its ranged request: both would start from byte 0.
             async let first: Void = audio.step()
@@ -433,8 +444,11 @@ struct AudioScenarioTests {
             // The first run does not follow connectivity, so only the restarted app resumes.
             let first = try AudioModel(environment: demo.environment)
             await first.start()
+            // Told the status once, as a launch would, and never again.
+            first.connectivityChanged(demo.monitor.status)
+            try await demo.wait { first.snapshot.connectivity == demo.monitor.status.kind }
             await first.refreshList()
-            first.answerStoragePrompt(true)
+            await first.answerStoragePrompt(true)
             let flight = try #require(first.snapshot.sessions.first { $0.id == "flight-ease" })
             let size = try #require(Self.wavBytes[flight.id])
             await demo.network.change(to: Self.cuttable)
@@ -449,6 +463,7 @@ struct AudioScenarioTests {
             #expect(restarted.snapshot.wanted == [flight.packId])
             #expect(demo.screenText(restarted).contains("Paused · resumes when online"))
             await demo.set(.online)
+            try await demo.wait { restarted.snapshot.connectivity == demo.monitor.status.kind }
             try await demo.wait { restarted.snapshot.isDownloaded(flight) }
             let refetched = demo.network.statistics.bytesToClient - received - size
             #expect(refetched <= 1 << 20, "re-fetched \(refetched) bytes")

@@ -36,12 +36,17 @@ extension DemoHarness {
     /// Types the start of `name` in the city field and picks it from the server's suggestions.
     func choose(_ name: String, in model: CityGuideModel) async throws {
         model.openCityPicker()
-        for character in name.prefix(3) { _ = model.handle(.character(character)) }
+        for character in name.prefix(3) { _ = await model.handle(.character(character)) }
         try await wait {
             let entries = CityGuideModel.pickerEntries(model.snapshot, connectivity: monitor.status.kind)
             return !model.snapshot.isLoadingSuggestions && entries.first?.name == name
         }
-        _ = model.handle(.enter)
+        _ = await model.handle(.enter)
+    }
+
+    /// Waits until `model` has heard the monitor's current status: what its keys decide by.
+    func heard(_ model: CityGuideModel, fileID: String = #fileID, line: Int = #line) async throws {
+        try await wait(fileID: fileID, line: line) { model.snapshot.connectivity == monitor.status.kind }
     }
 
     /// Chooses `name` and downloads its pack.
@@ -76,7 +81,8 @@ extension DemoHarness {
     /// Starts `model`'s download on a slow link and returns once bytes have arrived.
     func startSlowDownload(_ model: CityGuideModel) async throws {
         await set(Self.slowButMoving)
-        _ = model.handle(.character("d"))
+        try await heard(model)
+        _ = await model.handle(.character("d"))
         try await wait {
             if case .downloading(let transfer) = model.snapshot.pack { transfer.completedBytes > 0 } else { false }
         }
@@ -105,13 +111,15 @@ struct CityGuideScenarioTests {
             // is left in flight when the test ends.
             let asked = demo.requestCount
             demo.monitor.set(.offlineSoft)
-            for character in "Par" { _ = guide.handle(.character(character)) }
+            try await demo.heard(guide)
+            for character in "Par" { _ = await guide.handle(.character(character)) }
             demo.monitor.set(.online)
+            try await demo.heard(guide)
             #expect(guide.snapshot.suggestions.count == 8)
             #expect(CityGuideModel.pickerEntries(guide.snapshot, connectivity: .online).map(\.name) == ["Paris"])
             #expect(demo.screenText(guide).contains("Paris, France"))
             #expect(!demo.screenText(guide).contains("Barcelona"))
-            _ = guide.handle(.enter)
+            _ = await guide.handle(.enter)
             #expect(guide.snapshot.city?.name == "Paris")
             #expect(demo.requestCount == asked, "nothing asked after the empty field's suggestions")
         }
@@ -161,6 +169,7 @@ struct CityGuideScenarioTests {
             try await demo.download("London", in: online)
             try await demo.download("Paris", in: online)
             await demo.set(cut)
+            try await demo.heard(online)
 
             // The app restarts offline: the chosen city and its pack come back from the device.
             let before = demo.requestCount
@@ -179,11 +188,11 @@ struct CityGuideScenarioTests {
             }
 
             // Tapping a chip: the field lists only downloaded cities, and London opens from the device.
-            _ = guide.handle(.character("c"))
+            _ = await guide.handle(.character("c"))
             #expect(CityGuideModel.pickerEntries(guide.snapshot, connectivity: demo.monitor.status.kind).map(\.name) == ["London", "Paris"])
-            for character in "lon" { _ = guide.handle(.character(character)) }
+            for character in "lon" { _ = await guide.handle(.character(character)) }
             #expect(CityGuideModel.pickerEntries(guide.snapshot, connectivity: demo.monitor.status.kind).map(\.name) == ["London"])
-            _ = guide.handle(.enter)
+            _ = await guide.handle(.enter)
             #expect(guide.snapshot.city?.name == "London")
             #expect(guide.snapshot.guide?.city == "London")
             #expect(demo.state(guide) == .fullyOffline)
@@ -200,6 +209,7 @@ struct CityGuideScenarioTests {
             try await demo.download("Paris", in: guide)
             try await demo.choose("Tokyo", in: guide)
             await demo.set(cut)
+            try await demo.heard(guide)
             let before = demo.requestCount
 
             #expect(demo.state(guide) == .noPackOffline)
@@ -215,12 +225,12 @@ struct CityGuideScenarioTests {
 
             // “Download” answers with the message and sends nothing.
             await guide.download()
-            #expect(demo.environment.toasts.current.text == "Download not available offline.")
+            #expect(guide.snapshot.toast == "Download not available offline.")
 
             // “Choose a downloaded city” → Paris, fully offline.
-            _ = guide.handle(.character("o"))
+            _ = await guide.handle(.character("o"))
             #expect(CityGuideModel.pickerEntries(guide.snapshot, connectivity: demo.monitor.status.kind).map(\.name) == ["Paris"])
-            _ = guide.handle(.enter)
+            _ = await guide.handle(.enter)
             #expect(guide.snapshot.city?.name == "Paris")
             #expect(demo.state(guide) == .fullyOffline)
             #expect(demo.requestCount == before)
@@ -234,7 +244,7 @@ struct CityGuideScenarioTests {
             #expect(demo.state(guide) == .fullyOffline)
             #expect(demo.screen(guide).picker == .downloaded(note: .chooseDownloadedCityOffline, names: [], emptyMessage: .noCitiesDownloaded))
             #expect(demo.screenText(guide).contains("No cities downloaded yet. Add one when you’re back online."))
-            _ = guide.handle(.character("c"))
+            _ = await guide.handle(.character("c"))
             #expect(demo.screenText(guide).contains("No cities downloaded yet. Add one when you’re back online."))
             #expect(demo.requestCount == 0)
         }
@@ -246,6 +256,7 @@ struct CityGuideScenarioTests {
             let guide = try await demo.makeCityGuide()
             try await demo.download("Paris", in: guide)
             await demo.set(.slow)
+            try await demo.heard(guide)
             #expect(demo.state(guide) == .weakNetwork)
             let screen = demo.screen(guide)
             #expect(screen.banner == PackBanner(message: .slowConnectionUsingSavedData, isDismissible: true))
@@ -256,7 +267,7 @@ struct CityGuideScenarioTests {
             #expect(text.contains("Suggestions may be slow."))
             #expect(text.contains("Find a toilet"))
 
-            _ = guide.handle(.character("x"))
+            _ = await guide.handle(.character("x"))
             #expect(demo.screen(guide).banner == nil)
             #expect(demo.state(guide) == .weakNetwork, "dismissing hides the banner, not the state")
             #expect(!demo.screenText(guide).contains("Connection is slow."))
@@ -271,13 +282,14 @@ struct CityGuideScenarioTests {
             // Requests hang while the monitor still calls the connection poor.
             await demo.network.change(to: .blackHole)
             demo.monitor.set(.poor)
+            try await demo.heard(online)
             let guide = try await demo.makeCityGuide(backgroundRefreshTimeout: .milliseconds(300))
-            let toasts = demo.environment.toasts.current.serial
+            let toasts = guide.snapshot.toastSerial
             await guide.checkForUpdate()
             #expect(guide.snapshot.pack.installed?.version == "1")
             #expect(demo.state(guide) == .weakNetwork)
             #expect(demo.screen(guide).contentVisible)
-            #expect(demo.environment.toasts.current.serial == toasts, "no message")
+            #expect(guide.snapshot.toastSerial == toasts, "no message")
         }
     }
 
@@ -286,6 +298,7 @@ struct CityGuideScenarioTests {
         try await withCityDemo { demo in
             let guide = try await demo.makeCityGuide()
             await demo.set(.slow)
+            try await demo.heard(guide)
             #expect(demo.state(guide) == .weakNetwork)
             #expect(demo.screenText(guide).contains("Connection is slow. Some features may be unavailable."))
         }
@@ -299,16 +312,18 @@ struct CityGuideScenarioTests {
             // The slow link's round trip (1.5 s) is longer than this field waits.
             let guide = try await demo.makeCityGuide(suggestionTimeout: .milliseconds(700))
             await demo.set(.slow)
+            try await demo.heard(online)
+            try await demo.heard(guide)
             guide.openCityPicker()
-            _ = guide.handle(.character("b"))
+            _ = await guide.handle(.character("b"))
             try await demo.wait { guide.snapshot.suggestionsPhase == .timedOut }
             #expect(guide.snapshot.suggestions.isEmpty)
             #expect(CityGuideModel.pickerSource(guide.snapshot, connectivity: .poor) == .downloaded)
             #expect(CityGuideModel.pickerEntries(guide.snapshot, connectivity: .poor).map(\.name) == [], "“b” matches no downloaded city")
-            _ = guide.handle(.backspace)
+            _ = await guide.handle(.backspace)
             #expect(CityGuideModel.pickerEntries(guide.snapshot, connectivity: .poor).map(\.name) == ["Paris"])
             #expect(demo.screenText(guide).contains("Couldn’t load suggestions. Try a downloaded city."))
-            _ = guide.handle(.escape)
+            _ = await guide.handle(.escape)
             #expect(demo.screen(guide).picker == .autocompleteWithNote(.couldNotLoadSuggestions, fallback: ["Paris"]))
             #expect(demo.screenText(guide).contains("[Paris]"))
         }
@@ -333,7 +348,7 @@ struct CityGuideScenarioTests {
             #expect(text.contains("Preparing your offline pack."))
             #expect(text.contains(" %"))
 
-            _ = guide.handle(.left)
+            _ = await guide.handle(.left)
             try await demo.wait { !guide.packs.isDownloading("city-paris") && guide.snapshot.pack == .none }
             #expect(demo.stagedFiles("city-paris", in: guide).isEmpty)
             #expect(demo.state(guide) == .noPackOnline)
@@ -348,7 +363,7 @@ struct CityGuideScenarioTests {
             try await demo.startSlowDownload(guide)
             #expect(!demo.stagedFiles("city-paris", in: guide).isEmpty)
 
-            guide.select(CityChoice(name: "London", country: "United Kingdom", packId: "city-london"))
+            await guide.select(CityChoice(name: "London", country: "United Kingdom", packId: "city-london"))
             try await demo.wait { !guide.packs.isDownloading("city-paris") && guide.packs.state(of: "city-paris") == .none }
             #expect(demo.stagedFiles("city-paris", in: guide).isEmpty)
             #expect(guide.packs.installedPacks().isEmpty)
@@ -365,6 +380,7 @@ struct CityGuideScenarioTests {
             try await demo.choose("Paris", in: guide)
             try await demo.startSlowDownload(guide)
             await demo.set(.offline)
+            try await demo.heard(guide)
             try await demo.wait { !guide.snapshot.downloadRequested && !guide.packs.isDownloading("city-paris") }
             #expect(guide.snapshot.pack == .failed(.interrupted))
             #expect(!demo.stagedFiles("city-paris", in: guide).isEmpty, "what arrived is kept to resume")
@@ -372,6 +388,7 @@ struct CityGuideScenarioTests {
             #expect(demo.screenText(guide).contains("Download Paris when you’re online"))
 
             await demo.set(.online)
+            try await demo.heard(guide)
             #expect(demo.state(guide) == .downloadFailed)
             let screen = demo.screen(guide)
             #expect(screen.packCard == .downloadFailed(message: .downloadDidNotFinish, retry: .tryAgain, chooseDownloaded: nil))
@@ -407,13 +424,15 @@ struct CityGuideScenarioTests {
 
             // Offline, the installed version is simply used.
             await demo.set(.offline)
+            try await demo.heard(guide)
             #expect(demo.state(guide) == .fullyOffline)
             await demo.set(.online)
+            try await demo.heard(guide)
 
             await guide.update()
             #expect(guide.snapshot.pack.installed?.version == "2", "update: \(guide.snapshot.update); requests: \(demo.requests.log)")
             #expect(demo.state(guide) == .normal)
-            #expect(demo.environment.toasts.current.text == "Updated")
+            #expect(guide.snapshot.toast == "Updated")
             text = demo.screenText(guide)
             #expect(!text.contains("Update available"))
             #expect(guide.snapshot.guide?.search("version 2").isEmpty == false, "the new version's content is searchable")
@@ -441,7 +460,7 @@ struct CityGuideScenarioTests {
             #expect(text.contains("Find a toilet"))
             #expect(guide.snapshot.pack.installed?.version == "1")
 
-            _ = guide.handle(.character("x"))
+            _ = await guide.handle(.character("x"))
             #expect(demo.state(guide) == .normal, "dismissed for this session")
         }
     }
@@ -452,32 +471,33 @@ struct CityGuideScenarioTests {
             let online = try await demo.makeCityGuide()
             try await demo.download("Paris", in: online)
             await demo.set(.offline)
+            try await demo.heard(online)
             let guide = try await demo.makeCityGuide()
             let before = demo.requestCount
 
-            _ = guide.handle(.character("/"))
-            for character in "wc" { _ = guide.handle(.character(character)) }
+            _ = await guide.handle(.character("/"))
+            for character in "wc" { _ = await guide.handle(.character(character)) }
             #expect(guide.snapshot.page == .results)
             #expect(demo.screenText(guide).contains("Find a toilet"))
-            _ = guide.handle(.escape)
+            _ = await guide.handle(.escape)
 
-            _ = guide.handle(.character("/"))
-            for character in "ambulance" { _ = guide.handle(.character(character)) }
+            _ = await guide.handle(.character("/"))
+            for character in "ambulance" { _ = await guide.handle(.character(character)) }
             #expect(demo.screenText(guide).contains("Safety › Emergency"))
-            _ = guide.handle(.enter)
+            _ = await guide.handle(.enter)
             #expect(guide.snapshot.page == .situation(problem: 4, situation: 0))
             #expect(demo.screenText(guide).contains("Call 112 (or 15 for an ambulance)"))
 
             // Cards → micro-situations → actions, and back home.
-            _ = guide.handle(.character("h"))
-            _ = guide.handle(.down)
-            _ = guide.handle(.enter)
+            _ = await guide.handle(.character("h"))
+            _ = await guide.handle(.down)
+            _ = await guide.handle(.enter)
             #expect(guide.snapshot.page == .problem(1))
             #expect(demo.screenText(guide).contains("Card declined"))
-            _ = guide.handle(.enter)
+            _ = await guide.handle(.enter)
             #expect(demo.screenText(guide).contains("Choose to be charged in euros, not your home currency"))
-            _ = guide.handle(.left)
-            _ = guide.handle(.left)
+            _ = await guide.handle(.left)
+            _ = await guide.handle(.left)
             #expect(guide.snapshot.page == .home)
             #expect(guide.snapshot.guide?.search("zzz-not-there").isEmpty == true)
             #expect(demo.requestCount == before)
@@ -491,13 +511,15 @@ struct CityGuideScenarioTests {
             try await demo.download("London", in: guide)
             try await demo.download("Paris", in: guide)
             await demo.set(.offline)
+            try await demo.heard(guide)
             await guide.remove()
             #expect(guide.packs.state(of: "city-paris") == .none)
             #expect(guide.snapshot.downloaded.map(\.name) == ["London"])
-            #expect(demo.environment.toasts.current.text == "Paris removed from this device.")
+            #expect(guide.snapshot.toast == "Paris removed from this device.")
             #expect(demo.state(guide) == .noPackOffline)
             #expect(demo.screenText(guide).contains("[London]"))
             await demo.set(.online)
+            try await demo.heard(guide)
             #expect(demo.state(guide) == .noPackOnline)
         }
     }
@@ -508,9 +530,10 @@ struct CityGuideScenarioTests {
             let online = try await demo.makeCityGuide()
             try await demo.download("Paris", in: online)
             await demo.set(.offline)
+            try await demo.heard(online)
             let before = demo.requestCount
-            _ = online.handle(.character("c"))
-            for character in "ber" { _ = online.handle(.character(character)) }
+            _ = await online.handle(.character("c"))
+            for character in "ber" { _ = await online.handle(.character(character)) }
             #expect(CityGuideModel.pickerSource(online.snapshot, connectivity: .offlineSoft) == .downloaded)
             #expect(online.snapshot.suggestions.isEmpty)
             let text = demo.screenText(online)

@@ -49,4 +49,21 @@ struct PlannerReducerTests {
         #expect(state.backup == .idle)
         #expect(state.connectivity == .online)
     }
+
+    @Test("offline, suggestions and backup are refused from the state's connectivity with a toast and no request; online they are asked for once")
+    func gatedByState() {
+        var state = PlannerModel.State()
+        _ = PlannerReducer.reduce(&state, .loaded(tasks: Self.tasks, note: nil, now: Date(timeIntervalSince1970: 0)))
+        _ = PlannerReducer.reduce(&state, .connectivity(ConnectivityStatus(kind: .offlineSoft, reason: .blackhole, since: Date())))
+        #expect(PlannerReducer.reduce(&state, .key(.character("g"))) == [.fadeToast(serial: 1)])
+        #expect(state.toast == OfflineMessage.featureRequiresInternet.text)
+        #expect(PlannerReducer.reduce(&state, .backUp) == [.fadeToast(serial: 2)])
+        #expect(state.backup == .unavailable)
+
+        _ = PlannerReducer.reduce(&state, .connectivity(ConnectivityStatus(kind: .online, reason: .probeSucceeded, since: Date())))
+        #expect(PlannerReducer.reduce(&state, .requestSuggestions) == [.requestSuggestions(Self.tasks.map(\.title))])
+        #expect(PlannerReducer.reduce(&state, .requestSuggestions).isEmpty, "one request at a time")
+        _ = PlannerReducer.reduce(&state, .key(.escape))
+        #expect(state.toast == nil)
+    }
 }

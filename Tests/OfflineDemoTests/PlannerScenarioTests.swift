@@ -14,14 +14,15 @@ struct PlannerScenarioTests {
             await planner.start()
             #expect(planner.snapshot.tasks.count == 5)
 
-            try planner.addTask(title: "Revise for quiz")
-            #expect(planner.snapshot.tasks.contains { $0.title == "Revise for quiz" })
+            // Committed when each call returns; the list shows it once the observation delivers it.
+            await planner.addTask(title: "Revise for quiz")
+            try await demo.wait { planner.snapshot.tasks.contains { $0.title == "Revise for quiz" } }
             let id = try #require(planner.snapshot.tasks.first?.id)
-            try planner.toggleDone(id: id)
-            #expect(planner.snapshot.tasks.first { $0.id == id }?.done == true)
-            try planner.saveNote(body: "Offline notes are saved at once.")
-            #expect(planner.snapshot.note?.body == "Offline notes are saved at once.")
-            planner.tellMeWhatToDo()
+            await planner.toggleDone(id: id)
+            try await demo.wait { planner.snapshot.tasks.first { $0.id == id }?.done == true }
+            await planner.saveNote(body: "Offline notes are saved at once.")
+            try await demo.wait { planner.snapshot.note?.body == "Offline notes are saved at once." }
+            await planner.tellMeWhatToDo()
             #expect(planner.snapshot.recommendation != nil)
             // At a fixed time of day: after 20:45 today's schedule (9:00–21:00) is rightly empty.
             let morning = try #require(Calendar.current.date(bySettingHour: 10, minute: 0, second: 0, of: Date()))
@@ -38,6 +39,8 @@ struct PlannerScenarioTests {
             let planner = PlannerModel(environment: demo.environment)
             await planner.start()
             await demo.set(.offline)
+            // The screen decides by the status it heard: the monitor's, through its loop.
+            try await demo.wait { planner.snapshot.connectivity == demo.monitor.status.kind }
             await planner.requestSuggestions()
             guard case .unavailable(let availability) = planner.snapshot.suggestions else {
                 Issue.record("expected the feature to be unavailable, got \(planner.snapshot.suggestions)")
@@ -54,6 +57,7 @@ struct PlannerScenarioTests {
             #expect(!text.contains("503") && !text.contains("HTTP"))
 
             await demo.set(.online)
+            try await demo.wait { planner.snapshot.connectivity == demo.monitor.status.kind }
             await planner.requestSuggestions()
             guard case .loaded(let suggestions) = planner.snapshot.suggestions else {
                 Issue.record("expected suggestions online, got \(planner.snapshot.suggestions)")
@@ -72,7 +76,7 @@ struct PlannerScenarioTests {
         try await withDemo(directory: folder) { demo in
             let planner = PlannerModel(environment: demo.environment)
             await planner.start()
-            try planner.addTask(title: "Survives a restart")
+            await planner.addTask(title: "Survives a restart")
         }
         try await withDemo(directory: folder, condition: .offline) { demo in
             let planner = PlannerModel(environment: demo.environment)

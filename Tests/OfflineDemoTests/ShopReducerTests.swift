@@ -11,19 +11,43 @@ struct ShopReducerTests {
     static let orders = (1...3).map { ShopModel.Order(id: "A-\($0)", placedAt: Date(timeIntervalSince1970: Double($0)), status: "placed", totalCents: 100, currency: "EUR", rating: nil) }
     static let synced = CachedContent.available(CacheMetadata(source: .cache, fetchedAt: Date(timeIntervalSince1970: 2), validator: nil, isStale: false))
 
+    static func observed(_ orders: [ShopModel.Order]) -> ShopModel.Event {
+        .ordersObserved(ShopModel.OrdersRead(orders: orders, count: orders.count, known: true, pulledAt: Date(timeIntervalSince1970: 2),
+                                             readAt: Date(timeIntervalSince1970: 3)))
+    }
+
     @Test("keys move between tabs and within the list; action keys ask the shell for their effect, nothing else changes")
     func keys() {
         var state = ShopModel.State()
-        _ = ShopReducer.reduce(&state, .ordersShown(orders: Self.orders, count: 3, Self.synced))
+        _ = ShopReducer.reduce(&state, .connectivity(Self.online))
+        _ = ShopReducer.reduce(&state, Self.observed(Self.orders))
+        #expect(state.ordersContent == Self.synced)
         #expect(ShopReducer.reduce(&state, .key(.character("v"))).isEmpty)
         #expect(state.tab == .orders)
         for _ in 0..<5 { _ = ShopReducer.reduce(&state, .key(.down)) }
         #expect(state.selection == 2, "the selection stops at the last order")
         let before = state
-        #expect(ShopReducer.reduce(&state, .key(.character("t"))) == [.tap("track")])
+        #expect(ShopReducer.reduce(&state, .key(.character("t"))) == [.perform(.track(order: "A-3"))])
+        #expect(ShopReducer.reduce(&state, .key(.character("r"))).isEmpty, "one action at a time")
         #expect(ShopReducer.reduce(&state, .key(.character("f"))) == [.refresh])
-        #expect(state == before)
-        #expect(!ShopReducer.handles(.character("x")))
+        #expect(state.tab == before.tab && state.selection == before.selection && state.orders == before.orders)
+        #expect(state.pendingAction == "track" && state.lastTap == .perform && state.isRefreshing)
+        #expect(!ShopReducer.handles(.character("x"), state))
+    }
+
+    @Test("offline, an action and a refresh answer with the message as a toast and ask the shell for nothing but its timer")
+    func offlineActionsExplain() {
+        var state = ShopModel.State()
+        _ = ShopReducer.reduce(&state, .connectivity(Self.offline))
+        _ = ShopReducer.reduce(&state, .cartShown(ShopModel.Cart(items: [], totalCents: 0, currency: "EUR"), Self.synced))
+        #expect(ShopReducer.reduce(&state, .tap("checkout")) == [.fadeToast(serial: 1)])
+        #expect(state.lastTap == .explain(.noInternetConnection) && state.toast == OfflineMessage.noInternetConnection.text)
+        #expect(ShopReducer.reduce(&state, .key(.character("f"))) == [.fadeToast(serial: 2)])
+        #expect(!state.isRefreshing)
+        _ = ShopReducer.reduce(&state, .toastFaded(serial: 1))
+        #expect(state.toast != nil, "an older toast's timer leaves the newer one")
+        _ = ShopReducer.reduce(&state, .key(.escape))
+        #expect(state.toast == nil)
     }
 
     @Test("coming back online after being offline offers a refresh until one brings data")
@@ -34,7 +58,8 @@ struct ShopReducerTests {
         _ = ShopReducer.reduce(&state, .connectivity(Self.offline))
         _ = ShopReducer.reduce(&state, .connectivity(Self.online))
         #expect(state.reconnected)
-        _ = ShopReducer.reduce(&state, .refreshStarted)
+        _ = ShopReducer.reduce(&state, .cartShown(ShopModel.Cart(items: [], totalCents: 0, currency: "EUR"), Self.synced))
+        #expect(ShopReducer.reduce(&state, .refresh) == [.refresh])
         #expect(state.isRefreshing)
         _ = ShopReducer.reduce(&state, .refreshFinished(cart: nil, cartMetadata: nil, ordersPulled: false))
         #expect(!state.isRefreshing && state.reconnected, "a refresh that brought nothing keeps the offer")
@@ -46,9 +71,9 @@ struct ShopReducerTests {
     func selectionFollowsHistory() {
         var state = ShopModel.State()
         state.tab = .orders
-        _ = ShopReducer.reduce(&state, .ordersShown(orders: Self.orders, count: 3, Self.synced))
+        _ = ShopReducer.reduce(&state, Self.observed(Self.orders))
         state.selection = 2
-        _ = ShopReducer.reduce(&state, .ordersShown(orders: Array(Self.orders.prefix(1)), count: 1, Self.synced))
+        _ = ShopReducer.reduce(&state, Self.observed(Array(Self.orders.prefix(1))))
         #expect(state.selection == 0)
         #expect(state.orderCount == 1)
     }

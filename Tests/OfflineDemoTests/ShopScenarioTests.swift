@@ -44,7 +44,7 @@ struct ShopScenarioTests {
     func cachedOrdersOffline() async throws {
         try await withDemo { demo in
             let shop = try await loadThenGoOffline(demo)
-            _ = shop.handle(.character("v"))
+            _ = await shop.handle(.character("v"))
             let state = shop.snapshot
             #expect(state.tab == .orders)
             let ids = try #require(state.orders).map(\.id)
@@ -64,7 +64,7 @@ struct ShopScenarioTests {
             let result = await shop.tap("checkout")
             #expect(result == .explain(.noInternetConnection))
             #expect(OfflineMessage.noInternetConnection.text == "No internet connection. Please check your connection and try again.")
-            #expect(demo.environment.toasts.current.text == OfflineMessage.noInternetConnection.text)
+            #expect(shop.snapshot.toast == OfflineMessage.noInternetConnection.text)
             #expect(demo.requestCount == before)
         }
     }
@@ -76,6 +76,8 @@ struct ShopScenarioTests {
             shop.connectivityChanged(demo.monitor.status)
             await demo.set(.online)
             shop.connectivityChanged(demo.monitor.status)
+            // The screen decides by the status it heard: the monitor's, through its loop.
+            try await demo.wait { shop.snapshot.connectivity == .online && shop.snapshot.reconnected }
             let screen = shop.resolved(shop.snapshot, connectivity: demo.monitor.status.kind)
             #expect(screen.banner == nil)
             #expect(screen.actions.allSatisfy { $0.isEnabled })

@@ -68,7 +68,7 @@ struct WorkspaceReducerTests {
         #expect(Reducer.reduce(&state, .key(.character("m"))).isEmpty)
         #expect(Reducer.handles(.character("q"), state))
         _ = Self.type("Hey", &state)
-        #expect(Reducer.reduce(&state, .key(.enter)) == [.sendMessage("Hey")])
+        #expect(Reducer.reduce(&state, .key(.enter)) == [.sendMessage(chat: "general", text: "Hey")])
         #expect(state.editing == nil)
         #expect(!Reducer.handles(.character("q"), state))
     }
@@ -76,7 +76,8 @@ struct WorkspaceReducerTests {
     @Test("delete: someone else's message is refused in words, a refused one of mine is dismissed, else the delete is queued")
     func delete() {
         var state = Self.loaded()
-        #expect(Reducer.reduce(&state, .delete(message: "m1")) == [.toast("You can delete only your own messages.")])
+        #expect(Reducer.reduce(&state, .delete(message: "m1")) == [.fadeToast(serial: 1)])
+        #expect(state.toast == "You can delete only your own messages.")
         #expect(Reducer.reduce(&state, .key(.character("d"))) == [.deleteMessage("m2")])
         let failure = OutboxFailure(kind: .rejected, detail: "card")
         let queue = OutboxSnapshot(pendingCount: 0, inFlightCount: 0, nextRetryAt: nil, failures: [], pausedFor: nil)
@@ -104,8 +105,8 @@ struct WorkspaceReducerTests {
         #expect(state.savedDraft == state.invite)
 
         _ = Self.type("@", &state)
-        #expect(Reducer.reduce(&state, .draftSaveFinished(InviteDraft(email: "ana@"), saved: false))
-                == [.toast("The draft could not be saved on this device.")])
+        #expect(Reducer.reduce(&state, .draftSaveFinished(InviteDraft(email: "ana@"), saved: false)) == [.fadeToast(serial: 1)])
+        #expect(state.toast == "The draft could not be saved on this device.")
         #expect(state.savedDraft == InviteDraft(email: "ana"))
         _ = Reducer.reduce(&state, .key(.enter))
         #expect(state.editing == nil)
@@ -116,19 +117,20 @@ struct WorkspaceReducerTests {
         var state = Self.loaded()
         _ = Reducer.reduce(&state, .open(.invite))
         _ = Reducer.reduce(&state, .inviteReplaced(InviteDraft(email: "ana@northwind.test")))
-        #expect(Reducer.reduce(&state, .key(.character("s"))) == [.submitInvite])
-        #expect(Reducer.reduce(&state, .submitInvite(BlockingForm.availability(for: .offlineSoft)))
-                == [.toast(OfflineMessage.noInternetConnection.text)])
+        #expect(Reducer.reduce(&state, .key(.character("s"))) == [.fadeToast(serial: 1)], "no status yet: refused as offline")
+        _ = Reducer.reduce(&state, .connectivity(Self.offline))
+        #expect(Reducer.reduce(&state, .submitInvite) == [.fadeToast(serial: 2)])
+        #expect(state.toast == OfflineMessage.noInternetConnection.text)
         #expect(state.invitation == .failed(.noInternetConnection))
 
-        let online = BlockingForm.availability(for: .online)
-        #expect(Reducer.reduce(&state, .submitInvite(online)) == [.sendInvitation(InviteDraft(email: "ana@northwind.test"))])
-        #expect(Reducer.reduce(&state, .submitInvite(online)).isEmpty, "pressed again while the first is on its way")
+        _ = Reducer.reduce(&state, .connectivity(Self.online))
+        #expect(Reducer.reduce(&state, .key(.character("s"))) == [.sendInvitation(InviteDraft(email: "ana@northwind.test"))])
+        #expect(Reducer.reduce(&state, .submitInvite).isEmpty, "pressed again while the first is on its way")
         _ = Reducer.reduce(&state, .inviteRefused(message: "Not allowed.", field: .name))
         #expect(state.invitation == .refused(message: "Not allowed.", field: .name))
         #expect(state.inviteField == .name)
 
-        _ = Reducer.reduce(&state, .submitInvite(online))
+        _ = Reducer.reduce(&state, .submitInvite)
         _ = Reducer.reduce(&state, .invited(InvitedMember(email: "ana@northwind.test", name: "", role: "member")))
         #expect(state.invite == InviteDraft())
         #expect(state.savedDraft == nil)
@@ -165,7 +167,8 @@ struct WorkspaceReducerTests {
     func editMessage() {
         var state = Self.loaded()
         _ = Reducer.reduce(&state, .key(.character("k")))
-        #expect(Reducer.reduce(&state, .key(.character("e"))) == [.toast("You can edit only your own messages.")])
+        #expect(Reducer.reduce(&state, .key(.character("e"))) == [.fadeToast(serial: 1)])
+        #expect(state.toast == "You can edit only your own messages.")
         _ = Reducer.reduce(&state, .key(.character("j")))
         #expect(Reducer.reduce(&state, .key(.character("e"))).isEmpty)
         guard case .editMessage("m2", let field)? = state.editing else {
@@ -201,6 +204,25 @@ struct WorkspaceReducerTests {
 
         #expect(Reducer.reduce(&state, .key(.character("r"))) == [.editFromTablet(id: "m2", number: 1)])
         _ = Reducer.reduce(&state, .key(.character("k")))
-        #expect(Reducer.reduce(&state, .key(.character("r"))) == [.toast("Your tablet can change only your own messages.")])
+        #expect(Reducer.reduce(&state, .key(.character("r"))) == [.fadeToast(serial: 1)])
+        #expect(state.toast == "Your tablet can change only your own messages.")
+    }
+
+    @Test("a toast fades only by its own timer, Escape dismisses it, and the rows and markers of one observation land together")
+    func toastsAndObservedRows() {
+        var state = Self.loaded()
+        #expect(Reducer.reduce(&state, .tabletFinished(.unreachable)) == [.fadeToast(serial: 1)])
+        #expect(Reducer.reduce(&state, .localWriteFailed) == [.fadeToast(serial: 2)])
+        _ = Reducer.reduce(&state, .toastFaded(serial: 1))
+        #expect(state.toast == "This change could not be saved on this device.", "an older toast's timer leaves the newer one")
+        #expect(Reducer.handles(.escape, state))
+        _ = Reducer.reduce(&state, .key(.escape))
+        #expect(state.toast == nil && !Reducer.handles(.escape, state))
+
+        let queue = OutboxSnapshot(pendingCount: 1, inFlightCount: 0, nextRetryAt: nil, failures: [], pausedFor: nil)
+        let outbox = CollectionSyncState(statuses: ["m2": RecordSyncStatus(pendingAction: .update)], queue: queue)
+        _ = Reducer.reduce(&state, .rowsRead(chats: Self.chats, messages: Self.messages, outbox: outbox))
+        #expect(state.statuses["m2"]?.pendingAction == .update && state.queue == queue)
+        #expect(Reducer.reduce(&state, .started) == [.prepareDevice, .observeRows, .followConnectivity, .deliver, .followSync])
     }
 }

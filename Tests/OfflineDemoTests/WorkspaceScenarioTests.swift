@@ -14,6 +14,7 @@ struct WorkspaceScenarioTests {
         try await withDemo(condition: .offline) { demo in
             let workspace = try await demo.startWorkspace()
             workspace.open(.about)
+            try await demo.wait { workspace.snapshot.pane == .about }
             let offline = demo.screen(workspace, connectivity: .offlineSoft)
             await demo.set(.online)
             let online = demo.screen(workspace, connectivity: .online)
@@ -37,7 +38,9 @@ struct WorkspaceScenarioTests {
             let workspace = try await demo.startWorkspace()
             #expect(workspace.snapshot.chats.map(\.id) == ["general", "design", "trip"])
 
-            try await workspace.togglePin(chat: "trip")
+            await workspace.togglePin(chat: "trip")
+            // The chat list follows the rows' observation, which delivers the commit's rows next.
+            try await demo.wait { workspace.snapshot.chats.first?.id == "trip" }
             let state = workspace.snapshot
             #expect(state.chats.map(\.id) == ["trip", "general", "design"])
             #expect(state.chats.first?.pinned == true)
@@ -66,7 +69,7 @@ struct WorkspaceScenarioTests {
     func sendOffline() async throws {
         try await withDemo(condition: .offline) { demo in
             let workspace = try await demo.startWorkspace()
-            let message = try #require(try await workspace.send("See you at nine"))
+            let message = try #require(await workspace.send("See you at nine"))
             let entry = try #require(try await workspace.outbox.entries().first)
             #expect(workspace.snapshot.thread.last?.id == message.id)
             // The marker comes from the outbox's observation, which may still be delivering the
@@ -101,7 +104,7 @@ struct WorkspaceScenarioTests {
     func refusedMessage() async throws {
         try await withDemo { demo in
             let workspace = try await demo.startWorkspace()
-            let message = try #require(try await workspace.send("My card is 4111 1111 1111 1111"))
+            let message = try #require(await workspace.send("My card is 4111 1111 1111 1111"))
             try await demo.wait { workspace.snapshot.statuses[message.id]?.failure != nil && workspace.snapshot.queue?.failures.count == 1 }
 
             let state = workspace.snapshot
@@ -119,8 +122,8 @@ struct WorkspaceScenarioTests {
             let restarted = try await demo.startWorkspace()
             #expect(restarted.snapshot.status(of: message).failure != nil)
 
-            try await restarted.dismissError(message: message.id)
-            #expect(!restarted.snapshot.messages.contains { $0.id == message.id })
+            await restarted.dismissError(message: message.id)
+            try await demo.wait { !restarted.snapshot.messages.contains { $0.id == message.id } }
             #expect(try await restarted.outbox.snapshot().failures.isEmpty)
             #expect(!demo.screen(restarted, connectivity: .online).contains("My card"))
         }
@@ -130,13 +133,13 @@ struct WorkspaceScenarioTests {
     func deleteOffline() async throws {
         try await withDemo { demo in
             let workspace = try await demo.startWorkspace()
-            let message = try #require(try await workspace.send("Lunch at noon?"))
+            let message = try #require(await workspace.send("Lunch at noon?"))
             try await workspace.drainer.drain()
             try await demo.wait { workspace.snapshot.statuses.isEmpty && workspace.snapshot.queue?.isEmpty == true }
             #expect(try await demo.serverMessage(message.id)?.text == "Lunch at noon?")
 
             await demo.set(.offline)
-            try await workspace.delete(message: message.id)
+            await workspace.delete(message: message.id)
             try await demo.wait { workspace.snapshot.status(of: message).pendingAction == .delete }
             let line = try #require(demo.lines(workspace, connectivity: .offlineSoft).first { $0.text.contains("Lunch at noon?") })
             #expect(line.text.contains("~ you: Lunch at noon? (deleting)"))
@@ -144,9 +147,9 @@ struct WorkspaceScenarioTests {
             #expect(span.style.strikethrough && span.style.dim)
 
             // Sent and deleted while offline: neither write is needed, the message goes at once.
-            let unsent = try #require(try await workspace.send("typo"))
-            try await workspace.delete(message: unsent.id)
-            #expect(!workspace.snapshot.messages.contains { $0.id == unsent.id })
+            let unsent = try #require(await workspace.send("typo"))
+            await workspace.delete(message: unsent.id)
+            try await demo.wait { !workspace.snapshot.messages.contains { $0.id == unsent.id } }
             #expect(try await workspace.outbox.entries().map(\.path) == ["/api/workspaces/northwind/messages/\(message.id)"])
 
             await demo.set(.online)
@@ -160,11 +163,11 @@ struct WorkspaceScenarioTests {
     func inviteDraftAndOfflineSubmit() async throws {
         try await withDemo(condition: .offline) { demo in
             let workspace = try await demo.startWorkspace()
-            _ = workspace.handle(.character("i"))
-            _ = workspace.handle(.character("e"))
+            _ = await workspace.handle(.character("i"))
+            _ = await workspace.handle(.character("e"))
             #expect(workspace.capturesText)
-            for character in "ana@northwind.test" { _ = workspace.handle(.character(character)) }
-            _ = workspace.handle(.enter)
+            for character in "ana@northwind.test" { _ = await workspace.handle(.character(character)) }
+            _ = await workspace.handle(.enter)
             #expect(!workspace.capturesText)
             try await demo.wait { workspace.snapshot.savedDraft?.email == "ana@northwind.test" }
             #expect(demo.screen(workspace, connectivity: .offlineSoft).contains("Draft saved on this device."))
@@ -172,6 +175,7 @@ struct WorkspaceScenarioTests {
             // A new model knows only what the device kept.
             let restarted = try await demo.startWorkspace()
             restarted.open(.invite)
+            try await demo.wait { restarted.snapshot.pane == .invite }
             #expect(restarted.snapshot.invite == InviteDraft(email: "ana@northwind.test"))
             let screen = demo.screen(restarted, connectivity: .offlineSoft)
             #expect(screen.contains("ana@northwind.test"))
@@ -180,7 +184,7 @@ struct WorkspaceScenarioTests {
 
             await restarted.submitInvite()
             #expect(restarted.snapshot.invitation == .failed(.noInternetConnection))
-            #expect(demo.environment.toasts.current.text == OfflineMessage.noInternetConnection.text)
+            #expect(restarted.snapshot.toast == OfflineMessage.noInternetConnection.text)
             #expect(demo.requestCount == 0)
             #expect(try await restarted.form.loadDraft(InviteDraft.self) == InviteDraft(email: "ana@northwind.test"))
         }
@@ -191,7 +195,7 @@ struct WorkspaceScenarioTests {
         try await withDemo { demo in
             let workspace = try await demo.startWorkspace()
             workspace.open(.invite)
-            try await workspace.updateInvite(InviteDraft(email: "guest@mailinator.com", name: "Guest"))
+            await workspace.updateInvite(InviteDraft(email: "guest@mailinator.com", name: "Guest"))
             await workspace.submitInvite()
             #expect(workspace.snapshot.invitation == .refused(message: "Invitations to mailinator.com addresses are not allowed.", field: .email))
             let refused = demo.screen(workspace, connectivity: .online)
@@ -199,7 +203,7 @@ struct WorkspaceScenarioTests {
             #expect(!refused.contains("422"))
             #expect(try await workspace.form.loadDraft(InviteDraft.self)?.email == "guest@mailinator.com")
 
-            try await workspace.updateInvite(InviteDraft(email: "Ana@Northwind.test", name: "Ana", role: "admin"))
+            await workspace.updateInvite(InviteDraft(email: "Ana@Northwind.test", name: "Ana", role: "admin"))
             await workspace.submitInvite()
             #expect(workspace.snapshot.invitation == .invited(InvitedMember(email: "ana@northwind.test", name: "Ana", role: "admin")))
             #expect(demo.screen(workspace, connectivity: .online).contains("Invited Ana <ana@northwind.test> as admin."))
@@ -318,11 +322,11 @@ extension WorkspaceScenarioTests {
     func editConflict() async throws {
         try await withDemo { demo in
             let workspace = try await demo.startWorkspace()
-            let message = try #require(try await workspace.send("Meet at the station"))
+            let message = try #require(await workspace.send("Meet at the station"))
             try await workspace.drainer.drain()
 
             await demo.set(.offline)
-            try await workspace.edit(message: message.id, to: "Meet at the station, platform 4")
+            await workspace.edit(message: message.id, to: "Meet at the station, platform 4")
             #expect(workspace.snapshot.selectedMessage == message.id)
             await workspace.editFromOtherDevice()
             try await demo.wait { workspace.snapshot.status(of: message).pendingAction == .update }
@@ -341,7 +345,7 @@ extension WorkspaceScenarioTests {
             #expect(try await demo.serverMessage(message.id)?.text == "Meet at the station, platform 4")
             #expect(workspace.snapshot.conflicts[message.id]?.fields == ["text"])
 
-            #expect(workspace.handle(.character("x")))
+            #expect(await workspace.handle(.character("x")))
             try await demo.wait { workspace.snapshot.conflicts.isEmpty }
             #expect(!demo.screen(workspace, connectivity: .online).contains("changed elsewhere"))
             #expect(workspace.snapshot.thread.first { $0.id == message.id }?.text == "Meet at the station, platform 4")

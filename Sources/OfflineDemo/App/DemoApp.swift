@@ -34,10 +34,10 @@ public final class DemoApp: Sendable {
     }
 
     /// Routes a key: to a focused text field first, then the global keys, then the screen.
-    public func handle(_ key: Key) {
+    public func handle(_ key: Key) async {
         let scenario = scenarios[selected]
         if scenario.capturesText {
-            _ = scenario.handle(key)
+            _ = await scenario.handle(key)
             return
         }
         switch key {
@@ -56,11 +56,8 @@ public final class DemoApp: Sendable {
         case .character("q"), .control("c"):
             quitRequested.withLock { $0 = true }
             environment.changed()
-        case .escape:
-            environment.toasts.dismiss()
-            if !scenario.handle(key) { environment.changed() }
         default:
-            if !scenario.handle(key) { environment.changed() }
+            if !(await scenario.handle(key)) { environment.changed() }
         }
     }
 
@@ -70,6 +67,6 @@ public final class DemoApp: Sendable {
         let content = scenarios[selected].render(context)
         return Chrome.render(Chrome.State(
             titles: scenarios.map(\.title), selected: selected, network: network.condition, connectivity: status,
-            content: content, toast: environment.toasts.current.text, width: width, height: height))
+            content: content, toast: scenarios[selected].toast, width: width, height: height))
     }
 }

@@ -1,10 +1,10 @@
 public import Foundation
-public import OfflineCore
+import OfflineCore
 public import OfflineKit
 import OfflineServer
 
 /// What every scenario model is built from: OfflineKit's public pieces, plus the demo's
-/// toast and background-work hooks.
+/// background-work and redraw hooks. Toasts are each screen's own, in its state.
 public struct DemoEnvironment: Sendable {
     /// The server as the client reaches it (through the network switch).
     public var serverURL: URL
@@ -29,7 +29,6 @@ public struct DemoEnvironment: Sendable {
     /// The user's other device, when the demo has one (the chat's "post from your tablet").
     public var otherDevice: OtherDevice?
     let tasks: BackgroundTasks
-    let toasts: Toasts
     let changes: ChangeSignal
 
     public init(
@@ -51,16 +50,22 @@ public struct DemoEnvironment: Sendable {
         self.directory = directory
         self.now = now
         self.tasks = BackgroundTasks()
-        self.toasts = Toasts()
         self.changes = ChangeSignal()
     }
 
     /// Runs `work` in the demo's task group (owned, cancelled on exit).
     public func spawn(_ work: @escaping @Sendable () async -> Void) { tasks.spawn(work) }
 
-    /// Shows a non-intrusive message at the bottom of the screen.
-    public func toast(_ message: OfflineMessage) { toasts.show(message.text); changes.send() }
-    public func toast(_ text: String) { toasts.show(text); changes.send() }
+    /// Runs `body` while the work handed to ``spawn(_:)`` runs (the screens' loops and what they
+    /// started), and cancels that work once `body` returns: for callers with no ``DemoRuntime``
+    /// around them, such as the benchmarks.
+    package func withBackgroundTasks<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [tasks] in await tasks.run() }
+            defer { group.cancelAll() }
+            return try await body()
+        }
+    }
 
     /// Asks for a redraw.
     public func changed() { changes.send() }
@@ -90,15 +95,6 @@ final class BackgroundTasks: Sendable {
             }
         }
     }
-}
-
-/// The last toast and how many times one was shown.
-final class Toasts: Sendable {
-    private let state = Locked<(text: String?, serial: Int)>((nil, 0))
-    func show(_ text: String) { state.withLock { $0 = (text, $0.serial + 1) } }
-    func clear(ifSerial serial: Int) { state.withLock { if $0.serial == serial { $0.text = nil } } }
-    func dismiss() { state.withLock { $0.text = nil } }
-    var current: (text: String?, serial: Int) { state.current }
 }
 
 /// A redraw request, fanned out to whoever draws.

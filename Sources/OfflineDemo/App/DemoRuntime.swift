@@ -138,19 +138,16 @@ public enum DemoRuntime {
                 for await _ in app.environment.changes.updates() { continuation.yield(.redraw) }
             }
             group.addTask {
-                // Toasts fade after four seconds; the size is re-read in case the window changed.
-                var lastSerial = -1
+                // The size is re-read in case the window changed (toasts fade by their screens'
+                // own timers, which redraw).
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .seconds(4))
-                    let toast = app.environment.toasts.current
-                    if toast.serial == lastSerial { app.environment.toasts.clear(ifSerial: toast.serial) }
-                    lastSerial = toast.serial
                     continuation.yield(.redraw)
                 }
             }
             var last: Frame?
             for await event in events {
-                if case .key(let key) = event { app.handle(key) }
+                if case .key(let key) = event { await app.handle(key) }
                 if app.isQuitting { break }
                 let size = terminal.size
                 let frame = app.frame(width: size.width, height: size.height)
@@ -166,7 +163,7 @@ public enum DemoRuntime {
         for step in steps {
             switch step {
             case .key(let key):
-                app.handle(key)
+                await app.handle(key)
                 // Let work the key started (a local write, a gated refusal) settle.
                 try await Task.sleep(for: .milliseconds(100))
             case .wait(let duration):

@@ -2,7 +2,7 @@ public import OfflineCore
 
 /// One of the demo's five screens: a scenario model plus its pure rendering.
 ///
-/// A scenario keeps its state behind a lock, loads it from the device in ``start()`` without
+/// A scenario keeps its state in one value, loads it from the device in ``start()`` without
 /// touching the network, reacts to keys and connectivity changes, and renders from a snapshot
 /// of its state.
 public protocol Scenario: AnyObject, Sendable {
@@ -12,12 +12,15 @@ public protocol Scenario: AnyObject, Sendable {
     func start() async
     /// Called with every new connectivity status (the current one first).
     func connectivityChanged(_ status: ConnectivityStatus)
-    /// Handles `key`; false when the key is not this screen's.
-    func handle(_ key: Key) -> Bool
+    /// Handles `key`; false when the key is not this screen's. Returns once the key was taken
+    /// in, so the next key is routed by the state this one left.
+    func handle(_ key: Key) async -> Bool
     /// True while a text field has focus: every printable key goes to it.
     var capturesText: Bool { get }
     /// The screen's content for the current state.
     func render(_ context: RenderContext) -> ScreenContent
+    /// The message the screen shows at its bottom, kept in its state; nil when none.
+    var toast: String? { get }
 }
 
 /// What every screen renders with.

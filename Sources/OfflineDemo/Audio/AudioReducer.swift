@@ -8,7 +8,9 @@ import OfflineCore
 /// outcome that names one that was stopped or replaced is dropped: a late tick after a pause,
 /// the second of a session that was closed or removed. A step asked for while a second is
 /// being read waits in ``AudioModel/State/queuedSteps`` and is read next, so two steps never
-/// read the same second. A download's progress counts only until its end is known.
+/// read the same second. A download's progress counts only until its end is known. Whether a
+/// download, a refresh, Generate or a stream may run is decided here, from the connectivity in
+/// the state; refusals and problems are said in a toast kept in the state.
 public enum AudioReducer: ScreenReducer {
     public typealias State = AudioModel.State
     public typealias Event = AudioModel.Event
@@ -22,17 +24,25 @@ public enum AudioReducer: ScreenReducer {
     /// While the storage prompt is open, every key is the screen's.
     static func handles(_ key: Key, _ state: State) -> Bool {
         if state.isPrompting { return true }
+        if key == .escape && state.toast != nil && state.reviewedSession == nil { return true }
         return (state.reviewedSession == nil ? listKeys : reviewKeys).contains(key)
     }
 
     public static func reduce(_ state: inout State, _ event: Event) -> [Effect] {
         switch event {
+        case .started:
+            return [.load, .followPacks, .followTransfers]
         case .key(let key):
             return self.key(&state, key)
         case .connectivity(let status):
             let wasReachable = state.connectivity.isReachable
             state.connectivity = status.kind
-            return status.isReachable && !wasReachable ? [.refreshList, .resumeWanted] : []
+            guard status.isReachable && !wasReachable else { return [] }
+            state.isRefreshingList = true
+            return [.refreshList, .resumeWanted]
+        case .refreshList:
+            state.isRefreshingList = true
+            return [.refreshList]
         case .loaded(let sessions, let wanted, let packs, let bytes):
             state.sessions = sessions
             state.wanted = wanted
@@ -47,12 +57,14 @@ public enum AudioReducer: ScreenReducer {
                 state.sessions = sessions
                 state.selection = min(state.selection, max(0, sessions.count - 1))
             }
-        case .downloadRequested, .resumeRequested, .packsChanged, .progress, .downloadFinished, .downloadFailed,
-             .removeRequested, .removed, .storageAnswered, .storagePermission:
+        case .download, .downloadRequested, .downloadProblem, .resumeRequested, .packsChanged, .progress, .downloadFinished,
+             .downloadFailed, .removeRequested, .removed, .removeFailed, .storageAnswered, .storagePermission:
             return downloads(&state, event)
-        case .reviewOpened, .reviewClosed, .generateStarted, .generateFinished, .playPause, .step, .opened, .openFailed,
-             .tick, .secondRead, .secondFailed:
+        case .reviewOpened, .reviewClosed, .generate, .generateStarted, .generateFinished, .playPause, .step, .prepare,
+             .opened, .openFailed, .tick, .secondRead, .secondFailed:
             return playback(&state, event)
+        case .toastFaded(let serial):
+            if serial == state.toastSerial { state.toast = nil }
         }
         return []
     }
@@ -75,8 +87,8 @@ public enum AudioReducer: ScreenReducer {
                 // Opening and stepping in one action, so a second press finds the file open.
                 if state.playback?.sessionID == session.id { return playback(&state, .step) }
                 return open(&state, session.id) { $0.steps += 1 }
-            case .character("g"): return [.generate]
-            case .character("d"): return [.download([session.id])]
+            case .character("g"): return playback(&state, .generate)
+            case .character("d"): return downloads(&state, .download([session.id]))
             case .character("x"): return remove(&state, session.id)
             default: return []
             }
@@ -85,10 +97,13 @@ public enum AudioReducer: ScreenReducer {
         case .up: state.selection = max(0, state.selection - 1)
         case .down: state.selection = min(max(0, state.sessions.count - 1), state.selection + 1)
         case .enter, .right: if let session = state.selectedSession { state.reviewing = session.id }
-        case .character("d"): if let session = state.selectedSession { return [.download([session.id])] }
-        case .character("a"): return [.download(state.sessions.map(\.id))]
+        case .character("d"): if let session = state.selectedSession { return downloads(&state, .download([session.id])) }
+        case .character("a"): return downloads(&state, .download(state.sessions.map(\.id)))
         case .character("x"): if let session = state.selectedSession { return remove(&state, session.id) }
-        case .character("f"): return [.refreshListIfOnline]
+        case .character("f"):
+            guard state.connectivity.isReachable else { return toast(&state, OfflineMessage.noInternetConnection.text) }
+            return reduce(&state, .refreshList)
+        case .escape: state.toast = nil
         case .character("s"): return [.recordStorageAnswer(state.permission == .granted ? .denied : .granted)]
         default: break
         }
@@ -99,13 +114,19 @@ public enum AudioReducer: ScreenReducer {
 
     private static func downloads(_ state: inout State, _ event: Event) -> [Effect] {
         switch event {
+        case .download(let sessionIDs):
+            let availability = FeatureAvailability(.download, requirement: .networkRequired, connectivity: state.connectivity)
+            guard availability.isAvailable else { return toast(&state, (availability.message ?? .featureRequiresInternet).text) }
+            return downloads(&state, .downloadRequested(sessionIDs))
+        case .downloadProblem(let message):
+            return toast(&state, message.text)
         case .downloadRequested(let sessionIDs):
             let packIDs = state.sessions.filter {
                 sessionIDs.contains($0.id) && !state.isDownloaded($0) && !state.downloading.contains($0.packId)
             }.map(\.packId)
             guard !packIDs.isEmpty else { return [] }
             // The answer is kept: no prompt again, only the reason (settings can change it).
-            if state.permission == .denied { return [.toast(PackFailure.permissionDenied.message.text)] }
+            if state.permission == .denied { return toast(&state, PackFailure.permissionDenied.message.text) }
             state.wanted.formUnion(packIDs)
             state.downloading.formUnion(packIDs)
             return [.keepOffline(packIDs, true), .startDownloads(packIDs)]
@@ -113,7 +134,7 @@ public enum AudioReducer: ScreenReducer {
             let pending = state.sessions.filter {
                 state.wanted.contains($0.packId) && !state.isDownloaded($0) && !state.downloading.contains($0.packId)
             }
-            return pending.isEmpty ? [] : [.download(pending.map(\.id))]
+            return pending.isEmpty ? [] : downloads(&state, .download(pending.map(\.id)))
         case .packsChanged(let packs, let bytes):
             // Installed a moment ago and gone without the user removing it: the quota made room
             // for a newer download. It is no longer kept offline.
@@ -124,7 +145,7 @@ public enum AudioReducer: ScreenReducer {
             state.wanted.subtract(evicted)
             for id in state.progress.keys where packs[id] == nil { state.progress[id] = nil }
             guard !evicted.isEmpty else { return [] }
-            return [.keepOffline(evicted, false), .toast("Older downloads were removed to stay within the storage limit.")]
+            return [.keepOffline(evicted, false)] + toast(&state, "Older downloads were removed to stay within the storage limit.")
         case .progress(let transfers):
             for (id, progress) in transfers
             where state.downloading.contains(id) && progress.completedBytes >= (state.progress[id]?.completedBytes ?? 0) {
@@ -146,6 +167,8 @@ public enum AudioReducer: ScreenReducer {
             state.packs[packID] = nil
             state.bytesOnDisk = bytes
             if state.playback?.sessionID == sessionID, state.playback?.source == .device { replacePlayback(&state, with: nil) }
+        case .removeFailed:
+            return toast(&state, "Couldn’t remove this download. Try again.")
         case .storageAnswered(let answer):
             return [.recordStorageAnswer(answer)]
         case .storagePermission(let answer, let isPrompting, let revision):
@@ -178,11 +201,19 @@ public enum AudioReducer: ScreenReducer {
             state.opening = nil
             state.playback?.isPlaying = false
             stopTicker(&state)
+        case .generate:
+            guard let session = state.reviewedSession else { return [] }
+            let availability = FeatureAvailability(.generate, requirement: .networkRequired, connectivity: state.connectivity)
+            guard availability.isAvailable else { return toast(&state, (availability.message ?? .featureRequiresInternet).text) }
+            guard !state.isGenerating else { return [] }
+            state.isGenerating = true
+            return [.generate(sessionID: session.id)]
         case .generateStarted:
             state.isGenerating = true
-        case .generateFinished(let sessionID, let title):
+        case .generateFinished(let sessionID, let title, let problem):
             state.isGenerating = false
             if let title { state.generated[sessionID] = title }
+            if let problem { return toast(&state, problem) }
         case .playPause:
             guard let session = state.reviewedSession else { return [] }
             guard let playback = state.playback, playback.sessionID == session.id, !playback.isFinished else {
@@ -202,6 +233,8 @@ public enum AudioReducer: ScreenReducer {
                 return []
             }
             return read(&state)
+        case .prepare(let sessionID):
+            return open(&state, sessionID) { _ in }
         case .opened(let playback):
             replacePlayback(&state, with: playback)
             guard let opening = state.opening, opening.sessionID == playback.sessionID else { return [] }
@@ -216,8 +249,9 @@ public enum AudioReducer: ScreenReducer {
                 effects += read(&state)
             }
             return effects
-        case .openFailed(let sessionID):
+        case .openFailed(let sessionID, let problem):
             if state.opening?.sessionID == sessionID { state.opening = nil }
+            if let problem { return toast(&state, problem) }
         case .tick(let ticker):
             guard ticker == state.ticker, state.playback?.isPlaying == true else { return [] }
             if state.reading != nil {
@@ -237,12 +271,14 @@ public enum AudioReducer: ScreenReducer {
             state.playback = playback
             if !playback.isPlaying { stopTicker(&state) }
             return next(&state)
-        case .secondFailed(let id):
-            guard id == state.reading else { return [] }
+        case .secondFailed(let id, let problem):
+            let said = problem.map { toast(&state, $0) } ?? []
+            guard id == state.reading else { return said }
             state.reading = nil
             state.queuedSteps = 0
             state.playback?.isPlaying = false
             stopTicker(&state)
+            return said
         default:
             break
         }
@@ -257,10 +293,20 @@ public enum AudioReducer: ScreenReducer {
             state.opening = opening
             return []
         }
+        guard let session = state.sessions.first(where: { $0.id == sessionID }) else {
+            if state.opening?.sessionID == sessionID { state.opening = nil }
+            return []
+        }
+        // The file while it is on the device, else the stream while the network can be used.
+        let play = AudioReviewScreen(connectivity: state.connectivity, isDownloaded: state.isDownloaded(session)).play
+        guard play.isAvailable else {
+            state.opening = nil
+            return toast(&state, (play.message ?? .featureRequiresInternet).text)
+        }
         var opening = AudioModel.Opening(sessionID: sessionID)
         intent(&opening)
         state.opening = opening
-        return [.open(sessionID: sessionID)]
+        return [.open(session, fromDevice: state.isDownloaded(session))]
     }
 
     /// A new playback (or none): whatever the old one had under way no longer applies.
@@ -310,5 +356,12 @@ public enum AudioReducer: ScreenReducer {
             return read(&state)
         }
         return []
+    }
+
+    /// Shows `text` at the bottom of the screen until it fades, or Escape dismisses it.
+    private static func toast(_ state: inout State, _ text: String) -> [Effect] {
+        state.toastSerial += 1
+        state.toast = text
+        return [.fadeToast(serial: state.toastSerial)]
     }
 }

@@ -26,6 +26,10 @@ extension AudioModel {
         public var quotaBytes: Int64?
         public var isEncrypted = false
         public var connectivity: ConnectivityKind = .unknown
+        /// The message shown at the bottom of the screen until it fades or is dismissed.
+        public var toast: String?
+        /// Numbers toasts, so a fade meant for an older one leaves a newer one alone.
+        var toastSerial = 0
 
         /// Packs whose download this screen started and has not heard the end of: only their
         /// progress is shown, so a report that arrives after the end cannot bring one back.
@@ -105,17 +109,25 @@ extension AudioModel {
 
     /// What changes the audio screen's state: all of it goes through ``AudioReducer``.
     public enum Event: Sendable, Hashable {
+        /// The screen's loop started: read the device, follow the pack store.
+        case started
         case key(Key)
         case connectivity(ConnectivityStatus)
         /// What the device holds, read at launch.
         case loaded(sessions: [AudioSession], wanted: Set<String>, packs: [String: PackState], bytesOnDisk: Int64)
+        /// Fetch the session list now.
+        case refreshList
         case listRefreshStarted
         /// The list fetch ended: the backend's list, nil when it failed (the stored one stays).
         case listRefreshFinished([AudioSession]?)
 
         // Downloads
+        /// The user asks for these sessions' audio: refused offline with the message.
+        case download([String])
         /// Download these sessions (the network was there when asked).
         case downloadRequested([String])
+        /// The downloads ended, and one of them said what went wrong.
+        case downloadProblem(OfflineMessage)
         /// Resume the wanted downloads that did not finish.
         case resumeRequested
         /// The pack store's states, and the bytes its installed packs take.
@@ -128,6 +140,8 @@ extension AudioModel {
         case removeRequested(String)
         /// A pack was removed from the device.
         case removed(packID: String, sessionID: String, bytesOnDisk: Int64)
+        /// A pack could not be removed.
+        case removeFailed(sessionID: String)
         /// The user's answer to the storage prompt, or a change made in settings.
         case storageAnswered(StorageAnswer)
         /// The storage permission as recorded: the answer, whether the prompt is open, and the
@@ -137,29 +151,40 @@ extension AudioModel {
         // Review and playback
         case reviewOpened(String)
         case reviewClosed
+        /// Generate a new variation of the reviewed session: refused offline with the message.
+        case generate
         case generateStarted
-        case generateFinished(sessionID: String, title: String?)
+        /// Generate ended: the variation's title, or what went wrong (`problem`).
+        case generateFinished(sessionID: String, title: String?, problem: String? = nil)
         /// Play or pause the reviewed session.
         case playPause
         /// Read the next second of the current playback.
         case step
+        /// Open a session for reading without starting the ticker.
+        case prepare(sessionID: String)
         case opened(Playback)
-        case openFailed(sessionID: String)
+        /// A session could not be opened; `problem` says why, when there is something to say.
+        case openFailed(sessionID: String, problem: String? = nil)
         /// A second passed on the ticker `ticker`.
         case tick(ticker: Int)
         case secondRead(read: Int, Data)
-        case secondFailed(read: Int)
+        /// A second could not be read; `problem` says why.
+        case secondFailed(read: Int, problem: String? = nil)
+        /// The toast numbered `serial` was shown long enough.
+        case toastFaded(serial: Int)
     }
 
     /// What the audio screen asks its shell to do.
     public enum Effect: Sendable, Hashable {
+        /// Read the sessions, the packs kept offline and the pack store's state from the device.
+        case load
+        /// Follow the pack store's states and transfers.
+        case followPacks
+        case followTransfers
+        /// Fetch the session list; ``Event/listRefreshFinished(_:)`` follows.
         case refreshList
-        /// The user's refresh: offline, it says so instead.
-        case refreshListIfOnline
-        /// Resume the wanted downloads (after the list is refreshed).
+        /// Resume the wanted downloads.
         case resumeWanted
-        /// Download these sessions, once the network is there.
-        case download([String])
         /// Start the pack store's downloads of these packs.
         case startDownloads([String])
         /// Record on the device whether these packs are to be kept offline.
@@ -167,13 +192,15 @@ extension AudioModel {
         /// Remove a pack from the device (stopping its download first).
         case remove(packID: String, sessionID: String)
         case recordStorageAnswer(StorageAnswer)
-        case generate
-        /// Open a session's audio for playback.
-        case open(sessionID: String)
+        /// Ask the backend for a new variation of `sessionID`.
+        case generate(sessionID: String)
+        /// Open a session's audio for playback: the downloaded file, or the stream's manifest.
+        case open(AudioSession, fromDevice: Bool)
         /// Tick every second on the clock, as `ticker`, until another ticker takes over.
         case startTicker(Int)
         case readSecond(SecondRead)
-        case toast(String)
+        /// Wait while toast `serial` is shown; ``Event/toastFaded(serial:)`` follows.
+        case fadeToast(serial: Int)
     }
 }
 

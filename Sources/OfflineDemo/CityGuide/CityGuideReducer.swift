@@ -1,88 +1,11 @@
 import Foundation
-public import OfflineCore
-
-extension CityGuideModel {
-    /// What changes the city guide's state: all of it goes through ``CityGuideReducer``.
-    ///
-    /// Events that decide something from the screen (a key, a download or an update asked for)
-    /// carry the connectivity the shell read when they happened: the pack screen's state, and so
-    /// what a key does, depends on it.
-    public enum Event: Sendable, Hashable {
-        case key(Key, ConnectivityKind)
-        /// The connectivity monitor's new status (the current one first).
-        case connectivity(ConnectivityStatus)
-        /// The city chosen in an earlier session, read from the device at launch.
-        case restored(CityChoice)
-        /// The pack store now: every pack's state (downloads and their progress included), and
-        /// the guide of each installed pack.
-        case packsRead(states: [String: PackState], guides: [String: PackGuide])
-        /// The city field opens; from “Choose a downloaded city” when `downloadedOnly`.
-        case openCityPicker(downloadedOnly: Bool, ConnectivityKind)
-        case select(CityChoice, ConnectivityKind)
-        /// The server's answer for the suggestion request numbered `generation`.
-        case suggestionsArrived(generation: Int, [CityChoice])
-        /// The suggestion request numbered `generation` failed: refused before sending
-        /// (`refused`), or timed out / answered with an error.
-        case suggestionsFailed(generation: Int, refused: Bool)
-        /// The user asks for the selected city's pack.
-        case download(ConnectivityKind)
-        /// The download of `packId` returned (installed, cancelled or failed: the pack store's
-        /// state tells which).
-        case downloadFinished(packId: String)
-        /// Back while downloading.
-        case cancelDownload
-        /// The user asks for the newer version of the selected city's pack.
-        case update(ConnectivityKind)
-        case updateFinished(packId: String, UpdateOutcome)
-        /// The demo's backend published a newer version of the selected city's pack.
-        case published
-        /// Hides the slow-connection banner, or else the update affordance.
-        case dismiss(ConnectivityKind)
-    }
-
-    /// How fetching a newer version ended.
-    public enum UpdateOutcome: Sendable, Hashable { case installed, cancelled, failed }
-
-    /// What the city guide asks its shell to do.
-    public enum Effect: Sendable, Hashable {
-        /// Ask the server for the cities matching `text`; the answer comes back as an event
-        /// numbered `generation`.
-        case fetchSuggestions(text: String, generation: Int)
-        /// Remember the chosen city on the device.
-        case saveCity(CityChoice)
-        /// Stop `packId`'s download, if one runs, and remove its staged files.
-        case cancelDownload(packId: String)
-        /// Read the pack store again (``Event/packsRead(states:guides:)``).
-        case readPacks
-        /// Download `packId`'s pack; ``Event/downloadFinished(packId:)`` follows.
-        case download(packId: String)
-        /// Fetch the newer version of `packId`; ``Event/updateFinished(packId:_:)`` follows.
-        case update(packId: String)
-        /// Quietly ask whether the selected city's pack has a newer version.
-        case checkForUpdate
-        /// Remove the selected city's pack from the device.
-        case remove
-        /// The demo's control: have the backend publish a newer version of the selected pack.
-        case publishNewVersion
-        case toast(OfflineMessage)
-    }
-
-    /// An installed pack's guide, with the version it was read from.
-    public struct PackGuide: Sendable, Hashable {
-        public var version: String
-        public var guide: CityGuide
-
-        public init(version: String, guide: CityGuide) {
-            self.version = version
-            self.guide = guide
-        }
-    }
-}
+import OfflineCore
 
 /// The city guide's one reducer: every change to ``CityGuideModel/State``.
 ///
 /// Suggestions are numbered: each change of the city field's text starts a new generation, and an
-/// answer for an older one is dropped, however late it arrives.
+/// answer for an older one is dropped, however late it arrives. Connectivity and toasts are state
+/// too: the shell neither reads the one nor shows the other.
 public enum CityGuideReducer: ScreenReducer {
     public typealias State = CityGuideModel.State
     public typealias Event = CityGuideModel.Event
@@ -94,35 +17,42 @@ public enum CityGuideReducer: ScreenReducer {
 
     /// While a field has focus, every key is the city guide's; the search keys only while the
     /// offline search is shown.
-    static func handles(_ key: Key, _ state: State, connectivity: ConnectivityKind) -> Bool {
+    static func handles(_ key: Key, _ state: State) -> Bool {
         if case .none = state.focus {} else { return true }
+        if key == .escape && state.toast != nil { return true }
         guard keys.contains(key) else { return false }
         if key == .character("/") || key == .character("s") {
-            return PackScreen(CityGuideModel.input(state, connectivity: connectivity)).offlineSearchVisible
+            return PackScreen(CityGuideModel.input(state, connectivity: state.connectivity)).offlineSearchVisible
         }
         return true
     }
 
     public static func reduce(_ state: inout State, _ event: Event) -> [Effect] {
         switch event {
-        case .key(let key, let connectivity):
-            return self.key(&state, key, connectivity)
+        case .started:
+            return [.restoreCity, .readPacks, .followPacks, .followConnectivity]
+        case .key(let key):
+            return self.key(&state, key, state.connectivity)
         case .connectivity(let status):
+            state.connectivity = status.kind
+            state.heardConnectivity = true
             let reachable = status.isReachable
             let cameBack = reachable && state.wasReachable != true
             state.wasReachable = reachable
             // Back online (or started online): a quiet check for a newer pack.
-            return cameBack ? [.checkForUpdate] : []
+            return cameBack ? checkForUpdate(&state) : []
+        case .packsChanged:
+            return [.readPacks]
         case .restored(let city):
             state.city = city
         case .packsRead(let states, let guides):
             state.packs = states
             state.guides = guides
             showPacks(&state)
-        case .openCityPicker(let downloadedOnly, let connectivity):
-            return openCityPicker(&state, downloadedOnly: downloadedOnly, connectivity)
-        case .select(let city, let connectivity):
-            return select(&state, city, connectivity)
+        case .openCityPicker(let downloadedOnly):
+            return openCityPicker(&state, downloadedOnly: downloadedOnly, state.connectivity)
+        case .select(let city):
+            return select(&state, city, state.connectivity)
         case .suggestionsArrived(let generation, let cities):
             guard generation == state.suggestionGeneration else { return [] }
             state.isLoadingSuggestions = false
@@ -136,16 +66,16 @@ public enum CityGuideReducer: ScreenReducer {
             // Refused before sending: offline, where the picker lists downloaded cities anyway.
             if !refused { state.suggestionsPhase = .timedOut }
             state.pick = 0
-        case .download(let connectivity):
-            return download(&state, connectivity)
-        case .downloadFinished(let packId):
+        case .download:
+            return download(&state, state.connectivity)
+        case .downloadFinished(let packId, let refusal):
             if state.city?.packId == packId { state.downloadRequested = false }
-            return [.readPacks]
+            return (refusal.map { toast(&state, $0.text) } ?? []) + [.readPacks]
         case .cancelDownload:
             return cancelDownload(&state)
-        case .update(let connectivity):
+        case .update:
             guard let city = state.city,
-                  case .full(_, let strip?) = screen(state, connectivity).packCard, strip.action != nil else { return [] }
+                  case .full(_, let strip?) = screen(state, state.connectivity).packCard, strip.action != nil else { return [] }
             state.update = .updating
             return [.update(packId: city.packId)]
         case .updateFinished(let packId, let outcome):
@@ -156,18 +86,36 @@ public enum CityGuideReducer: ScreenReducer {
                     state.update = .idle
                     state.updateDismissed = false
                 }
-                return [.toast(.updated), .readPacks]
+                return toast(&state, OfflineMessage.updated.text) + [.readPacks]
             case .cancelled:
                 if current { state.update = .idle }
             case .failed:
                 if current { state.update = .failed }
             }
             return [.readPacks]
-        case .published:
+        case .checkForUpdate:
+            return checkForUpdate(&state)
+        case .updateChecked:
+            state.checkingForUpdate = false
+            return [.readPacks]
+        case .remove:
+            guard let city = state.city, state.pack != .none else { return [] }
+            return [.remove(packId: city.packId, city: city.name)]
+        case .removeFinished(let city, let problem):
+            // The guide read from the removed pack goes with it: the read keeps installed packs only.
+            return toast(&state, problem ?? OfflineMessage.cityPackRemoved(city).text) + [.readPacks]
+        case .publishNewVersion:
+            guard let city = state.city else { return [] }
+            return [.publishNewVersion(packId: city.packId)]
+        case .published(let problem?):
+            return toast(&state, problem)
+        case .published(nil):
             state.updateDismissed = false
-            return [.checkForUpdate]
-        case .dismiss(let connectivity):
-            dismiss(&state, connectivity)
+            return checkForUpdate(&state)
+        case .dismiss:
+            dismiss(&state, state.connectivity)
+        case .toastFaded(let serial):
+            if serial == state.toastSerial { state.toast = nil }
         }
         return []
     }
@@ -184,8 +132,10 @@ public enum CityGuideReducer: ScreenReducer {
         case .none:
             break
         }
-        guard handles(key, state, connectivity: connectivity) else { return [] }
+        guard handles(key, state) else { return [] }
         switch key {
+        case .escape:
+            state.toast = nil
         case .character("c"):
             return openCityPicker(&state, downloadedOnly: false, connectivity)
         case .character("o"):
@@ -195,13 +145,13 @@ public enum CityGuideReducer: ScreenReducer {
         case .character("d"):
             return download(&state, connectivity)
         case .character("u"):
-            return reduce(&state, .update(connectivity))
+            return reduce(&state, .update)
         case .character("x"):
             dismiss(&state, connectivity)
         case .character("r"):
-            return [.remove]
+            return reduce(&state, .remove)
         case .character("P"):
-            return [.publishNewVersion]
+            return reduce(&state, .publishNewVersion)
         case .character("h"):
             home(&state)
         case .up:
@@ -242,7 +192,7 @@ public enum CityGuideReducer: ScreenReducer {
                     return select(&state, entries[state.pick], connectivity)
                 }
                 if !connectivity.isReachable || CityGuideModel.pickerSource(state, connectivity: connectivity) == .downloaded {
-                    return [.toast(state.downloaded.isEmpty ? .noCitiesDownloaded : .noMatchingDownloadedCity)]
+                    return toast(&state, (state.downloaded.isEmpty ? OfflineMessage.noCitiesDownloaded : .noMatchingDownloadedCity).text)
                 }
             case .cancelled:
                 state.focus = .none
@@ -323,7 +273,7 @@ public enum CityGuideReducer: ScreenReducer {
         var effects: [Effect] = []
         if let previous, previous.packId != city.packId { effects.append(.cancelDownload(packId: previous.packId)) }
         effects += [.saveCity(city), .readPacks]
-        if connectivity.isReachable, state.pack.installed != nil { effects.append(.checkForUpdate) }
+        if connectivity.isReachable { effects += checkForUpdate(&state) }
         return effects
     }
 
@@ -365,9 +315,9 @@ public enum CityGuideReducer: ScreenReducer {
             state.downloadRequested = true
             return [.download(packId: city.packId)]
         case .chooseDownloaded:
-            return [.toast(.downloadNotAvailableOffline)]
+            return toast(&state, OfflineMessage.downloadNotAvailableOffline.text)
         case .alreadySaved(let message):
-            return [.toast(message)]
+            return toast(&state, message.text)
         case .hidden:
             return []
         }
@@ -468,5 +418,22 @@ public enum CityGuideReducer: ScreenReducer {
         case .situation(let p, let s):
             return guide.problems.indices.contains(p) && guide.problems[p].situations.indices.contains(s) ? page : .home
         }
+    }
+
+    // MARK: Effects decided here
+
+    /// A quiet check for a newer version of the selected city's installed pack, while the
+    /// connection is up; one at a time.
+    private static func checkForUpdate(_ state: inout State) -> [Effect] {
+        guard let city = state.city, state.pack.installed != nil, state.connectivity.isReachable, !state.checkingForUpdate else { return [] }
+        state.checkingForUpdate = true
+        return [.checkForUpdate(packId: city.packId)]
+    }
+
+    /// Shows `text` at the bottom of the screen until it fades, or Escape dismisses it.
+    private static func toast(_ state: inout State, _ text: String) -> [Effect] {
+        state.toastSerial += 1
+        state.toast = text
+        return [.fadeToast(serial: state.toastSerial)]
     }
 }

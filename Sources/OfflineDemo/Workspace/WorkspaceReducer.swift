@@ -1,84 +1,13 @@
 import Foundation
-public import OfflineCore
-public import OfflineKit
-
-extension WorkspaceModel {
-    /// What changes the workspace's state: all of it goes through ``WorkspaceReducer``.
-    public enum Event: Sendable, Hashable {
-        case key(Key)
-        /// The connectivity monitor's new status.
-        case connectivity(ConnectivityStatus)
-        /// Chats (pinned first), messages and the conflicts to show, as the device has them now.
-        case rowsRead(chats: [WorkspaceChat], messages: [WorkspaceMessage], conflicts: [SyncConflict] = [])
-        /// Every message's sync status and the queue of writes, as the outbox has them now.
-        case outboxRead(CollectionSyncState)
-        /// Where pulls of the chat's messages stand: one running, the last completed.
-        case syncProgress(SyncProgress)
-        /// The background delivery of queued writes stopped, and why.
-        case deliveryStopped(String)
-        /// The invite draft kept on the device, read at launch.
-        case draftRestored(InviteDraft)
-        case open(Pane)
-        /// A message written here is on the device and queued.
-        case messageWritten(id: String)
-        /// Delete one of the user's messages (or dismiss it when the server refused it).
-        case delete(message: String)
-        /// The demo's control: the user's tablet posts to the selected chat.
-        case postFromOtherDevice
-        /// The demo's control: the user's tablet changes the selected message's text.
-        case editFromOtherDevice
-        /// The invite form's content replaced as a whole (as typing does).
-        case inviteReplaced(InviteDraft)
-        /// A save of the invite draft ended; `saved` is false when the device refused it.
-        case draftSaveFinished(InviteDraft, saved: Bool)
-        /// Submit the invitation, which the form allows or not right now.
-        case submitInvite(BlockingForm.Availability)
-        case invited(InvitedMember)
-        /// The server refused the invitation, in its words, naming the field at fault.
-        case inviteRefused(message: String, field: InviteDraft.Field?)
-        /// The invitation could not be submitted.
-        case inviteFailed(OfflineMessage)
-        /// Fetch the bank accounts again.
-        case loadBankAccounts
-        /// The bank accounts load numbered `generation` ended.
-        case bankAccountsLoaded(generation: Int, BankAccounts)
-    }
-
-    /// What the workspace asks its shell to do.
-    public enum Effect: Sendable, Hashable {
-        /// Pin or unpin `chat`: changed on the device and queued in one transaction.
-        case togglePin(chat: String)
-        /// Write `text` to the selected chat and queue it.
-        case sendMessage(String)
-        /// Change message `id`'s text on the device and queue the change.
-        case editMessage(id: String, text: String)
-        /// Forget a conflict the user has seen.
-        case dismissConflict(SyncConflict)
-        /// The tablet changes message `id`'s text, numbered `number`.
-        case editFromTablet(id: String, number: Int)
-        /// Queue the delete of a message (or drop one the server never saw).
-        case deleteMessage(String)
-        /// Dismiss the server's refusal of a message.
-        case dismissError(message: String)
-        /// The tablet posts its `number`th message to `chat`.
-        case postFromTablet(chat: String, number: Int)
-        /// Save the invite draft on the device; ``Event/draftSaveFinished(_:saved:)`` follows.
-        case saveDraft(InviteDraft)
-        /// Read whether the form can be submitted now, then ``Event/submitInvite(_:)``.
-        case submitInvite
-        /// Send the invitation; its outcome comes back as an event.
-        case sendInvitation(InviteDraft)
-        /// Fetch the bank accounts; ``Event/bankAccountsLoaded(generation:_:)`` follows.
-        case loadBankAccounts(generation: Int)
-        case toast(String)
-    }
-}
+import OfflineCore
+import OfflineKit
 
 /// The workspace's one reducer: every change to ``WorkspaceModel/State``.
 ///
 /// The invite draft is saved one version at a time: while a save runs, later keys only mark the
 /// draft unsaved, and the save's end starts the next with the newest content. Bank account loads
-/// are numbered, and only the newest one's answer is shown.
+/// are numbered, and only the newest one's answer is shown. Connectivity and toasts are state
+/// too: the shell neither reads the one nor shows the other.
 public enum WorkspaceReducer: ScreenReducer {
     public typealias State = WorkspaceModel.State
     public typealias Event = WorkspaceModel.Event
@@ -93,6 +22,7 @@ public enum WorkspaceReducer: ScreenReducer {
     /// open pane's.
     static func handles(_ key: Key, _ state: State) -> Bool {
         if state.editing != nil || paneKeys.contains(key) { return true }
+        if key == .escape && state.toast != nil { return true }
         switch state.pane {
         case .chat: return chatKeys.contains(key) || ([.character("t"), .character("r")].contains(key) && state.hasOtherDevice)
         case .invite: return inviteKeys.contains(key)
@@ -105,7 +35,10 @@ public enum WorkspaceReducer: ScreenReducer {
         switch event {
         case .key(let key):
             return self.key(&state, key)
+        case .started:
+            return [.prepareDevice, .observeRows, .followConnectivity, .deliver, .followSync]
         case .connectivity(let status):
+            state.connectivity = status
             guard state.pane == .bank else { return [] }
             switch state.bank {
             case .blocked, .failed: return status.isReachable ? loadBankAccounts(&state) : []
@@ -113,7 +46,8 @@ public enum WorkspaceReducer: ScreenReducer {
             case .loaded: return status.isReachable ? [] : loadBankAccounts(&state)
             case .notLoaded, .loading: return []
             }
-        case .rowsRead(let chats, let messages, let conflicts):
+        case .rowsRead(let chats, let messages, let conflicts, let outbox):
+            if let outbox { applyOutbox(&state, outbox) }
             state.chats = chats
             state.messages = messages
             state.conflicts = Dictionary(conflicts.map { ($0.rowID, $0) }) { _, latest in latest }
@@ -128,22 +62,44 @@ public enum WorkspaceReducer: ScreenReducer {
                 state.selectedMessage = thread.last?.id
             }
         case .outboxRead(let outbox):
-            state.statuses = outbox.statuses.filter { $0.value != .synced }
-            state.queue = outbox.queue
+            applyOutbox(&state, outbox)
         case .syncProgress(let progress):
             state.sync = progress
         case .deliveryStopped(let problem):
             state.deliveryProblem = problem
         case .draftRestored(let draft):
+            guard let draft else { return [] }
             state.invite = draft
             state.savedDraft = draft
         case .open(let pane):
             return open(&state, pane)
+        case .togglePin(let chat):
+            guard let current = state.chats.first(where: { $0.id == chat }) else { return [] }
+            return [.pin(chat: chat, pinned: !current.pinned)]
+        case .write(let text):
+            guard let chat = state.selectedChat, !text.isEmpty else { return [] }
+            return [.sendMessage(chat: chat, text: text)]
+        case .editMessage(let id, let text):
+            return text.isEmpty ? [] : [.editMessage(id: id, text: text)]
+        case .dismissError(let id):
+            return [.dismissError(message: id)]
+        case .localWriteFailed:
+            return toast(&state, "This change could not be saved on this device.")
+        case .tabletFinished(let outcome):
+            let text = switch outcome {
+            case .posted: "Your tablet sent a message."
+            case .edited: "Your tablet changed a message."
+            case .messageNotThere: "Your tablet does not have this message yet."
+            case .unreachable: "Your tablet could not reach the server."
+            }
+            return toast(&state, text)
+        case .toastFaded(let serial):
+            if serial == state.toastSerial { state.toast = nil }
         case .messageWritten(let id):
             state.selectedMessage = id
             state.writtenMessage = state.messages.contains(where: { $0.id == id }) ? nil : id
         case .delete(let id):
-            return delete(state, id)
+            return delete(&state, id)
         case .postFromOtherDevice:
             guard state.hasOtherDevice, let chat = state.selectedChat else { return [] }
             state.tabletMessages += 1
@@ -151,7 +107,7 @@ public enum WorkspaceReducer: ScreenReducer {
         case .editFromOtherDevice:
             guard state.hasOtherDevice, let id = state.selectedMessage else { return [] }
             guard state.messages.first(where: { $0.id == id })?.isMine == true else {
-                return [.toast("Your tablet can change only your own messages.")]
+                return toast(&state, "Your tablet can change only your own messages.")
             }
             state.tabletMessages += 1
             return [.editFromTablet(id: id, number: state.tabletMessages)]
@@ -164,15 +120,16 @@ public enum WorkspaceReducer: ScreenReducer {
             if saved {
                 state.savedDraft = draft
             } else {
-                effects.append(.toast("The draft could not be saved on this device."))
+                effects += toast(&state, "The draft could not be saved on this device.")
             }
             if state.draftUnsaved { effects += saveDraft(&state) }
             return effects
-        case .submitInvite(let availability):
-            guard availability.canSubmit else {
-                let message = availability.message ?? .noInternetConnection
-                state.invitation = .failed(message)
-                return [.toast(message.text)]
+        case .submitInvite:
+            // Refused before any request is built while the connection cannot carry it (and
+            // before the first status arrives).
+            guard let kind = state.connectivity?.kind, ConnectivityGate.allows(.networkRequired, status: kind) else {
+                state.invitation = .failed(.noInternetConnection)
+                return toast(&state, OfflineMessage.noInternetConnection.text)
             }
             // One submission at a time: the form's idempotency key makes a second harmless, but
             // its answer would replace the first one's.
@@ -190,7 +147,7 @@ public enum WorkspaceReducer: ScreenReducer {
             if let field { state.inviteField = field }
         case .inviteFailed(let message):
             state.invitation = .failed(message)
-            return [.toast(message.text)]
+            return toast(&state, message.text)
         case .loadBankAccounts:
             return loadBankAccounts(&state)
         case .bankAccountsLoaded(let generation, let accounts):
@@ -208,6 +165,9 @@ public enum WorkspaceReducer: ScreenReducer {
         if let editing = state.editing { return edit(&state, editing, key) }
         guard handles(key, state) else { return [] }
         switch key {
+        case .escape:
+            state.toast = nil
+            return []
         case .character("c"): return open(&state, .chat)
         case .character("i"): return open(&state, .invite)
         case .character("b"): return open(&state, .bank)
@@ -240,7 +200,7 @@ public enum WorkspaceReducer: ScreenReducer {
             state.selectedMessage = thread[next].id
         case .character("p"):
             guard let chat = state.selectedChat else { return [] }
-            return [.togglePin(chat: chat)]
+            return reduce(&state, .togglePin(chat: chat))
         case .character("m"), .enter:
             state.editing = .message(TextField(maxLength: 200))
         case .character("t"):
@@ -249,14 +209,14 @@ public enum WorkspaceReducer: ScreenReducer {
             return reduce(&state, .editFromOtherDevice)
         case .character("e"):
             guard let id = state.selectedMessage, let message = state.messages.first(where: { $0.id == id }) else { return [] }
-            guard message.isMine else { return [.toast("You can edit only your own messages.")] }
+            guard message.isMine else { return toast(&state, "You can edit only your own messages.") }
             // A message being deleted, or whose refusal waits to be dismissed, is not edited.
             let status = state.status(of: message)
             guard status.pendingAction != .delete, status.failure == nil else { return [] }
             state.editing = .editMessage(id: id, TextField(message.text, maxLength: 200))
         case .character("d"):
             guard let id = state.selectedMessage else { return [] }
-            return delete(state, id)
+            return delete(&state, id)
         case .character("x"):
             // The selected message's refusal or conflict first, then the chat's latest.
             let selected = state.thread.filter { $0.id == state.selectedMessage }
@@ -280,7 +240,7 @@ public enum WorkspaceReducer: ScreenReducer {
         case .enter, .character("e"):
             state.editing = .invite(state.inviteField)
         case .character("s"):
-            return [.submitInvite]
+            return reduce(&state, .submitInvite)
         default:
             break
         }
@@ -295,7 +255,7 @@ public enum WorkspaceReducer: ScreenReducer {
                 state.editing = .message(field)
             case .submitted(let text):
                 state.editing = nil
-                return [.sendMessage(text)]
+                return reduce(&state, .write(text))
             case .cancelled:
                 state.editing = nil
             }
@@ -352,10 +312,22 @@ public enum WorkspaceReducer: ScreenReducer {
     }
 
     /// Deletes one of the user's messages: a refused one is dismissed instead.
-    private static func delete(_ state: State, _ id: String) -> [Effect] {
+    private static func delete(_ state: inout State, _ id: String) -> [Effect] {
         guard let message = state.messages.first(where: { $0.id == id }) else { return [] }
-        guard message.isMine else { return [.toast("You can delete only your own messages.")] }
+        guard message.isMine else { return toast(&state, "You can delete only your own messages.") }
         if state.status(of: message).failure != nil { return [.dismissError(message: id)] }
         return [.deleteMessage(id)]
+    }
+
+    private static func applyOutbox(_ state: inout State, _ outbox: CollectionSyncState) {
+        state.statuses = outbox.statuses.filter { $0.value != .synced }
+        state.queue = outbox.queue
+    }
+
+    /// Shows `text` at the bottom of the screen until it fades, or Escape dismisses it.
+    private static func toast(_ state: inout State, _ text: String) -> [Effect] {
+        state.toastSerial += 1
+        state.toast = text
+        return [.fadeToast(serial: state.toastSerial)]
     }
 }
