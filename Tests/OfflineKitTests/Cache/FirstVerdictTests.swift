@@ -30,6 +30,12 @@ final class SubscriptionSignalingMonitor: ConnectivitySource, Sendable {
 /// Runs `read`, and once it waits for the verdict (`subscribed` says so) advances `clock` in
 /// 100 ms steps until it ends: its result, and how far the clock went (the read's sleep may start
 /// a little after the test starts advancing).
+///
+/// The steps go on for up to 30 s of real time, not for a fixed amount of the test clock: under
+/// load the read's sleep was set on the clock only after 60 s of it had been advanced, so its
+/// deadline never came, and waiting for the read then held the suite, and the test process,
+/// forever (a clean-clone CI run sat idle for 18 minutes). A read still running after that is
+/// cancelled, so the test fails instead of hanging.
 func untilDone<T: Sendable>(_ clock: TestClock<Duration>, after subscribed: inout AsyncStream<Void>.Iterator,
                             _ read: @escaping @Sendable () async throws -> T) async -> (result: Result<T, any Error>, waited: Duration) {
     let finished = Locked(false)
@@ -39,11 +45,13 @@ func untilDone<T: Sendable>(_ clock: TestClock<Duration>, after subscribed: inou
     }
     _ = await subscribed.next()
     var advanced = Duration.zero
-    while !finished.current, advanced < .seconds(60) {
+    let started = ContinuousClock.now
+    while !finished.current, ContinuousClock.now - started < .seconds(30) {
         await clock.advance(by: .milliseconds(100))
         advanced += .milliseconds(100)
         await Task.yield()
     }
+    if !finished.current { task.cancel() }
     return (await task.result, advanced)
 }
 
