@@ -57,56 +57,24 @@ func runSyncPropagationBenchmark() async throws {
 
 private func measurePropagation(writer: Int, reader: Int, rounds: Int) async throws {
     let writerURL = URL(string: "http://127.0.0.1:\(writer)")!
-    let readerURL = URL(string: "http://127.0.0.1:\(reader)")!
     try await HTTPClientTransport.withTransport { http in
         let writing = BearerTokenTransport(http, tokens: SignInSession(
             serverURL: writerURL, name: "ana", password: AccountSeed.demoPassword, transport: http))
-        let reading = BearerTokenTransport(http, tokens: SignInSession(
-            serverURL: readerURL, name: "ana", password: AccountSeed.demoPassword, transport: http))
-        let (applied, arrival) = AsyncStream.makeStream(of: (id: String, at: ContinuousClock.Instant).self)
-        let database = try OfflineDatabase.inMemory()
-        try await database.writer.write { db in try db.execute(sql: "CREATE TABLE note (id TEXT PRIMARY KEY, body BLOB NOT NULL)") }
-        let notes = SyncedCollection("records/notes",
-            upsert: { db, row in
-                try db.execute(sql: "INSERT OR REPLACE INTO note (id, body) VALUES (?, ?)", arguments: [row.id, row.value])
-                arrival.yield((row.id, ContinuousClock.now))
-            },
-            delete: { db, id in try db.execute(sql: "DELETE FROM note WHERE id = ?", arguments: [id]) },
-            ids: { db in try String.fetchAll(db, sql: "SELECT id FROM note") })
-        let engine = SyncEngine(database: database, baseURL: readerURL, transport: reading,
-                                connectivity: FakeConnectivityMonitor(.online), collections: [notes])
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await engine.run() }
-            defer { group.cancelAll() }
-            var arrivals = applied.makeAsyncIterator()
-            var propagation: [Double] = []
-            var roundTrips: [Double] = []
-            // Round 0 warms up (connections, sign-ins, the stream's first pull): not counted.
-            for round in 0...rounds {
-                let id = "p\(round)"
-                let start = ContinuousClock.now
-                let response = try await writing.send(TransportRequest(
-                    method: .put, url: writerURL.appendingPathComponent("api/records/notes/\(id)"),
-                    headerFields: [.contentType: "application/json", .idempotencyKey: "\"\(UUID().uuidString)\""],
-                    body: Data(#"{"text":"round \#(round)"}"#.utf8)))
-                let written = ContinuousClock.now
-                guard response.status == 200 else { throw SyncError.unavailable(status: response.status.code) }
-                var arrived: ContinuousClock.Instant?
-                while arrived == nil, let next = await arrivals.next() {
-                    if next.id == id { arrived = next.at }
-                }
-                guard let arrived else { return }
-                if round > 0 {
-                    propagation.append(Sampling.milliseconds(arrived - start))
-                    roundTrips.append(Sampling.milliseconds(written - start))
-                }
-            }
-            print(String(format: "  write to applied in the other client: p50 %.2f ms  p99 %.2f ms over %d writes (targets: p50 <= 20 ms, p99 <= 100 ms)",
-                         Sampling.percentile(propagation, 0.5), Sampling.percentile(propagation, 0.99), propagation.count))
-            print(String(format: "  the write's own round trip:          p50 %.2f ms  p99 %.2f ms  (propagation / round trip at p50: %.1fx)",
-                         Sampling.percentile(roundTrips, 0.5), Sampling.percentile(roundTrips, 0.99),
-                         Sampling.percentile(propagation, 0.5) / Sampling.percentile(roundTrips, 0.5)))
+        let times = try await timedArrivals(reader: reader, collection: "records/notes", rounds: rounds, http: http) { round in
+            let id = "p\(round)"
+            let response = try await writing.send(TransportRequest(
+                method: .put, url: writerURL.appendingPathComponent("api/records/notes/\(id)"),
+                headerFields: [.contentType: "application/json", .idempotencyKey: "\"\(UUID().uuidString)\""],
+                body: Data(#"{"text":"round \#(round)"}"#.utf8)))
+            guard response.status == 200 else { throw SyncError.unavailable(status: response.status.code) }
+            return id
         }
+        guard let (propagation, roundTrips) = times else { return }
+        print(String(format: "  write to applied in the other client: p50 %.2f ms  p99 %.2f ms over %d writes (targets: p50 <= 20 ms, p99 <= 100 ms)",
+                     Sampling.percentile(propagation, 0.5), Sampling.percentile(propagation, 0.99), propagation.count))
+        print(String(format: "  the write's own round trip:          p50 %.2f ms  p99 %.2f ms  (propagation / round trip at p50: %.1fx)",
+                     Sampling.percentile(roundTrips, 0.5), Sampling.percentile(roundTrips, 0.99),
+                     Sampling.percentile(propagation, 0.5) / Sampling.percentile(roundTrips, 0.5)))
     }
 }
 
@@ -114,51 +82,67 @@ private func measurePropagation(writer: Int, reader: Int, rounds: Int) async thr
 /// is applied in the `messages` table of a client of the `reader` instance, signed in as ana, a
 /// member of the workspace the message is written to.
 private func measureCommitPropagation(_ session: PostgresConnection, reader: Int, rounds: Int, logger: Logger) async throws {
-    let readerURL = URL(string: "http://127.0.0.1:\(reader)")!
     try await HTTPClientTransport.withTransport { http in
-        let reading = BearerTokenTransport(http, tokens: SignInSession(
-            serverURL: readerURL, name: "ana", password: AccountSeed.demoPassword, transport: http))
-        let (applied, arrival) = AsyncStream.makeStream(of: (id: String, at: ContinuousClock.Instant).self)
-        let database = try OfflineDatabase.inMemory()
-        try await database.writer.write { db in try db.execute(sql: "CREATE TABLE message (id TEXT PRIMARY KEY, body BLOB NOT NULL)") }
-        let messages = SyncedCollection("messages",
-            upsert: { db, row in
-                try db.execute(sql: "INSERT OR REPLACE INTO message (id, body) VALUES (?, ?)", arguments: [row.id, row.value])
-                arrival.yield((row.id, ContinuousClock.now))
-            },
-            delete: { db, id in try db.execute(sql: "DELETE FROM message WHERE id = ?", arguments: [id]) },
-            ids: { db in try String.fetchAll(db, sql: "SELECT id FROM message") })
-        let engine = SyncEngine(database: database, baseURL: readerURL, transport: reading,
-                                connectivity: FakeConnectivityMonitor(.online), collections: [messages])
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await engine.run() }
-            defer { group.cancelAll() }
-            var arrivals = applied.makeAsyncIterator()
-            var propagation: [Double] = []
-            var commits: [Double] = []
-            // Round 0 warms up (the sign-in, the stream, the first sync): not counted.
-            for round in 0...rounds {
-                let id = "psql-\(round)-\(UUID().uuidString.prefix(8))"
-                let start = ContinuousClock.now
-                try await session.query("""
-                    INSERT INTO chat_message (id, workspace_id, chat, author_id, text)
-                    VALUES (\(id), 'northwind', 'general', 'amara', \("round \(round)"))
-                    """, logger: logger)
-                let committed = ContinuousClock.now
-                var arrived: ContinuousClock.Instant?
-                while arrived == nil, let next = await arrivals.next() {
-                    if next.id == id { arrived = next.at }
-                }
-                guard let arrived else { return }
-                if round > 0 {
-                    propagation.append(Sampling.milliseconds(arrived - start))
-                    commits.append(Sampling.milliseconds(committed - start))
-                }
-            }
-            print(String(format: "  INSERT sent to applied in the client: p50 %.2f ms  p99 %.2f ms over %d commits (targets: p50 <= 10 ms, p99 <= 50 ms)",
-                         Sampling.percentile(propagation, 0.5), Sampling.percentile(propagation, 0.99), propagation.count))
-            print(String(format: "  the INSERT's own round trip (commit):  p50 %.2f ms  p99 %.2f ms",
-                         Sampling.percentile(commits, 0.5), Sampling.percentile(commits, 0.99)))
+        let times = try await timedArrivals(reader: reader, collection: "messages", rounds: rounds, http: http) { round in
+            let id = "psql-\(round)-\(UUID().uuidString.prefix(8))"
+            try await session.query("""
+                INSERT INTO chat_message (id, workspace_id, chat, author_id, text)
+                VALUES (\(id), 'northwind', 'general', 'amara', \("round \(round)"))
+                """, logger: logger)
+            return id
         }
+        guard let (propagation, commits) = times else { return }
+        print(String(format: "  INSERT sent to applied in the client: p50 %.2f ms  p99 %.2f ms over %d commits (targets: p50 <= 10 ms, p99 <= 50 ms)",
+                     Sampling.percentile(propagation, 0.5), Sampling.percentile(propagation, 0.99), propagation.count))
+        print(String(format: "  the INSERT's own round trip (commit):  p50 %.2f ms  p99 %.2f ms",
+                     Sampling.percentile(commits, 0.5), Sampling.percentile(commits, 0.99)))
+    }
+}
+
+/// Writes rows one at a time with `write` (given the round, it returns the row's id), each once
+/// the last was applied by a client of the `reader` instance, signed in as ana and syncing
+/// `collection` into a table of its own with a live stream. Round 0 warms up (connections,
+/// sign-ins, the stream's first pull) and is not counted.
+///
+/// - Returns: for each counted round, the milliseconds from the write's start until the client
+///   applied the row, and until `write` returned; nil when the client stopped applying rows.
+private func timedArrivals(reader: Int, collection: String, rounds: Int, http: HTTPClientTransport,
+                           write: (Int) async throws -> String) async throws -> (applied: [Double], written: [Double])? {
+    let readerURL = URL(string: "http://127.0.0.1:\(reader)")!
+    let reading = BearerTokenTransport(http, tokens: SignInSession(
+        serverURL: readerURL, name: "ana", password: AccountSeed.demoPassword, transport: http))
+    let (applied, arrival) = AsyncStream.makeStream(of: (id: String, at: ContinuousClock.Instant).self)
+    let database = try OfflineDatabase.inMemory()
+    try await database.writer.write { db in try db.execute(sql: "CREATE TABLE synced (id TEXT PRIMARY KEY, body BLOB NOT NULL)") }
+    let rows = SyncedCollection(collection,
+        upsert: { db, row in
+            try db.execute(sql: "INSERT OR REPLACE INTO synced (id, body) VALUES (?, ?)", arguments: [row.id, row.value])
+            arrival.yield((row.id, ContinuousClock.now))
+        },
+        delete: { db, id in try db.execute(sql: "DELETE FROM synced WHERE id = ?", arguments: [id]) },
+        ids: { db in try String.fetchAll(db, sql: "SELECT id FROM synced") })
+    let engine = SyncEngine(database: database, baseURL: readerURL, transport: reading,
+                            connectivity: FakeConnectivityMonitor(.online), collections: [rows])
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await engine.run() }
+        defer { group.cancelAll() }
+        var arrivals = applied.makeAsyncIterator()
+        var appliedTimes: [Double] = []
+        var writtenTimes: [Double] = []
+        for round in 0...rounds {
+            let start = ContinuousClock.now
+            let id = try await write(round)
+            let written = ContinuousClock.now
+            var arrived: ContinuousClock.Instant?
+            while arrived == nil, let next = await arrivals.next() {
+                if next.id == id { arrived = next.at }
+            }
+            guard let arrived else { return nil }
+            if round > 0 {
+                appliedTimes.append(Sampling.milliseconds(arrived - start))
+                writtenTimes.append(Sampling.milliseconds(written - start))
+            }
+        }
+        return (appliedTimes, writtenTimes)
     }
 }
