@@ -11,7 +11,7 @@ import ServiceLifecycle
 /// graceful shutdown. Keys go in batches of ``batchSize``, one short write each, found on the
 /// index of their creation time: on SQLite, where writes take turns, a purge of a million keys in
 /// one write would hold every other write for seconds; a batch holds them for milliseconds.
-struct ExpiredDataPurge<C: Clock>: Service where C.Duration == Duration {
+struct ExpiredDataPurge<C: Clock>: NamedService where C.Duration == Duration {
     let storage: any ServerStorage
     let accounts: AccountStore
     let retention: Duration

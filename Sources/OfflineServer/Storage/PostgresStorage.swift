@@ -221,7 +221,7 @@ public struct PostgresURLError: Error, Sendable, CustomStringConvertible {
 /// Holds one pooled connection that listens on the storage's channels and hands what arrives to
 /// its ``StorageNotifications``; after losing it, listens again on a new one (1 s, then up to 10 s
 /// apart) and tells listeners that notifications may have been missed meanwhile.
-struct NotificationListener: Service {
+struct NotificationListener: NamedService {
     let client: PostgresClient
     let channels: [String]
     let notifications: StorageNotifications

@@ -5,7 +5,7 @@ import ServiceLifecycle
 ///
 /// Listed before the services that use what it stops, it runs after they have stopped (a service
 /// group shuts its services down in reverse order).
-struct ShutdownHook: Service {
+struct ShutdownHook: NamedService {
     let action: @Sendable () async -> Void
 
     func run() async throws {

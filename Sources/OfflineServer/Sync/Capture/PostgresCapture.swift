@@ -25,7 +25,7 @@ import ServiceLifecycle
 /// - **Polled.** PostgreSQL cannot wake a reader of a slot through SQL; the capturer asks every
 ///   `pollInterval` (5 ms by default: an empty answer costs the database a fraction of a
 ///   millisecond) and at once again after a batch.
-struct PostgresCapture: Service {
+struct PostgresCapture: NamedService {
     let connection: PostgresConnection.Configuration
     let storage: any ServerStorage
     let rules: SyncRules

@@ -54,7 +54,7 @@ struct SyncRuntime: Sendable {
 
 /// Steps SQLite capture whenever triggers noted a change: it looks every `pollInterval` (a read
 /// of one number), and records what it finds in one write.
-struct SQLiteCaptureService: Service {
+struct SQLiteCaptureService: NamedService {
     let storage: any ServerStorage
     let mapping: FeedMapping
     let catalog: SyncCatalog
