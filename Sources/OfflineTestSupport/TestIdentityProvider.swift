@@ -21,8 +21,11 @@ public struct TestIdentityProvider: Sendable {
 
     public init() {}
 
-    /// Adds a new key named `kid`.
-    public mutating func addRSA(_ kid: String) throws { keys[kid] = .rsa(try _RSA.Signing.PrivateKey(keySize: .bits2048)) }
+    /// Adds a new key named `kid`. An RSA key takes a prime search of up to a second, so it is
+    /// made on a thread of its own, off the cooperative pool.
+    public mutating func addRSA(_ kid: String) async throws {
+        keys[kid] = .rsa(try await offPool { try _RSA.Signing.PrivateKey(keySize: .bits2048) })
+    }
     public mutating func addEC(_ kid: String) { keys[kid] = .ec(P256.Signing.PrivateKey()) }
     public mutating func addHMAC(_ kid: String) { keys[kid] = .hmac(SymmetricKey(size: .bits256)) }
     public mutating func remove(_ kid: String) { keys[kid] = nil }

@@ -40,7 +40,7 @@ struct ProviderSignInTests {
     @Test("a write queued with an expired provider token is delivered once after one refresh, and syncs down as the token's user")
     func expiredTokenIsRefreshed() async throws {
         var issuer = TestIdentityProvider()
-        try issuer.addRSA("rsa-1")
+        try await issuer.addRSA("rsa-1")
         let keys = try temporaryDirectory().appendingPathComponent("jwks.json")
         try Data(try issuer.jwks().utf8).write(to: keys)
         var configuration = ServerConfiguration(port: 0, capturePollInterval: .milliseconds(2))

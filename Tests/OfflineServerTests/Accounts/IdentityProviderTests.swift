@@ -15,9 +15,9 @@ struct IdentityProviderTests {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("idp-\(UUID().uuidString)")
         var keysFile: URL { folder.appendingPathComponent("jwks.json") }
 
-        init() throws {
+        init() async throws {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            try issuer.addRSA("rsa-1")
+            try await issuer.addRSA("rsa-1")
             issuer.addEC("ec-1")
             issuer.addHMAC("hs-1")
             try publish()
@@ -43,7 +43,7 @@ struct IdentityProviderTests {
 
     @Test("RS256, ES256 and HS256 tokens sign the user in as their sub, beside the server's own accounts")
     func acceptsEachKeyType() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         try await withRunningServer(setup.configuration()) { server in
             let port = server.port
             let carol = try setup.issuer.token(kid: "rsa-1", claims: TestIdentityProvider.claims("carol"))
@@ -70,7 +70,7 @@ struct IdentityProviderTests {
 
     @Test("expired, not yet valid, without exp, wrong issuer or audience, unknown key, alg none, key confusion: 401 invalid_token")
     func refusesEachBadToken() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         let now = Date()
         func claims(_ change: (inout [String: Any]) -> Void) -> [String: Any] {
             var claims = TestIdentityProvider.claims("carol", now: now)
@@ -117,7 +117,7 @@ struct IdentityProviderTests {
 
     @Test("a key added to the set works from its first token, tokens of the old key keep working, and stop once it is removed")
     func keysRotateWithoutRestart() async throws {
-        var setup = try Setup()
+        var setup = try await Setup()
         try setup.publish(["rsa-1"])
         var logger = Logger(label: "offline.server")
         logger.logLevel = .error
@@ -126,7 +126,7 @@ struct IdentityProviderTests {
             let old = try setup.issuer.token(kid: "rsa-1", claims: TestIdentityProvider.claims("carol"))
             #expect(try await Self.notes(port, old).status == 200)
             // The provider rotates: a new key is published beside the old one.
-            try setup.issuer.addRSA("rsa-2")
+            try await setup.issuer.addRSA("rsa-2")
             try setup.publish(["rsa-1", "rsa-2"])
             let new = try setup.issuer.token(kid: "rsa-2", claims: TestIdentityProvider.claims("carol"))
             #expect(try await Self.notes(port, new).status == 200, "a new key works from its first token")
@@ -186,7 +186,7 @@ struct IdentityProviderTests {
 
     @Test("a key set that cannot be read stops the server at start, saying why")
     func unreadableKeysStopTheStart() async throws {
-        let setup = try Setup()
+        let setup = try await Setup()
         for (text, why) in [("{ not json", "not a JWK Set"), (#"{"keys":[]}"#, "holds no signing key"),
                             (#"{"keys":[{"kty":"oct","k":"c2hvcnQ","alg":"HS256","kid":"s"}]}"#, "at least 32 bytes"),
                             (#"{"keys":[{"kty":"RSA","kid":"r","alg":"HS256","n":"AQAB","e":"AQAB"}]}"#, "says alg HS256")] {
