@@ -3,18 +3,24 @@ import Foundation
 import OfflineCore
 import OfflineKit
 @testable import OfflineServer
+import OfflineTestSupport
 import Testing
 
 /// The backend's packs, seeded once for this test process and shared: seeding is the slow part
 /// of starting a backend. Tests that publish a new version each use a city no other test uses.
+/// The seeding writes and syncs files, so it runs off the cooperative pool, once, and every
+/// backend awaits it.
 enum SharedCityPacks {
-    static let directory: URL = {
-        let directory = FileManager.default.temporaryDirectory.appending(path: "offline-city-packs-\(UUID().uuidString)")
+    static let location = FileManager.default.temporaryDirectory.appending(path: "offline-city-packs-\(UUID().uuidString)")
+
+    private static let seeded = Task<URL, Never> {
         // A failure here resurfaces, with its reason, when the first backend seeds the folder.
-        try? PackSeed.seedIfNeeded(into: directory, now: Date())
-        atexit { try? FileManager.default.removeItem(at: SharedCityPacks.directory) }
-        return directory
-    }()
+        _ = try? await offPool { try PackSeed.seedIfNeeded(into: location, now: Date()) }
+        atexit { try? FileManager.default.removeItem(at: SharedCityPacks.location) }
+        return location
+    }
+
+    static var directory: URL { get async { await seeded.value } }
 }
 
 /// A backend that hosts the city packs (and has the demo's publish and fault routes).
@@ -22,7 +28,7 @@ func withCityDemo<T: Sendable>(
     condition: NetworkCondition = .online,
     _ body: @Sendable (DemoHarness) async throws -> T
 ) async throws -> T {
-    let configuration = ServerConfiguration(port: 0, packsDirectory: SharedCityPacks.directory, faultsEnabled: true, accounts: AccountSeed.demo)
+    let configuration = ServerConfiguration(port: 0, packsDirectory: await SharedCityPacks.directory, faultsEnabled: true, accounts: AccountSeed.demo)
     return try await withDemo(condition: condition, configuration: configuration, body)
 }
 
