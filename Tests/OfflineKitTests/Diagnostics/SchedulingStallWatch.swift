@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import OfflineTestSupport
+import Synchronization
 import Testing
 
 /// A diagnostic, not a check: run with `OFFLINEKIT_STALL_WATCH=SECONDS` beside the rest of the
@@ -10,7 +11,9 @@ import Testing
 /// Swift's cooperative pool and a job on each of NIO's shared event loops. When either waits longer than
 /// `OFFLINEKIT_STALL_THRESHOLD_MS` (300 by default), it records every thread's stack with
 /// `eu-stack` into `OFFLINEKIT_STALL_DIR` (`/tmp/offlinekit-stalls`), so a test that ran out of
-/// its time limit can be matched with what held the threads meanwhile.
+/// its time limit can be matched with what held the threads meanwhile. Recording stops every
+/// thread for seconds; with `OFFLINEKIT_STALL_STACKS=0` the watch only measures, so each stall's
+/// length is what the probe waited and nothing else.
 @Suite("Scheduling stall watch (diagnostic)")
 struct SchedulingStallWatch {
     static let seconds = ProcessInfo.processInfo.environment["OFFLINEKIT_STALL_WATCH"].flatMap(Double.init)
@@ -19,8 +22,9 @@ struct SchedulingStallWatch {
     func watch() async throws {
         let environment = ProcessInfo.processInfo.environment
         let threshold = environment["OFFLINEKIT_STALL_THRESHOLD_MS"].flatMap(Int.init) ?? 300
-        let directory = URL(fileURLWithPath: environment["OFFLINEKIT_STALL_DIR"] ?? "/tmp/offlinekit-stalls")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var directory: URL? = URL(fileURLWithPath: environment["OFFLINEKIT_STALL_DIR"] ?? "/tmp/offlinekit-stalls")
+        if environment["OFFLINEKIT_STALL_STACKS"] == "0" { directory = nil }
+        if let directory { try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true) }
         let watcher = StallWatcher(seconds: Self.seconds ?? 0, thresholdMilliseconds: threshold, directory: directory)
         let report = await watcher.run()
         print("stall watch: \(report)")
@@ -30,9 +34,10 @@ struct SchedulingStallWatch {
 private final class StallWatcher: Sendable {
     let seconds: Double
     let thresholdMilliseconds: Int
-    let directory: URL
+    /// Where stacks are recorded; nil to measure only.
+    let directory: URL?
 
-    init(seconds: Double, thresholdMilliseconds: Int, directory: URL) {
+    init(seconds: Double, thresholdMilliseconds: Int, directory: URL?) {
         self.seconds = seconds
         self.thresholdMilliseconds = thresholdMilliseconds
         self.directory = directory
@@ -56,19 +61,42 @@ private final class StallWatcher: Sendable {
             for target in ["pool"] + loops.indices.map({ "loop\($0)" }) {
                 let started = DispatchTime.now()
                 let signal = DispatchSemaphore(value: 0)
+                // When the probe ran, taken by the probe itself: recording the stacks takes
+                // seconds under load and stops every thread meanwhile, so the watcher's own
+                // clock after the recording would count that too.
+                let ran = Mutex<DispatchTime?>(nil)
+                let probe: @Sendable () -> Void = {
+                    ran.withLock { $0 = DispatchTime.now() }
+                    signal.signal()
+                }
                 if target == "pool" {
-                    Task.detached { signal.signal() }
+                    Task.detached(operation: probe)
                 } else {
-                    loops[Int(target.dropFirst(4))!].execute { signal.signal() }
+                    loops[Int(target.dropFirst(4))!].execute(probe)
                 }
+                var stopped: UInt64 = 0
+                var recorded = ""
                 if signal.wait(timeout: started + .milliseconds(thresholdMilliseconds)) == .timedOut {
-                    let name = "stall-\(stalls.count + 1)-\(target).txt"
-                    dumpStacks(to: directory.appendingPathComponent(name))
-                    signal.wait()
-                    let waited = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-                    stalls.append(String(format: "%@ %.2f s (%@)", target, waited, name))
+                    if let directory {
+                        let name = "stall-\(stalls.count + 1)-\(target).txt"
+                        let recording = DispatchTime.now()
+                        dumpStacks(to: directory.appendingPathComponent(name))
+                        let done = DispatchTime.now()
+                        signal.wait()
+                        // The recording stops every thread while it reads them: its time is not
+                        // the probe's wait, so the part of it before the probe ran is left out.
+                        let probeRan = ran.withLock { $0! }
+                        stopped = min(probeRan, done).uptimeNanoseconds - min(probeRan, recording).uptimeNanoseconds
+                        recorded = String(format: " (%@, recorded in %.1f s)", name,
+                                          Double(done.uptimeNanoseconds - recording.uptimeNanoseconds) / 1e9)
+                    } else {
+                        signal.wait()
+                    }
                 }
-                let waited = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+                let waited = Double(ran.withLock { $0! }.uptimeNanoseconds - started.uptimeNanoseconds - stopped) / 1e9
+                if waited * 1000 > Double(thresholdMilliseconds) || !recorded.isEmpty {
+                    stalls.append(String(format: "%@ %.3f s", target, waited) + recorded)
+                }
                 if target == "pool" { worstPool = max(worstPool, waited) } else { worstLoop = max(worstLoop, waited) }
                 samples += 1
             }
