@@ -57,6 +57,12 @@ private final class StallWatcher: Sendable {
         var worstPool = 0.0
         var worstLoop = 0.0
         let loops = Array(MultiThreadedEventLoopGroup.singleton.makeIterator())
+        // The control: a thread of its own, woken with each probe. When it waits as long as the
+        // probe did, the cores were busy and no thread ran; when it starts at once, something
+        // held the pool or the loop.
+        let control = ControlThread()
+        var worstControl = 0.0
+        defer { control.stop() }
         while DispatchTime.now() < end {
             for target in ["pool"] + loops.indices.map({ "loop\($0)" }) {
                 let started = DispatchTime.now()
@@ -69,6 +75,7 @@ private final class StallWatcher: Sendable {
                     ran.withLock { $0 = DispatchTime.now() }
                     signal.signal()
                 }
+                control.wake()
                 if target == "pool" {
                     Task.detached(operation: probe)
                 } else {
@@ -94,19 +101,57 @@ private final class StallWatcher: Sendable {
                     }
                 }
                 let waited = Double(ran.withLock { $0! }.uptimeNanoseconds - started.uptimeNanoseconds - stopped) / 1e9
+                let controlWaited = Double(control.waitForRun().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+                worstControl = max(worstControl, controlWaited)
                 if waited * 1000 > Double(thresholdMilliseconds) || !recorded.isEmpty {
-                    stalls.append(String(format: "%@ %.3f s", target, waited) + recorded)
+                    stalls.append(String(format: "%@ %.3f s, the control %.3f s", target, waited, controlWaited) + recorded)
                 }
                 if target == "pool" { worstPool = max(worstPool, waited) } else { worstLoop = max(worstLoop, waited) }
                 samples += 1
             }
             usleep(20_000)
         }
-        return String(format: "%d samples, worst pool %.3f s, worst loop %.3f s, %d stalls: ", samples, worstPool, worstLoop, stalls.count)
+        return String(format: "%d samples, worst pool %.3f s, worst loop %.3f s, worst control thread %.3f s, %d stalls: ",
+                      samples, worstPool, worstLoop, worstControl, stalls.count)
             + stalls.joined(separator: ", ")
     }
 
     private func dumpStacks(to file: URL) {
         try? ChildProcess.run("/bin/sh", ["-c", "eu-stack -p \(getpid()) 2>&1 | swift demangle --simplified > '\(file.path)'"])
+    }
+}
+
+/// A thread that notes when it ran each time it is woken: the watch's baseline for how long any
+/// thread waits for a core at that moment.
+private final class ControlThread: Sendable {
+    private let go = DispatchSemaphore(value: 0)
+    private let ran = DispatchSemaphore(value: 0)
+    private let state = Mutex<(at: DispatchTime, stopped: Bool)>((DispatchTime.now(), false))
+
+    init() {
+        Thread { [self] in
+            while true {
+                go.wait()
+                let stopped = state.withLock { state in
+                    state.at = DispatchTime.now()
+                    return state.stopped
+                }
+                ran.signal()
+                if stopped { return }
+            }
+        }.start()
+    }
+
+    func wake() { go.signal() }
+
+    /// Waits for the run `wake()` asked for, and returns when it ran.
+    func waitForRun() -> DispatchTime {
+        ran.wait()
+        return state.withLock { $0.at }
+    }
+
+    func stop() {
+        state.withLock { $0.stopped = true }
+        go.signal()
     }
 }
