@@ -116,8 +116,20 @@ private final class StallWatcher: Sendable {
             + stalls.joined(separator: ", ")
     }
 
+    /// Records every thread's stack into `file`. The threads are stopped only for the addresses
+    /// (`eu-stack -q`: 0.16 s idle, where naming each frame as it goes took 0.59 s); the names are
+    /// looked up afterwards in the process's own maps, while it runs on.
     private func dumpStacks(to file: URL) {
-        try? ChildProcess.run("/bin/sh", ["-c", "eu-stack -p \(getpid()) 2>&1 | swift demangle --simplified > '\(file.path)'"])
+        let script = """
+            f='\(file.path)'; p=\(getpid())
+            eu-stack -q -n 64 -p $p > "$f.raw" 2>&1
+            grep -o '0x[0-9a-f]*' "$f.raw" | sort -u | eu-addr2line -p $p -f -a | paste - - - > "$f.map"
+            awk -F'\\t' 'NR == FNR { a = $1; sub(/^0x0*/, "", a); name[a] = $2; next }
+                { split($0, w, " "); a = w[2]; sub(/^0x0*/, "", a); print (a in name) ? $0 " " name[a] : $0 }' \\
+                "$f.map" "$f.raw" | swift demangle --simplified > "$f"
+            rm -f "$f.raw" "$f.map"
+            """
+        try? ChildProcess.run("/bin/sh", ["-c", script])
     }
 }
 
