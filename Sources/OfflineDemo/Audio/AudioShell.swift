@@ -146,9 +146,13 @@ struct AudioShell: ScreenShell {
     private func open(_ session: AudioSession, fromDevice: Bool) async -> Event {
         if fromDevice {
             do {
-                let reader = try packs.openFile(AudioSession.audioPath, inPack: session.packId)
-                try? packs.markOpened(session.packId)
-                return .opened(AudioModel.Playback(sessionID: session.id, source: .device, length: reader.length))
+                // Opening the file and recording the use read and write files: off the cooperative pool.
+                let length = try await Blocking.run { [packs] in
+                    let reader = try packs.openFile(AudioSession.audioPath, inPack: session.packId)
+                    try? packs.markOpened(session.packId)
+                    return reader.length
+                }
+                return .opened(AudioModel.Playback(sessionID: session.id, source: .device, length: length))
             } catch {
                 return .openFailed(sessionID: session.id, problem: "This download can’t be read. Remove it and download it again.")
             }
@@ -175,7 +179,10 @@ struct AudioShell: ScreenShell {
         do {
             let chunk: Data
             switch read.source {
-            case .device: chunk = try packs.openFile(AudioSession.audioPath, inPack: read.packID).read(at: read.offset, count: Int(read.count))
+            case .device:
+                chunk = try await Blocking.run { [packs] in
+                    try packs.openFile(AudioSession.audioPath, inPack: read.packID).read(at: read.offset, count: Int(read.count))
+                }
             case .stream: chunk = try await streamChunk(read)
             }
             return .secondRead(read: read.id, chunk)
