@@ -104,7 +104,7 @@ public enum DemoRuntime {
             ShopModel(environment: environment, cache: cache),
         ]
         for scenario in scenarios { await scenario.start() }
-        return DemoApp(scenarios: scenarios, environment: environment, network: network)
+        return await DemoApp.restoring(scenarios: scenarios, environment: environment, network: network)
     }
 
     /// Runs `body` with the backend to use: the given server, or the embedded one, which stops

@@ -32,7 +32,11 @@ struct AudioShell: ScreenShell {
             let (sessions, wanted) = (try? await environment.database.writer.read { db in
                 (try AudioStore.sessions(db), try AudioStore.wanted(db))
             }) ?? ([], [])
-            return .finished([.loaded(sessions: sessions, wanted: wanted, packs: packs.states, bytesOnDisk: packs.bytesOnDisk)])
+            let status = await permission.restore()
+            return .finished([
+                .storagePermission(status.answer, isPrompting: status.isPrompting, revision: status.revision),
+                .loaded(sessions: sessions, wanted: wanted, packs: packs.states, bytesOnDisk: packs.bytesOnDisk),
+            ])
         case .followPacks:
             return .child { [packs] send in
                 for await states in packs.stateUpdates() { send(.packsChanged(states, bytesOnDisk: packs.bytesOnDisk)) }
@@ -57,7 +61,7 @@ struct AudioShell: ScreenShell {
         case .recordStorageAnswer(let answer):
             // Reported through the permission's callback too; the reducer keeps the newest
             // revision, so the answer shows before the next key is routed.
-            permission.answer(answer)
+            await permission.answer(answer)
             let status = permission.status
             return .finished([.storagePermission(status.answer, isPrompting: status.isPrompting, revision: status.revision)])
         case .generate(let sessionID): return .child { send in send(await generate(sessionID)) }
