@@ -109,7 +109,7 @@ func runDemoBenchmark() async throws {
             return
         }
         // The shop is the screen the next launch opens on.
-        app.select(shopIndex)
+        await app.select(shopIndex)
     }
     let prepared = prepareStart.duration(to: clock.now)
     print("demo: first screen and every screen's read + draw with \(orderCount.formatted()) synced orders in the shop, \(sessionCount) audio sessions, \(city.name) downloaded (prepared in \(Int(Sampling.milliseconds(prepared))) ms); load: \(Sampling.loadAverage())")
@@ -188,7 +188,7 @@ func runDemoBenchmark() async throws {
             var scenarios = app.scenarios
             scenarios[index] = model
             let screenApp = DemoApp(scenarios: scenarios, environment: environment, network: network)
-            if screenApp.selected != index { screenApp.select(index) }
+            if screenApp.selected != index { await screenApp.select(index) }
             // The model's loop runs in the environment's tasks, ended with the round.
             try await environment.withBackgroundTasks {
                 let start = clock.now

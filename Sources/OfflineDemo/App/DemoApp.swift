@@ -14,22 +14,29 @@ public final class DemoApp: Sendable {
     private let quitRequested = Locked(false)
     private let preferences: DemoPreferences
 
-    package init(scenarios: [any Scenario], environment: DemoEnvironment, network: NetworkSwitch) {
+    /// An app showing the screen at `selected` (the first when there is none there).
+    package init(scenarios: [any Scenario], environment: DemoEnvironment, network: NetworkSwitch, selected: Int = 0) {
         self.scenarios = scenarios
         self.environment = environment
         self.network = network
         self.preferences = DemoPreferences(writer: environment.database.writer)
-        let saved = preferences.string("screen").flatMap(Int.init) ?? 0
-        self.selection = Locked(scenarios.indices.contains(saved) ? saved : 0)
+        self.selection = Locked(scenarios.indices.contains(selected) ? selected : 0)
+    }
+
+    /// An app showing the screen the user last chose, read from the demo's preferences.
+    package static func restoring(scenarios: [any Scenario], environment: DemoEnvironment, network: NetworkSwitch) async -> DemoApp {
+        let saved = await DemoPreferences(writer: environment.database.writer).string("screen").flatMap(Int.init) ?? 0
+        return DemoApp(scenarios: scenarios, environment: environment, network: network, selected: saved)
     }
 
     public var selected: Int { selection.current }
     public var isQuitting: Bool { quitRequested.current }
 
-    public func select(_ index: Int) {
+    /// Shows the screen at `index`, and returns once it is kept as the one the next launch opens on.
+    public func select(_ index: Int) async {
         guard scenarios.indices.contains(index) else { return }
         selection.withLock { $0 = index }
-        preferences.set("screen", String(index))
+        await preferences.set("screen", String(index))
         environment.changed()
     }
 
@@ -42,11 +49,11 @@ public final class DemoApp: Sendable {
         }
         switch key {
         case .character(let character) where ("1"..."9").contains(character):
-            select(Int(String(character))! - 1)
+            await select(Int(String(character))! - 1)
         case .tab:
-            select((selected + 1) % scenarios.count)
+            await select((selected + 1) % scenarios.count)
         case .backTab:
-            select((selected + scenarios.count - 1) % scenarios.count)
+            await select((selected + scenarios.count - 1) % scenarios.count)
         case .character("n"):
             network.set(Chrome.nextNetwork(after: network.condition))
             environment.changed()

@@ -30,15 +30,18 @@ enum DemoMigrations {
 }
 
 /// Small demo preferences (the last screen, permission grants, drafts of the demo's own).
+///
+/// Read and written with GRDB's async calls, which run on GRDB's own queues: a caller suspends,
+/// and no thread of the cooperative pool waits for the database.
 public struct DemoPreferences: Sendable {
     let writer: any DatabaseWriter
 
-    public func string(_ key: String) -> String? {
-        try? writer.read { db in try String.fetchOne(db, sql: "SELECT value FROM demo_pref WHERE key = ?", arguments: [key]) }
+    public func string(_ key: String) async -> String? {
+        try? await writer.read { db in try String.fetchOne(db, sql: "SELECT value FROM demo_pref WHERE key = ?", arguments: [key]) }
     }
 
-    public func set(_ key: String, _ value: String?) {
-        try? writer.write { db in
+    public func set(_ key: String, _ value: String?) async {
+        try? await writer.write { db in
             if let value {
                 try db.execute(sql: "INSERT INTO demo_pref(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [key, value])
             } else {

@@ -18,8 +18,10 @@ public enum DemoRuntime {
         let clientFolder = options.user == DemoEnvironment.account.name ? "client" : "client-\(options.user)"
         let clientDirectory = directory.appending(path: clientFolder, directoryHint: .isDirectory)
         let serverDirectory = directory.appending(path: "server", directoryHint: .isDirectory)
-        try FileManager.default.createDirectory(at: clientDirectory, withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(at: serverDirectory, withIntermediateDirectories: true)
+        try await Blocking.run {
+            try FileManager.default.createDirectory(at: clientDirectory, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(at: serverDirectory, withIntermediateDirectories: true)
+        }
 
         let http = HTTPClientTransport(defaultTimeout: .seconds(10), connectTimeout: .seconds(3))
         do {
@@ -43,7 +45,8 @@ public enum DemoRuntime {
                         for await _ in network.conditionUpdates().dropFirst() { monitor.checkNow() }
                     }
 
-                    let database = try OfflineDatabase.open(at: clientDirectory.appending(path: "app.sqlite"))
+                    // Opening migrates OfflineKit's tables, synchronously: off the cooperative pool.
+                    let database = try await Blocking.run { try OfflineDatabase.open(at: clientDirectory.appending(path: "app.sqlite")) }
                     var configured = DemoEnvironment(
                         serverURL: serverURL,
                         rawTransport: http,
@@ -94,17 +97,21 @@ public enum DemoRuntime {
     /// The five scenarios, started from local data.
     package static func makeApp(environment: DemoEnvironment, network: NetworkSwitch) async throws -> DemoApp {
         try await DemoMigrations.migrate(environment.database.writer)
-        let cache = ResponseCache(database: environment.database, transport: environment.rawTransport, connectivity: environment.connectivity,
-                                  now: environment.now, defaultTimeout: .seconds(5))
-        let scenarios: [any Scenario] = [
-            try CityGuideModel(environment: environment),
-            PlannerModel(environment: environment),
-            try AudioModel(environment: environment),
-            WorkspaceModel(environment: environment),
-            ShopModel(environment: environment, cache: cache),
-        ]
+        // The pack stores read their folders and the audio key its file as they are built: off
+        // the cooperative pool.
+        let scenarios: [any Scenario] = try await Blocking.run {
+            let cache = ResponseCache(database: environment.database, transport: environment.rawTransport, connectivity: environment.connectivity,
+                                      now: environment.now, defaultTimeout: .seconds(5))
+            return [
+                try CityGuideModel(environment: environment),
+                PlannerModel(environment: environment),
+                try AudioModel(environment: environment),
+                WorkspaceModel(environment: environment),
+                ShopModel(environment: environment, cache: cache),
+            ]
+        }
         for scenario in scenarios { await scenario.start() }
-        return DemoApp(scenarios: scenarios, environment: environment, network: network)
+        return await DemoApp.restoring(scenarios: scenarios, environment: environment, network: network)
     }
 
     /// Runs `body` with the backend to use: the given server, or the embedded one, which stops

@@ -32,7 +32,11 @@ struct AudioShell: ScreenShell {
             let (sessions, wanted) = (try? await environment.database.writer.read { db in
                 (try AudioStore.sessions(db), try AudioStore.wanted(db))
             }) ?? ([], [])
-            return .finished([.loaded(sessions: sessions, wanted: wanted, packs: packs.states, bytesOnDisk: packs.bytesOnDisk)])
+            let status = await permission.restore()
+            return .finished([
+                .storagePermission(status.answer, isPrompting: status.isPrompting, revision: status.revision),
+                .loaded(sessions: sessions, wanted: wanted, packs: packs.states, bytesOnDisk: packs.bytesOnDisk),
+            ])
         case .followPacks:
             return .child { [packs] send in
                 for await states in packs.stateUpdates() { send(.packsChanged(states, bytesOnDisk: packs.bytesOnDisk)) }
@@ -57,7 +61,7 @@ struct AudioShell: ScreenShell {
         case .recordStorageAnswer(let answer):
             // Reported through the permission's callback too; the reducer keeps the newest
             // revision, so the answer shows before the next key is routed.
-            permission.answer(answer)
+            await permission.answer(answer)
             let status = permission.status
             return .finished([.storagePermission(status.answer, isPrompting: status.isPrompting, revision: status.revision)])
         case .generate(let sessionID): return .child { send in send(await generate(sessionID)) }
@@ -146,9 +150,13 @@ struct AudioShell: ScreenShell {
     private func open(_ session: AudioSession, fromDevice: Bool) async -> Event {
         if fromDevice {
             do {
-                let reader = try packs.openFile(AudioSession.audioPath, inPack: session.packId)
-                try? packs.markOpened(session.packId)
-                return .opened(AudioModel.Playback(sessionID: session.id, source: .device, length: reader.length))
+                // Opening the file and recording the use read and write files: off the cooperative pool.
+                let length = try await Blocking.run { [packs] in
+                    let reader = try packs.openFile(AudioSession.audioPath, inPack: session.packId)
+                    try? packs.markOpened(session.packId)
+                    return reader.length
+                }
+                return .opened(AudioModel.Playback(sessionID: session.id, source: .device, length: length))
             } catch {
                 return .openFailed(sessionID: session.id, problem: "This download can’t be read. Remove it and download it again.")
             }
@@ -175,7 +183,10 @@ struct AudioShell: ScreenShell {
         do {
             let chunk: Data
             switch read.source {
-            case .device: chunk = try packs.openFile(AudioSession.audioPath, inPack: read.packID).read(at: read.offset, count: Int(read.count))
+            case .device:
+                chunk = try await Blocking.run { [packs] in
+                    try packs.openFile(AudioSession.audioPath, inPack: read.packID).read(at: read.offset, count: Int(read.count))
+                }
             case .stream: chunk = try await streamChunk(read)
             }
             return .secondRead(read: read.id, chunk)

@@ -2,7 +2,7 @@ import Foundation
 import OfflineKit
 
 /// The storage permission the audio screen asks for on the first download, and the answer,
-/// kept across restarts.
+/// kept across restarts: ``restore()`` reads it back when the screen loads.
 ///
 /// ``ask()`` is the pack store's permission hook: with an answer on record it returns it at once;
 /// otherwise it raises the prompt and suspends every download that asks until the user answers
@@ -31,10 +31,19 @@ final class StoragePermission: Sendable {
     private let onChange: @Sendable (Status) -> Void
     static let preferenceKey = "audio.storagePermission"
 
+    /// No answer on record until ``restore()`` reads the one kept, or the user answers.
     init(preferences: DemoPreferences, onChange: @escaping @Sendable (Status) -> Void) {
         self.preferences = preferences
         self.onChange = onChange
-        state = Locked(State(answer: preferences.string(Self.preferenceKey).flatMap(StorageAnswer.init(rawValue:))))
+        state = Locked(State())
+    }
+
+    /// Takes back the answer kept by an earlier session, unless one was given since, and
+    /// returns the status then. The screen's load calls it before any download can ask.
+    func restore() async -> Status {
+        guard let saved = await preferences.string(Self.preferenceKey).flatMap(StorageAnswer.init(rawValue:)),
+              state.withLock({ $0.answer == nil }) else { return status }
+        return record(saved)
     }
 
     /// The answer on record (nil before the first download asked) and whether the prompt is on
@@ -69,9 +78,16 @@ final class StoragePermission: Sendable {
         return granted
     }
 
-    /// Records the user's answer (from the prompt or from settings) and releases waiting downloads.
-    func answer(_ answer: StorageAnswer) {
-        preferences.set(Self.preferenceKey, answer.rawValue)
+    /// Records the user's answer (from the prompt or from settings), keeps it for the next
+    /// session, and releases waiting downloads; returns once it is kept.
+    func answer(_ answer: StorageAnswer) async {
+        await preferences.set(Self.preferenceKey, answer.rawValue)
+        record(answer)
+    }
+
+    /// Makes `answer` the one on record and releases waiting downloads; returns the new status.
+    @discardableResult
+    private func record(_ answer: StorageAnswer) -> Status {
         let (waiting, status) = state.withLock { state in
             state.answer = answer
             state.revision += 1
@@ -80,5 +96,6 @@ final class StoragePermission: Sendable {
         }
         for continuation in waiting { continuation.resume(returning: answer == .granted) }
         onChange(status)
+        return status
     }
 }

@@ -32,7 +32,7 @@ struct CityGuideShell: ScreenShell {
                 for await _ in packs.stateUpdates() { send(.packsChanged) }
             }
         case .followConnectivity: return .following(environment.connectivity, as: Event.connectivity)
-        case .readPacks: return .finished([readPacks()])
+        case .readPacks: return .finished([await readPacks()])
         case .saveCity(let city):
             if let data = try? JSONEncoder().encode(city) {
                 let value = String(decoding: data, as: UTF8.self)
@@ -108,10 +108,12 @@ struct CityGuideShell: ScreenShell {
         return [.restored(city)]
     }
 
-    /// The pack store now: every pack's state, and the guide of each installed pack.
-    private func readPacks() -> Event {
+    /// The pack store now: every pack's state, and the guide of each installed pack, read from
+    /// disk (and decrypted) off the cooperative pool.
+    private func readPacks() async -> Event {
         let states = packs.states
-        return .packsRead(states: states, guides: guides.read(states.values.compactMap(\.installed), from: packs))
+        let installed = states.values.compactMap(\.installed)
+        return .packsRead(states: states, guides: await Blocking.run { [guides, packs] in guides.read(installed, from: packs) })
     }
 
     /// Fetches the suggestions numbered `generation`. A timeout clears them and falls back to the
@@ -149,7 +151,8 @@ struct CityGuideShell: ScreenShell {
 }
 
 /// The guides of the installed packs as last read, by pack id: a guide is read from disk once
-/// per version. Only the store's loop reads through it, one effect at a time; the lock makes
+/// per version. ``read(_:from:)`` blocks on the files it reads, so the shell runs it through
+/// ``Blocking``. Only the store's loop reads through it, one effect at a time; the lock makes
 /// that safe to share with the shell's value.
 final class GuideCache: Sendable {
     private let guides = Locked<[String: CityGuideModel.PackGuide]>([:])

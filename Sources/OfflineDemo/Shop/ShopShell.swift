@@ -28,7 +28,8 @@ struct ShopShell: ScreenShell {
         switch effect {
         case .showCachedCart:
             try? await DemoMigrations.migrate(environment.database.writer)
-            guard let cart = try? cache.cachedResponse(for: cartQuery),
+            // The cache reads its table synchronously: off the cooperative pool.
+            guard let cart = try? await Blocking.run({ [cache, cartQuery] in try cache.cachedResponse(for: cartQuery) }),
                   let decoded = try? cart.decode(ShopModel.Cart.self, decoder: JSONDecoder.demo) else { return .done }
             return .finished([.cartShown(decoded, .available(cart.metadata))])
         case .observeOrders: return .child { send in await observeOrders(send) }
