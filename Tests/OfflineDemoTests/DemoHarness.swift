@@ -4,6 +4,7 @@ import OfflineCore
 import OfflineKit
 import OfflineKitTesting
 @testable import OfflineServer
+import OfflineTestSupport
 import Testing
 
 /// The demo's client wired to a live backend through the network switch, with the fake
@@ -111,16 +112,20 @@ func withDemo<T: Sendable>(
         try await HTTPClientTransport.withTransport(defaultTimeout: .seconds(5)) { http in
             let monitor = FakeConnectivityMonitor(condition == .online ? .online : .offlineSoft)
             let requests = CountingTransport(http)
-            let database = try OfflineDatabase.open(at: folder.appending(path: "app.sqlite"))
+            // Opening and closing sync the database's files: off the cooperative pool. Closed
+            // here, its last release (wherever it falls) has nothing left to write.
+            let database = try await offPool { try OfflineDatabase.open(at: folder.appending(path: "app.sqlite")) }
             var configured = DemoEnvironment(serverURL: url, rawTransport: requests, connectivity: monitor, database: database, directory: folder)
             configured.otherDevice = OtherDevice(serverURL: URL(string: "http://127.0.0.1:\(network.upstreamPort)")!, http: http)
             let environment = configured
-            return try await withThrowingTaskGroup(of: Void.self) { group in
+            let result = try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await environment.tasks.run() }
                 defer { group.cancelAll() }
                 return try await body(DemoHarness(environment: environment, network: network, monitor: monitor, requests: requests, directory: folder,
                                              serverStorage: storage))
             }
+            try? await offPool { try database.writer.close() }
+            return result
         }
     }
 }
