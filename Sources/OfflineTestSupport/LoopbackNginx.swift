@@ -45,8 +45,7 @@ public struct LoopbackNginx: Sendable {
         guard let executable = Self.executable else { throw LoopbackNginxError.notInstalled }
         let prefix = FileManager.default.temporaryDirectory.appendingPathComponent("offlinekit-nginx-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: prefix.appendingPathComponent("logs"), withIntermediateDirectories: true)
-        // Deleted on a thread of Dispatch's, not the pool's: unlinking waits on a busy disk.
-        defer { DispatchQueue.global(qos: .utility).async { try? FileManager.default.removeItem(at: prefix) } }
+        defer { FolderRemoval.remove(prefix) }
         let port = try Self.freePort()
         let nginx = LoopbackNginx(baseURL: URL(string: "http://127.0.0.1:\(port)")!, port: port)
         let user = getuid() == 0 ? "user root;" : ""

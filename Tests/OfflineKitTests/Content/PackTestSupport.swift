@@ -15,21 +15,9 @@ final class TemporaryFolder: Sendable {
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
     deinit {
-        let url = url
-        FolderRemoval.queue.async { try? FileManager.default.removeItem(at: url) }
+        FolderRemoval.remove(url)
     }
     func sub(_ name: String) -> URL { url.appendingPathComponent(name) }
-}
-
-/// Removes test folders on a queue of its own: a folder with a large pack took 1.65 s to delete,
-/// holding a thread of Swift's cooperative pool (the test that dropped it ran there) and every
-/// test waiting for one. The process waits for the queue as it exits, so no folder is left.
-private enum FolderRemoval {
-    static let queue: DispatchQueue = {
-        let queue = DispatchQueue(label: "offlinekit.tests.folder-removal")
-        atexit { FolderRemoval.queue.sync {} }
-        return queue
-    }()
 }
 
 /// Deterministic pseudo-random bytes, so a failing run can be replayed.
