@@ -84,11 +84,13 @@ struct PostgresCapture: NamedService {
             // then kept as each pass moves it, a round trip fewer before every look at the slot.
             var through = try await storage.read { db in try SyncFeed.state(in: db)?.through } ?? 0
             let clock = ContinuousClock()
+            // Where the slot was last confirmed; the first pass confirms it to `through`.
+            var confirmed: Int64 = 0
             while !Task.isCancelled {
                 // Every `pollInterval` from the start of the last look, not from its end: a change
                 // committed meanwhile waits the interval at most, however long the look took.
                 let started = clock.now
-                let decoded = try await pass(session, slot: slot, &changes, advanced: &advanced, through: &through)
+                let decoded = try await pass(session, slot: slot, &changes, advanced: &advanced, through: &through, confirmed: &confirmed)
                 if !decoded { try await Task.sleep(until: started.advanced(by: pollInterval), clock: clock) }
             }
             try await session.close()
@@ -254,8 +256,9 @@ struct PostgresCapture: NamedService {
     ///
     /// - Returns: whether anything was decoded (then the next pass runs at once).
     /// - Parameter through: where the feed has read through, moved on as the pass moves it.
+    /// - Parameter confirmed: where the slot was last confirmed, moved on as the pass moves it.
     private func pass(_ session: PostgresConnection, slot: String, _ changes: inout PgOutputChanges,
-                      advanced: inout Date?, through: inout Int64) async throws -> Bool {
+                      advanced: inout Date?, through: inout Int64, confirmed: inout Int64) async throws -> Bool {
         let mapping = FeedMapping(rules: rules)
         let logger = logger
         let recorded = through
@@ -326,7 +329,9 @@ struct PostgresCapture: NamedService {
             }
         }
         if let end = committedThrough {
-            try await record(committed, publishing: end)
+            // The peek read every transaction committed before `upto`: the feed has read through
+            // there, published with the rows rather than by a write of its own after them.
+            try await record(committed, publishing: max(end, pending.isEmpty ? upto ?? 0 : 0))
         }
         if let published { through = max(through, published) }
         guard let upto else { return decoded }
@@ -334,7 +339,10 @@ struct PostgresCapture: NamedService {
         if Self.advances(upto: Int64(upto), through: through, decoded: decoded, lastAdvance: advanced, now: moment) {
             advanced = moment
             if let moved = try await storage.write({ db in try SyncFeed.advance(through: Int64(upto), in: db) }) { through = moved }
-            try await session.query("SELECT pg_replication_slot_advance(\(slot), \(PgOutput.lsnText(upto))::pg_lsn)", logger: logger)
+        }
+        if through > confirmed {
+            try await session.query("SELECT pg_replication_slot_advance(\(slot), \(PgOutput.lsnText(UInt64(through)))::pg_lsn)", logger: logger)
+            confirmed = through
         }
         return decoded
     }
