@@ -31,6 +31,8 @@ extension Offline {
         var responseWriteTimeout: Double = 30
         @Option(name: .customLong("max-connections"), help: "Connections served at once; more wait in the listen queue until one closes.")
         var maxConnections = 2048
+        @Option(name: .customLong("listen-backlog"), help: "Connections the kernel holds for the server to take; past it, a connection's handshake is lost and retried a second later.")
+        var listenBacklog = 4096
         @Option(name: .customLong("socket-send-buffer"), help: "Bytes of kernel send buffer per connection (0 leaves it to the kernel): what a client that reads nothing can hold.")
         var socketSendBuffer = 256 * 1024
         @Option(name: .customLong("sync-rules"), help: "A YAML file of sync rules: which of the database's tables are synced, and to whom (added to the built-in ones).")
@@ -83,6 +85,7 @@ extension Offline {
                 throw ValidationError("\(name) must be positive.")
             }
             guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive.") }
+            guard listenBacklog > 0 else { throw ValidationError("--listen-backlog must be positive.") }
             guard socketSendBuffer >= 0 else { throw ValidationError("--socket-send-buffer must be 0 or more.") }
             guard tombstoneRetention > 0 else { throw ValidationError("--tombstone-retention must be positive.") }
             guard maxRequestsPerUser > 0 else { throw ValidationError("--max-requests-per-user must be positive.") }
@@ -109,6 +112,7 @@ extension Offline {
                 requestBodyTimeout: .seconds(requestBodyTimeout),
                 responseWriteTimeout: .seconds(responseWriteTimeout),
                 maxConnections: maxConnections,
+                listenBacklog: listenBacklog,
                 socketSendBuffer: socketSendBuffer == 0 ? nil : socketSendBuffer,
                 syncRules: syncRules.map { URL(fileURLWithPath: $0) },
                 tombstoneRetention: .seconds(tombstoneRetention * 24 * 3600),

@@ -64,6 +64,7 @@ func buildApplication(
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port),
             serverName: "OfflineServer",
+            backlog: configuration.listenBacklog,
             availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections, logger: logger)
         ),
         services: services,

@@ -38,6 +38,11 @@ public struct ServerConfiguration: Sendable {
     /// The most connections served at once. Past it the server accepts no new connection until one
     /// closes: they wait in the kernel's listen queue (then are refused once that is full).
     public var maxConnections: Int
+    /// How many connections the kernel holds, their handshakes complete, until the server takes
+    /// them (Linux caps it at `net.core.somaxconn`, 4,096 by default). A burst of connections
+    /// past it loses its handshakes, and each client tries again only a second or more later.
+    /// At 256, 300 clients connecting at once to a debug build overflowed it.
+    public var listenBacklog: Int
     /// The kernel's send buffer of each connection, in bytes (Linux keeps twice this for its own
     /// bookkeeping); nil leaves it to the kernel, which grows it to 4 MiB on Linux. Bounded, a
     /// client that reads nothing holds that much of the machine's memory, not megabytes, and
@@ -91,6 +96,7 @@ public struct ServerConfiguration: Sendable {
         requestBodyTimeout: Duration = .seconds(30),
         responseWriteTimeout: Duration = .seconds(30),
         maxConnections: Int = 2048,
+        listenBacklog: Int = 4096,
         socketSendBuffer: Int? = 256 * 1024,
         syncHeartbeat: Duration = .seconds(15),
         syncRules: URL? = nil,
@@ -119,6 +125,7 @@ public struct ServerConfiguration: Sendable {
         self.requestBodyTimeout = requestBodyTimeout
         self.responseWriteTimeout = responseWriteTimeout
         self.maxConnections = maxConnections
+        self.listenBacklog = listenBacklog
         self.socketSendBuffer = socketSendBuffer
         self.syncHeartbeat = syncHeartbeat
         self.syncRules = syncRules

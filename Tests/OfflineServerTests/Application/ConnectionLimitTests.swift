@@ -84,6 +84,30 @@ struct ConnectionLimitTests {
         }
     }
 
+    @Test("past the connection limit, the listen queue holds as many connections as the backlog says, and drops the handshakes of more")
+    func listenQueueHoldsTheBacklog() async throws {
+        var configuration = ServerConfiguration.testing(idleTimeout: .seconds(30), requestHeadTimeout: .seconds(30), maxConnections: 1)
+        configuration.listenBacklog = 8
+        try await withLiveServer(configuration) { port in
+            let (heldAnswer, queued, dropped) = try await offPool {
+                let held = try LoopbackSocket(port: port)
+                // An answer proves the server took this one: it takes no other while it is open.
+                let heldAnswer = held.get("/health")
+                var queued: [LoopbackSocket] = []
+                var dropped = 0
+                for _ in 0..<12 {
+                    do { queued.append(try LoopbackSocket(port: port, connectWithin: .milliseconds(300))) } catch { dropped += 1 }
+                }
+                held.close()
+                return (heldAnswer, queued.count, dropped)
+            }
+            #expect(heldAnswer == "HTTP/1.1 204 No Content", "\(heldAnswer ?? "no answer")")
+            // Linux holds one more than the backlog.
+            #expect((8...9).contains(queued), "\(queued) connections made past the limit with a backlog of 8")
+            #expect(dropped == 12 - queued)
+        }
+    }
+
     @Test("a keep-alive client pausing between requests for longer in all than every timeout stays connected")
     func keepAliveClientStaysConnected() async throws {
         try await withLiveServer(.testing(idleTimeout: .seconds(1), requestHeadTimeout: .seconds(1), requestBodyTimeout: .seconds(1))) { port in

@@ -27,14 +27,26 @@ final class LoopbackSocket: @unchecked Sendable {
     private(set) var descriptor: Int32
 
     /// Connects to `127.0.0.1:port`. The kernel completes the handshake even when the server has
-    /// not accepted the connection yet (it waits in the listen queue).
-    init(port: Int) throws {
+    /// not accepted the connection yet (it waits in the listen queue); when that queue is full,
+    /// the kernel drops the handshake and retries it a second or more later. With
+    /// `connectWithin`, a connection not made by then throws (Linux bounds `connect` by the
+    /// socket's send timeout); without it, connecting waits as long as the kernel tries.
+    init(port: Int, connectWithin deadline: Duration? = nil) throws {
         #if canImport(Glibc)
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
         descriptor = socket(AF_INET, SOCK_STREAM, 0)
         #endif
         guard descriptor >= 0 else { throw Failure(description: "socket: errno \(errno)") }
+        if let deadline {
+            var limit = timeval(tv_sec: Int(deadline.components.seconds),
+                                tv_usec: .init(deadline.components.attoseconds / 1_000_000_000_000))
+            guard setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size)) == 0 else {
+                let code = errno
+                close()
+                throw Failure(description: "setsockopt SO_SNDTIMEO: errno \(code)")
+            }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
