@@ -2,7 +2,9 @@
 ///
 /// At most ``slots`` run at once. Past them, arrivals wait in one queue per key (a client's
 /// address), and a freed slot goes to the keys in turn, one waiter each: a key with a hundred
-/// waiters does not make a key with one wait behind all hundred. At most ``maxWaitingPerKey``
+/// waiters does not make a key with one wait behind all hundred. A key whose turn has just
+/// ended, or that holds a slot still, goes after a key that holds none: one arriving while
+/// another key's work runs waits for that work alone, not for that key's next waiter too. At most ``maxWaitingPerKey``
 /// wait for one key and ``maxWaiting`` in all; past either an arrival is refused at once, so one
 /// key can neither fill the queue for everyone nor hold memory past a bound (and the arrays'
 /// removals from the front move at most ``maxWaiting`` elements).
@@ -13,6 +15,8 @@ struct FairAdmission<Key: Hashable & Sendable>: Sendable {
 
     /// Slots taken.
     private(set) var running = 0
+    /// Slots taken by each key; a key with none is absent.
+    private var runningByKey: [Key: Int] = [:]
     /// Arrivals waiting, in all.
     private(set) var waiting = 0
     /// The tickets waiting for each key, oldest first; a key with none is absent.
@@ -40,6 +44,7 @@ struct FairAdmission<Key: Hashable & Sendable>: Sendable {
     mutating func arrive(_ key: Key) -> Admission {
         if running < slots, waiting == 0 {
             running += 1
+            runningByKey[key, default: 0] += 1
             return .run
         }
         let queued = queues[key]?.count ?? 0
@@ -52,24 +57,28 @@ struct FairAdmission<Key: Hashable & Sendable>: Sendable {
         return .wait(ticket: ticket)
     }
 
-    /// A running one is done: its slot goes to the next key's oldest waiter, returned, or is
-    /// freed when nobody waits.
-    mutating func finish() -> Int? {
-        precondition(running > 0, "finish() without a slot taken")
+    /// `key`'s running one is done: its slot goes to the next waiter in turn, returned, or is
+    /// freed when nobody waits. The turn is the first key that is not `key` and holds no slot;
+    /// failing that, the first key.
+    mutating func finish(_ key: Key) -> Int? {
+        precondition(running > 0 && runningByKey[key] != nil, "finish(_:) without a slot taken by this key")
+        runningByKey[key] = runningByKey[key]! > 1 ? runningByKey[key]! - 1 : nil
         guard !turns.isEmpty else {
             running -= 1
             return nil
         }
-        let key = turns.removeFirst()
-        var queue = queues[key]!
+        let turn = turns.firstIndex { $0 != key && runningByKey[$0] == nil } ?? 0
+        let next = turns.remove(at: turn)
+        var queue = queues[next]!
         let ticket = queue.removeFirst()
         if queue.isEmpty {
-            queues[key] = nil
+            queues[next] = nil
         } else {
-            queues[key] = queue
-            turns.append(key)
+            queues[next] = queue
+            turns.append(next)
         }
         waiting -= 1
+        runningByKey[next, default: 0] += 1
         return ticket
     }
 

@@ -56,7 +56,7 @@ final class PasswordChecks: Sendable {
         try await take(key)
         defer {
             let next = state.withLock { state in
-                state.admission.finish().flatMap { state.waiters.removeValue(forKey: $0) }
+                state.admission.finish(key).flatMap { state.waiters.removeValue(forKey: $0) }
             }
             next?.resume()
         }

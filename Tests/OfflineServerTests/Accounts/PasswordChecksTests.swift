@@ -25,7 +25,7 @@ struct PasswordChecksTests {
         #expect(try await checks.run(for: "a") { 7 } == 7, "places come back")
     }
 
-    @Test("one address flooding waits in its own queue: another address waits for one of its checks, not all, and the flood's extra is refused")
+    @Test("one address flooding waits in its own queue: another address waits for the check under way only, and the flood's extra is refused")
     func addressesTakeTurns() async throws {
         let checks = PasswordChecks(threads: 1, maxWaiting: 32, maxWaitingPerKey: 4)
         let release = DispatchSemaphore(value: 0)
@@ -44,9 +44,9 @@ struct PasswordChecksTests {
             for _ in 0..<6 { release.signal() }
             try await group.waitForAll()
         }
-        // The flood's address had its turn before ben's arrived: one of its checks, then ben's,
-        // not all four.
-        #expect(order.current == ["flood-0", "flood-1", "ben", "flood-2", "flood-3", "flood-4"])
+        // Ben's check comes right after the one under way when it arrived, not after the
+        // flood's next, nor all four.
+        #expect(order.current == ["flood-0", "ben", "flood-1", "flood-2", "flood-3", "flood-4"])
     }
 
     @Test("a waiter whose request is cancelled leaves the queue; the others keep their turns")
@@ -68,16 +68,36 @@ struct PasswordChecksTests {
 
 @Suite("FairAdmission: slots, queues per key, turns")
 struct FairAdmissionTests {
-    @Test("freed slots go to the keys in turn, oldest waiter of each first")
+    @Test("freed slots go to the keys in turn, oldest waiter of each first, never twice running to one key while another waits")
     func roundRobin() {
         var admission = FairAdmission<String>(slots: 1, maxWaiting: 10, maxWaitingPerKey: 5)
-        let arrivals = ["a", "a", "a", "a", "b", "c", "b"].map { admission.arrive($0) }
+        let keys = ["a", "a", "a", "a", "b", "c", "b"]
+        let arrivals = keys.map { admission.arrive($0) }
         #expect(arrivals == [.run] + (0...5).map { .wait(ticket: $0) })
+        // Ticket n is arrival n + 1: the first ran at once.
         var served: [Int] = []
-        while let next = admission.finish() { served.append(next) }
-        // a's first waiter, then b's, then c's, then a's second, b's second, a's third.
-        #expect(served == [0, 3, 4, 1, 5, 2])
+        var finishing = "a"
+        while let next = admission.finish(finishing) {
+            served.append(next)
+            finishing = keys[next + 1]
+        }
+        // b's first waiter (a's check had just run), a's first, c's, b's second, a's second, and
+        // a's third once nobody else waits.
+        #expect(served == [3, 0, 4, 5, 1, 2])
         #expect(admission.running == 0 && admission.waiting == 0)
+    }
+
+    @Test("a key arriving while another key's work runs is next, before that key's own waiters")
+    func newcomerBeforeTheRunningKeysNext() {
+        // The sign-in flood: one address keeps the thread busy and its queue full; another user's
+        // sign-in waits for the check under way only.
+        var admission = FairAdmission<String>(slots: 1, maxWaiting: 10, maxWaitingPerKey: 5)
+        let arrivals = ["flood", "flood", "flood", "user"].map { admission.arrive($0) }
+        #expect(arrivals == [.run, .wait(ticket: 0), .wait(ticket: 1), .wait(ticket: 2)])
+        let next = admission.finish("flood")
+        #expect(next == 2, "the flood's next waiter went first")
+        let then = [admission.finish("user"), admission.finish("flood"), admission.finish("flood")]
+        #expect(then == [0, 1, nil])
     }
 
     @Test("a key past its waiting places, or everyone past the total, is refused; a slot free with nobody waiting runs at once")
@@ -86,8 +106,9 @@ struct FairAdmissionTests {
         let arrivals = ["a", "a", "a", "a", "a", "b", "c"].map { admission.arrive($0) }
         // Two run, a waits twice, a third a is past its places, b waits, c is past the three in all.
         #expect(arrivals == [.run, .run, .wait(ticket: 0), .wait(ticket: 1), .refuse, .wait(ticket: 2), .refuse])
-        let served = (0..<4).map { _ in admission.finish() }
-        #expect(served == [0, 2, 1, nil])
+        // a finishes (b's turn: a still holds a slot), a again (only a waits), b, a.
+        let served = ["a", "a", "b", "a"].map { admission.finish($0) }
+        #expect(served == [2, 0, 1, nil])
         #expect(admission.running == 1)
         let late = admission.arrive("d")
         #expect(late == .run)
@@ -100,11 +121,11 @@ struct FairAdmissionTests {
         let leaves = [admission.leave(0, key: "b"), admission.leave(0, key: "b")]
         #expect(leaves == [true, false])
         #expect(admission.waiting == 1)
-        let next = admission.finish()
+        let next = admission.finish("a")
         #expect(next == 1)
         let servedLeaves = admission.leave(1, key: "c")
         #expect(!servedLeaves, "served already")
-        let last = admission.finish()
+        let last = admission.finish("c")
         #expect(last == nil)
     }
 }
