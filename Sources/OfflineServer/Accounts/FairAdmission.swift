@@ -4,19 +4,19 @@
 /// address), and a freed slot goes to the keys in turn, one waiter each: a key with a hundred
 /// waiters does not make a key with one wait behind all hundred. A key whose turn has just
 /// ended, or that holds a slot still, goes after a key that holds none: one arriving while
-/// another key's work runs waits for that work alone, not for that key's next waiter too. At most ``maxWaitingPerKey``
-/// wait for one key and ``maxWaiting`` in all; past either an arrival is refused at once, so one
-/// key can neither fill the queue for everyone nor hold memory past a bound (and the arrays'
-/// removals from the front move at most ``maxWaiting`` elements).
+/// another key's work runs waits for that work alone, not for that key's next waiter too. At
+/// most ``maxWaitingPerKey`` wait for one key and ``maxWaiting`` in all; past either an arrival
+/// is refused at once, so one key can neither fill the queue for everyone nor hold memory past a
+/// bound (and the arrays' removals from the front move at most ``maxWaiting`` elements).
 struct FairAdmission<Key: Hashable & Sendable>: Sendable {
     let slots: Int
     let maxWaiting: Int
     let maxWaitingPerKey: Int
 
-    /// Slots taken.
-    private(set) var running = 0
     /// Slots taken by each key; a key with none is absent.
     private var runningByKey: [Key: Int] = [:]
+    /// Slots taken (as many as ``slots`` at most: a short sum).
+    var running: Int { runningByKey.values.reduce(0, +) }
     /// Arrivals waiting, in all.
     private(set) var waiting = 0
     /// The tickets waiting for each key, oldest first; a key with none is absent.
@@ -43,7 +43,6 @@ struct FairAdmission<Key: Hashable & Sendable>: Sendable {
 
     mutating func arrive(_ key: Key) -> Admission {
         if running < slots, waiting == 0 {
-            running += 1
             runningByKey[key, default: 0] += 1
             return .run
         }
@@ -61,12 +60,9 @@ struct FairAdmission<Key: Hashable & Sendable>: Sendable {
     /// freed when nobody waits. The turn is the first key that is not `key` and holds no slot;
     /// failing that, the first key.
     mutating func finish(_ key: Key) -> Int? {
-        precondition(running > 0 && runningByKey[key] != nil, "finish(_:) without a slot taken by this key")
-        runningByKey[key] = runningByKey[key]! > 1 ? runningByKey[key]! - 1 : nil
-        guard !turns.isEmpty else {
-            running -= 1
-            return nil
-        }
+        guard let taken = runningByKey[key] else { preconditionFailure("finish(_:) without a slot taken by this key") }
+        runningByKey[key] = taken > 1 ? taken - 1 : nil
+        guard !turns.isEmpty else { return nil }
         let turn = turns.firstIndex { $0 != key && runningByKey[$0] == nil } ?? 0
         let next = turns.remove(at: turn)
         var queue = queues[next]!
