@@ -1,4 +1,5 @@
 @testable import OfflineServer
+import Foundation
 import OfflineTestSupport
 import Testing
 
@@ -94,9 +95,13 @@ struct ConnectionLimitTests {
                 // An answer proves the server took this one: it takes no other while it is open.
                 let heldAnswer = held.get("/health")
                 var queued: [LoopbackSocket] = []
-                var dropped = 0
+                var dropped: [String] = []
                 for _ in 0..<12 {
-                    do { queued.append(try LoopbackSocket(port: port, connectWithin: .milliseconds(300))) } catch { dropped += 1 }
+                    do {
+                        queued.append(try LoopbackSocket(port: port, connectWithin: .milliseconds(300)))
+                    } catch {
+                        dropped.append("\(error)")
+                    }
                 }
                 held.close()
                 return (heldAnswer, queued.count, dropped)
@@ -104,7 +109,8 @@ struct ConnectionLimitTests {
             #expect(heldAnswer == "HTTP/1.1 204 No Content", "\(heldAnswer ?? "no answer")")
             // Linux holds one more than the backlog.
             #expect((8...9).contains(queued), "\(queued) connections made past the limit with a backlog of 8")
-            #expect(dropped == 12 - queued)
+            // The others timed out waiting for a handshake the kernel dropped; none was refused.
+            #expect(dropped.allSatisfy { $0.hasSuffix("errno \(EINPROGRESS)") }, "\(dropped)")
         }
     }
 
