@@ -24,47 +24,14 @@ if [[ "$count" -ne 0 ]]; then
     printf '%s\n' "$warnings"
     exit 1
 fi
-swift build --product offline
+# `--build-tests` builds every target, the `offline` tool the integration tests and labs run
+# included; `swift test --skip-build` below does not plan the same build a second time (12–14 s).
+test -x .build/debug/offline
 
 # Integration tests find their tools through these; plain `swift test` skips them.
 export OFFLINEKIT_INTEGRATION=1
 export OFFLINEKIT_BIN="$PWD/.build/debug/offline"
-# In parallel, four at a time. Every test shares one process, and so one cooperative pool of two
-# threads on a 2-core machine: whatever holds one of them without suspending delays every timer,
-# request and server of every other test. The stall watch (Tests/OfflineKitTests/Diagnostics,
-# run with OFFLINEKIT_STALL_WATCH=SECONDS) found what held them for over a second at a time (the
-# sample audio made sample by sample, a test polling with usleep, the shared PostgreSQL cluster
-# started under a lock); the failures seen at four at a time were then traced to child processes
-# keeping the tests' sockets open (see OfflineTestSupport's ChildProcess), to the demo's
-# migrations deadlocking the pool, and to `eventually` spinning on Task.yield (it now sleeps
-# between checks). Four at a time: 96 to 111 s here against 132 s at two.
-# Whatever the machine, never all at once (Swift Testing's default): the end-to-end demo tests
-# drive real servers, nginx, child processes and a network switch each.
-export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-4}"
-# HostileServerTests run in the attack lab (75-server-attacks.sh), beside the server's cases,
-# where their figures are read; not twice.
-swift test --skip HostileServerTests 2>&1 | tee /tmp/offlinekit-swift-test.log
-test "${PIPESTATUS[0]}" -eq 0
-
-# The labs, in three parts, so that a run takes about the time of its longest lane rather than
-# the sum of all labs: 559 s against 726 s one after another (both on two cores; the labs beside
-# each other take longer each, as they share the cores).
-# - Lanes beside the others: each runs its labs one after another in the background, its output
-#   kept and printed once it ends. The connectivity lab spends most of its 150 s waiting out the
-#   monitor's own timers (the 5 s anti-flap rule, probe intervals, a 20 s soak) in namespaces of
-#   its own; its limits (10 to 90 s for each verdict) are far above what the load beside it adds.
-#   The fuzzers run for a fixed time each, and the API contract lab a fixed number of cases: the
-#   load beside them makes the first try fewer inputs and the second take longer, nothing more.
-# - The other labs, in the foreground, one after another.
-# - Last, once every lane has ended, the labs that hold other users' requests to fixed times
-#   (the attack lab's /health p99 of 50 ms, the hiccup lab's queue emptied in 2 s): the fuzzers'
-#   two busy cores beside them would be counted against the server they measure.
-lanes=(
-    "scripts/labs/20-connectivity.sh"
-    "scripts/labs/60-client-fuzz.sh scripts/labs/70-api-contract.sh"
-)
-last=(scripts/labs/60-outbox-hiccup.sh scripts/labs/75-server-attacks.sh)
-
+# The labs' helpers: each lab runs alone or in a lane, and says how it went.
 # Runs lab $1 and reports how it went; returns its status.
 run_lab() {
     local started=$SECONDS status=0
@@ -83,22 +50,68 @@ failed=0
 count() { # status
     if (($1 == 0)); then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 }
-placed=("${last[@]}")
+placed=()
+lanes=()
 lane_pids=()
 lane_logs=()
-for lane in "${lanes[@]}"; do
-    read -r -a labs <<<"$lane"
+# Starts the labs named in $1 (one string) one after another in the background, their output
+# kept and printed once the foreground labs have run. The lane's status is how many of its labs
+# failed.
+start_lane() {
+    local labs log
+    read -r -a labs <<<"$1"
     placed+=("${labs[@]}")
     log=$(mktemp)
-    # The lane's status is how many of its labs failed.
     (
         failures=0
         for lab in "${labs[@]}"; do run_lab "$lab" || failures=$((failures + 1)); done
         exit "$failures"
     ) >"$log" 2>&1 &
+    lanes+=("$1")
     lane_pids+=($!)
     lane_logs+=("$log")
-done
+}
+# A run that stops early (a failed test) takes its lanes with it.
+trap 'for pid in "${lane_pids[@]}"; do pkill -TERM -P "$pid" 2>/dev/null; kill "$pid" 2>/dev/null; done' EXIT
+
+# The labs, in three parts, so that a run takes about the time of its longest lane rather than
+# the sum of all labs (726 s one after another on two cores; the labs beside each other take
+# longer each, as they share the cores).
+# - Lanes beside the others: each runs its labs one after another in the background, its output
+#   kept and printed once it ends.
+#   - The first starts with the test suite. The connectivity lab spends most of its 150 s waiting
+#     out the monitor's own timers (the 5 s anti-flap rule, probe intervals, a 20 s soak) in
+#     namespaces of its own; its limits (10 to 90 s for each verdict) are far above what the load
+#     beside it adds. The psql writers' lab follows it: its checks are of rows, not of time.
+#   - The second starts after the test suite, whose timers it would crowd: the fuzzers run for a
+#     fixed time each, and the API contract lab a fixed number of cases; the load beside them
+#     makes the first try fewer inputs and the second take longer, nothing more.
+# - The other labs, in the foreground, one after another.
+# - Last, once every lane has ended, the labs that hold other users' requests to fixed times
+#   (the attack lab's /health p99 of 50 ms, the hiccup lab's queue emptied in 2 s): the fuzzers'
+#   two busy cores beside them would be counted against the server they measure.
+start_lane "scripts/labs/20-connectivity.sh scripts/labs/55-psql-writers.sh"
+
+# In parallel, four at a time. Every test shares one process, and so one cooperative pool of two
+# threads on a 2-core machine: whatever holds one of them without suspending delays every timer,
+# request and server of every other test. The stall watch (Tests/OfflineKitTests/Diagnostics,
+# run with OFFLINEKIT_STALL_WATCH=SECONDS) found what held them for over a second at a time (the
+# sample audio made sample by sample, a test polling with usleep, the shared PostgreSQL cluster
+# started under a lock); the failures seen at four at a time were then traced to child processes
+# keeping the tests' sockets open (see OfflineTestSupport's ChildProcess), to the demo's
+# migrations deadlocking the pool, and to `eventually` spinning on Task.yield (it now sleeps
+# between checks). Four at a time: 96 to 111 s here against 132 s at two.
+# Whatever the machine, never all at once (Swift Testing's default): the end-to-end demo tests
+# drive real servers, nginx, child processes and a network switch each.
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH="${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-4}"
+# HostileServerTests run in the attack lab (75-server-attacks.sh), beside the server's cases,
+# where their figures are read; not twice.
+swift test --skip-build --skip HostileServerTests 2>&1 | tee /tmp/offlinekit-swift-test.log
+test "${PIPESTATUS[0]}" -eq 0
+
+start_lane "scripts/labs/60-client-fuzz.sh scripts/labs/70-api-contract.sh"
+last=(scripts/labs/60-outbox-hiccup.sh scripts/labs/75-server-attacks.sh)
+placed+=("${last[@]}")
 for lab in scripts/labs/*.sh; do
     [[ " ${placed[*]} " == *" $lab "* ]] && continue
     status=0
@@ -115,6 +128,7 @@ for i in "${!lane_pids[@]}"; do
     passed=$((passed + ${#labs[@]} - status))
     failed=$((failed + status))
 done
+lane_pids=()
 for lab in "${last[@]}"; do
     status=0
     run_lab "$lab" || status=$?
