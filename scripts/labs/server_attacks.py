@@ -138,8 +138,10 @@ class Probes:
 
     def line(self, name):
         values = self.samples[name]
+        # The longest too: each probe waits for its answer before asking again, so a stall of
+        # a second costs one sample, which the p99 of hundreds leaves out.
         return (f"{name}: p50 {percentile(values, 0.5):.1f} ms, p99 {percentile(values, 0.99):.1f} ms, "
-                f"{len(values)} answered, {self.failures[name]} failed")
+                f"max {max(values, default=float('nan')):.1f} ms, {len(values)} answered, {self.failures[name]} failed")
 
 
 def sign_in(url, name):
