@@ -20,7 +20,8 @@ import Darwin
 /// (``dropDatabase(url:)``).
 ///
 /// The cluster runs with `wal_level = logical`, as the reference backend's sync capture needs,
-/// and room for ``maximumReplicationSlots`` slots: capture takes one per database it serves.
+/// and room for ``maximumReplicationSlots`` slots and as many replication sessions: capture takes
+/// one slot per database it serves, and streams it on a session of its own while it runs.
 public struct LoopbackPostgres: Sendable {
     public let directory: URL
     public let port: Int
@@ -56,7 +57,7 @@ public struct LoopbackPostgres: Sendable {
         for _ in 0..<5 {
             let port = Int.random(in: 30_000..<60_000)
             let options = "-p \(port) -k \(directory.path) -c listen_addresses=127.0.0.1 -c wal_level=logical "
-                + "-c max_replication_slots=\(maximumReplicationSlots)"
+                + "-c max_replication_slots=\(maximumReplicationSlots) -c max_wal_senders=\(maximumReplicationSlots)"
             if (try? run("/usr/sbin/runuser", ["-u", "postgres", "--", "\(bin)/pg_ctl", "-D", data, "-o", options,
                                                  "-l", directory.appendingPathComponent("log").path, "-w", "start"])) != nil {
                 return LoopbackPostgres(directory: directory, port: port, bin: bin)

@@ -37,6 +37,8 @@ extension Offline {
         var socketSendBuffer = 256 * 1024
         @Option(name: .customLong("sync-rules"), help: "A YAML file of sync rules: which of the database's tables are synced, and to whom (added to the built-in ones).")
         var syncRules: String?
+        @Flag(name: .customLong("capture-stream"), help: "With --postgres: stream changes to capture on a replication session rather than polling every 5 ms (lower latency, an idle database asked nothing; more cost to the writers on few cores).")
+        var captureStream = false
         @Option(name: .customLong("tombstone-retention"), help: "Days to keep deleted rows' tombstones in the sync feed; a device offline longer syncs everything again.")
         var tombstoneRetention: Double = 30
         @Option(name: .customLong("max-records-per-user"), help: "Records one user may keep across collections; a write past it is refused (403).")
@@ -116,6 +118,7 @@ extension Offline {
                 socketSendBuffer: socketSendBuffer == 0 ? nil : socketSendBuffer,
                 syncRules: syncRules.map { URL(fileURLWithPath: $0) },
                 tombstoneRetention: .seconds(tombstoneRetention * 24 * 3600),
+                captureStreams: captureStream,
                 recordQuota: RecordQuota(records: maxRecordsPerUser, bytes: maxRecordBytesPerUser),
                 signInFailuresPerAddress: signInFailuresPerAddress == 0 ? nil : signInFailuresPerAddress,
                 maxRequestsPerUser: maxRequestsPerUser,

@@ -11,7 +11,9 @@
 # move-in), sometimes with a batch of that workspace in the same transaction. Meanwhile ana and
 # ben pull from the instances (each from its own, sometimes from the other) into SQLite files,
 # SIGKILLed at random points, and the lab SIGKILLs instances (sometimes both at once) and starts
-# them again on the same database: capture must go on from its slot, skipping nothing. After
+# them again on the same database: capture must go on from its slot, skipping nothing. The first
+# instance streams the slot (`--capture-stream`), the second polls it: whichever leads after a
+# kill goes on from where the other stopped. After
 # every pull that ended on its own, no batch may be half there and ana may hold nothing of w3.
 # When the writers stop, pulls run until each device holds exactly the rows its user may see now,
 # field by field: none missing, none extra, none different (at most SYNC_PSQL_CONVERGE pulls).
@@ -101,9 +103,11 @@ YAML
 
 urls=()
 logs=()
+capture_reads=("--capture-stream" "")
 for i in 0 1; do
     # One at a time: two instances migrating an empty database at once would race.
-    start_offline_server "$lab" "$work/server$i.log" --postgres "$pg_url" --demo-accounts --sync-rules "$work/rules.yaml"
+    # shellcheck disable=SC2086 # the second instance's empty option is no argument
+    start_offline_server "$lab" "$work/server$i.log" --postgres "$pg_url" --demo-accounts --sync-rules "$work/rules.yaml" ${capture_reads[$i]}
     server_pids+=("$server_pid")
     # The helper may SIGKILL it: no job report from this shell then.
     disown "$server_pid"

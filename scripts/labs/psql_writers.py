@@ -337,8 +337,10 @@ class Lab:
         with open(self.logs[index], "a") as log:
             log.write(f"=== restarted by the lab at {time.time():.3f}\n")
             log.flush()
+            # As the lab started it: the first instance streams capture's slot, the second polls it.
             process = subprocess.Popen([self.bin, "serve", "--port", port, "--postgres", self.pg_url, "--demo-accounts",
-                                        "--sync-rules", self.rules], stdout=log, stderr=log)
+                                        "--sync-rules", self.rules] + (["--capture-stream"] if index == 0 else []),
+                                       stdout=log, stderr=log)
         self.started_servers.append(process)
         self.server_pids[index] = process.pid
         with open(os.path.join(self.work, "server-pids"), "a") as pids:

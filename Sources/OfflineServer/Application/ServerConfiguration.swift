@@ -58,8 +58,16 @@ public struct ServerConfiguration: Sendable {
     /// How long a deleted row's tombstone stays in the sync feed. A device offline for longer
     /// syncs everything again when it comes back.
     public var tombstoneRetention: Duration
-    /// How often capture looks for changes when it found none the last time.
+    /// How often capture looks for changes when it found none the last time (when it does not
+    /// stream them).
     public var capturePollInterval: Duration
+    /// On PostgreSQL, whether capture streams the slot on a replication session of its own
+    /// rather than polling it through SQL: a commit reaches the feed without waiting for a poll,
+    /// and an idle database is asked nothing, but each commit wakes the session, which costs the
+    /// writers more on a machine of few cores (`docs/shared-sync.md`, "Capture"). The
+    /// session signs in as the storage's URL says (trust, password, MD5 or SCRAM-SHA-256), and
+    /// takes one of the database's `max_wal_senders`.
+    public var captureStreams: Bool
     /// How many records, and how many bytes of them, each user may keep (`/api/records/…`).
     public var recordQuota: RecordQuota
     /// How many wrong passwords one client address may send in 15 minutes, whatever the names,
@@ -102,6 +110,7 @@ public struct ServerConfiguration: Sendable {
         syncRules: URL? = nil,
         tombstoneRetention: Duration = .seconds(30 * 24 * 3600),
         capturePollInterval: Duration = .milliseconds(5),
+        captureStreams: Bool = false,
         recordQuota: RecordQuota = .standard,
         signInFailuresPerAddress: Int? = 100,
         maxRequestsPerUser: Int = 32,
@@ -131,6 +140,7 @@ public struct ServerConfiguration: Sendable {
         self.syncRules = syncRules
         self.tombstoneRetention = tombstoneRetention
         self.capturePollInterval = capturePollInterval
+        self.captureStreams = captureStreams
         self.recordQuota = recordQuota
         self.signInFailuresPerAddress = signInFailuresPerAddress
         self.maxRequestsPerUser = maxRequestsPerUser

@@ -57,6 +57,40 @@ struct SyncRoutesTests {
         }
     }
 
+    @Test("capture streaming the slot on a replication session brings every write, its changes and deletions by delta, as polling does")
+    func streamedCapture() async throws {
+        guard TemporaryPostgres.isEnabled else { return }
+        var configuration = ServerConfiguration.testing()
+        configuration.captureStreams = true
+        try await withSyncBackend(.postgres, configuration) { client, server in
+            let ana = try await signedInJSON(client, "ana")
+            for (id, text) in [("a", "one"), ("b", "two")] {
+                try await client.execute(uri: "/api/records/notes/\(id)", method: .put, headers: keyed(ana),
+                                         body: ByteBuffer(string: #"{"text":"\#(text)"}"#)) { #expect($0.status == .ok) }
+            }
+            try await server.capture()
+            var device = SyncDevice(ana, ["records/notes"])
+            try await device.pull(client)
+            #expect(device.ids("records/notes") == ["a", "b"])
+            try await client.execute(uri: "/api/records/notes/a", method: .patch, headers: keyed(ana),
+                                     body: ByteBuffer(string: #"{"done":true}"#)) { #expect($0.status == .ok) }
+            try await client.execute(uri: "/api/records/notes/b", method: .delete, headers: keyed(ana)) { #expect($0.status == .noContent) }
+            try await server.capture()
+            let delta = try await device.pull(client)
+            #expect(delta == [SyncPage.Change(collection: "records/notes", id: "a",
+                                              value: Self.record("a", version: 2, ["text": .string("one"), "done": .bool(true)])),
+                              SyncPage.Change(collection: "records/notes", id: "b", value: nil)], "\(delta)")
+            // Read through a replication session, not through SQL.
+            let sessions = try await server.storage.read { db in
+                try db.row("""
+                    SELECT COUNT(*) AS n FROM pg_stat_activity
+                    WHERE backend_type = 'walsender' AND application_name = 'offlinekit-capture' AND datname = current_database()
+                    """)?.int("n")
+            }
+            #expect(sessions == 1)
+        }
+    }
+
     /// Makes the workspace `crew` with `members`, by plain SQL.
     static func crew(_ members: [String], _ server: SyncTestBackend) async throws {
         for member in members {

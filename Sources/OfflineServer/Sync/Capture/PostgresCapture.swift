@@ -22,14 +22,19 @@ import ServiceLifecycle
 ///   position it has read through in the same transaction as the rows; only then is the slot
 ///   advanced. A capturer killed in between reads the same transactions again and passes over
 ///   those the feed already has.
-/// - **Polled.** PostgreSQL cannot wake a reader of a slot through SQL; the capturer asks every
-///   `pollInterval` (5 ms by default: an empty answer costs the database a fraction of a
-///   millisecond) and at once again after a batch.
+/// - **Polled, or streamed.** By default the capturer asks through SQL every `pollInterval` (5 ms:
+///   an empty answer costs the database a fraction of a millisecond) and at once again after a
+///   batch. With an `endpoint` (``ServerConfiguration/CaptureReads/streaming``), changes come
+///   instead on a replication session of their own (``ReplicationSession``) as PostgreSQL decodes
+///   them: one decoding session while the capturer leads, each part of the WAL decoded once, a
+///   commit passed on without waiting for a poll; ``CaptureStream`` decides what each batch does.
 struct PostgresCapture: NamedService {
     let connection: PostgresConnection.Configuration
     let storage: any ServerStorage
     let rules: SyncRules
     let pollInterval: Duration
+    /// Where to open a replication session and stream the slot; nil polls it through SQL.
+    let endpoint: ReplicationEndpoint?
     let logger: Logger
     var now: @Sendable () -> Date = { Date() }
 
@@ -43,6 +48,10 @@ struct PostgresCapture: NamedService {
     static let lockKey = 0x0FF1_CA97
     /// Feed rows recorded per transaction while a large source transaction is read.
     static let chunk = 2_000
+    /// While writers keep committing, the shortest time between two writes of their
+    /// transactions to the feed when streaming (``CaptureStream``); the session's clock ticks as
+    /// often.
+    static let recordSpacing: TimeInterval = 0.005
 
     func run() async throws {
         // Ends with the server's graceful shutdown, like every other service: the feed holds
@@ -78,6 +87,13 @@ struct PostgresCapture: NamedService {
             logger.notice("Capturing changes for sync")
             let slot = Self.slot(database: try await databaseOID(session))
             try await prepare(session, slot: slot)
+            if let endpoint {
+                // Where the feed has read through: only the capturer moves it.
+                let through = try await storage.read { db in try SyncFeed.state(in: db)?.through } ?? 0
+                try await stream(endpoint, slot: slot, through: through)
+                try await session.close()
+                return
+            }
             var changes = PgOutputChanges(tables: rules.tables)
             var advanced: Date?
             // Where the feed has read through: only the capturer moves it, so it is read once and
@@ -275,14 +291,8 @@ struct PostgresCapture: NamedService {
         // The last commit position published: the feed's `through` is now at least there.
         var published: Int64?
         func record(_ changes: [CapturedChange], publishing end: UInt64?) async throws {
-            let now = now()
-            let already = touched
-            touched = try await storage.write { db in
-                let all = already.union(try SyncFeed.record(changes, mapping: mapping, publishThrough: end.map { Int64($0) }, now: now,
-                                                            in: db, logger: logger))
-                if end != nil, !all.isEmpty { try db.notify(SyncFeed.pokeChannel, payload: SyncFeed.pokePayload(all)) }
-                return end == nil ? all : []
-            }
+            touched = try await Self.record(changes, publishing: end.map { Int64($0) }, touched: touched, mapping: mapping,
+                                            now: now(), storage: storage, logger: logger)
             if let end { published = max(published ?? 0, Int64(end)) }
         }
         // Up to where the WAL is flushed, not written: decoding reads flushed WAL only, so a
@@ -345,5 +355,64 @@ struct PostgresCapture: NamedService {
             confirmed = through
         }
         return decoded
+    }
+
+    /// Records `changes` in the feed in one write. Published through `end`, the write pokes every
+    /// audience changed since the last publication (`touched` and these), and returns none;
+    /// unpublished (part of a large transaction), it returns them all for the write that publishes.
+    static func record(_ changes: [CapturedChange], publishing end: Int64?, touched: Set<String>, mapping: FeedMapping,
+                       now: Date, storage: any ServerStorage, logger: Logger) async throws -> Set<String> {
+        try await storage.write { db in
+            let all = touched.union(try SyncFeed.record(changes, mapping: mapping, publishThrough: end, now: now, in: db, logger: logger))
+            if end != nil, !all.isEmpty { try db.notify(SyncFeed.pokeChannel, payload: SyncFeed.pokePayload(all)) }
+            return end == nil ? all : []
+        }
+    }
+
+    /// Streams the slot's changes into the feed until cancelled or the session fails.
+    private func stream(_ endpoint: ReplicationEndpoint, slot: String, through: Int64) async throws {
+        let mapping = FeedMapping(rules: rules)
+        let logger = logger
+        let now = now
+        var machine = CaptureStream(tables: rules.tables, through: through)
+        // From the position the slot last confirmed (0/0): the transactions after it, whole.
+        let command = "START_REPLICATION SLOT \(slot) LOGICAL 0/0 (proto_version '1', publication_names '\(Self.publication)')"
+        try await ReplicationSession.run(endpoint, command: command, tick: .milliseconds(Int64(Self.recordSpacing * 1000)),
+                                         logger: logger) { inputs, send in
+            // Feeds changed by recorded parts of a transaction not yet published.
+            var touched = Set<String>()
+            while !Task.isCancelled {
+                let input = try await inputs.next()
+                let moment = now()
+                let writes: [CaptureStream.Write]
+                switch input {
+                case .tick:
+                    writes = machine.tick(now: moment)
+                case .messages(let messages):
+                    var stream: [ReplicationWire.Replication] = []
+                    for message in messages {
+                        switch message {
+                        case .copyData(let body): stream.append(try ReplicationWire.replication(body))
+                        case .error(let text): throw ReplicationSession.Failed(description: "PostgreSQL stopped streaming changes: \(text)")
+                        case .copyDone: throw ReplicationSession.Failed(description: "PostgreSQL ended the replication stream")
+                        default: continue
+                        }
+                    }
+                    writes = try machine.receive(stream, now: moment)
+                }
+                for write in writes {
+                    switch write {
+                    case .record(let changes, let end):
+                        let published = end.map { Int64(clamping: $0) }
+                        touched = try await Self.record(changes, publishing: published, touched: touched, mapping: mapping,
+                                                        now: moment, storage: storage, logger: logger)
+                        machine.wrote(through: published)
+                    case .advance(let position):
+                        machine.wrote(through: try await storage.write { db in try SyncFeed.advance(through: Int64(clamping: position), in: db) })
+                    }
+                }
+                if let status = machine.status(now: moment) { try await send(status.flushed, status.reply) }
+            }
+        }
     }
 }

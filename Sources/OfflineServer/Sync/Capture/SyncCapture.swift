@@ -29,7 +29,8 @@ struct SyncRuntime: Sendable {
                 return Int64(lsn)
             }
             let capture = PostgresCapture(connection: try PostgresStorage.configuration(from: url), storage: storage, rules: rules,
-                                          pollInterval: configuration.capturePollInterval, logger: logger)
+                                          pollInterval: configuration.capturePollInterval,
+                                          endpoint: configuration.captureStreams ? try ReplicationEndpoint(url: url) : nil, logger: logger)
             return SyncRuntime(service: service, capture: capture)
         }
         let fingerprint = rules.fingerprint

@@ -1,0 +1,149 @@
+import Foundation
+
+/// Capture's decisions as it reads a replication stream: which transactions go to the feed and
+/// in which writes, when the feed's read position moves with no change to record, and what the
+/// slot is told it may let go of. Pure: the session passes the stream's messages, the outcome of
+/// each write and the time, and performs what comes back.
+///
+/// - Whole transactions, in commit order, several per write: the transactions complete when a
+///   write is due are recorded in one write that publishes the position read through. A write is
+///   due at once after a quiet spell, and `spacing` after the last one while writers keep
+///   committing: a commit after a pause reaches the feed without waiting, and a busy database
+///   costs the feed one write per `spacing`, not one per source transaction. A transaction
+///   larger than ``PostgresCapture/chunk`` rows goes in parts, published with its last.
+/// - Exactly once into the feed: a transaction that ended at or before the position the feed had
+///   read through when the session started was recorded before, and is passed over.
+/// - The slot is confirmed only up to what the feed holds, after the write that put it there.
+/// - While nothing the rules read is written, the feed's position follows the server's (learnt
+///   from the keepalives the status asks for each `statusInterval`), at most every
+///   ``PostgresCapture/idleAdvanceInterval``, so a client waiting for a checkpoint is not kept
+///   waiting by writes to other tables.
+struct CaptureStream: Sendable {
+    enum Write: Sendable, Equatable {
+        /// Record `changes`; with `publishThrough`, the feed has then read through that position.
+        case record([CapturedChange], publishThrough: UInt64?)
+        /// Nothing to record: the feed has read through this position.
+        case advance(UInt64)
+    }
+
+    /// The standby status to send: the slot may let go of everything before `flushed`; `reply`
+    /// asks the server for its position at once.
+    struct Status: Sendable, Equatable {
+        var flushed: UInt64
+        var reply: Bool
+    }
+
+    /// Where the feed has read through.
+    private(set) var through: Int64
+    /// Where the feed had read through when the session started.
+    private let recorded: Int64
+    private let statusInterval: TimeInterval
+    private let spacing: TimeInterval
+    private let chunk: Int
+    private var changes: PgOutputChanges
+    private var inTransaction = false
+    /// The changes of the transaction being read.
+    private var pending: [CapturedChange] = []
+    /// Whole transactions read and not yet recorded, and the end of the last.
+    private var committed: [CapturedChange] = []
+    private var committedThrough: UInt64?
+    /// The server's position from its last keepalive.
+    private var serverEnd: UInt64 = 0
+    private var confirmed: Int64 = 0
+    private var lastAdvance: Date?
+    private var lastRecord: Date?
+    private var lastStatus: Date?
+    private var replyOwed = false
+
+    init(tables: Set<String>, through: Int64, statusInterval: TimeInterval = PostgresCapture.idleAdvanceInterval,
+         spacing: TimeInterval = PostgresCapture.recordSpacing, chunk: Int = PostgresCapture.chunk) {
+        changes = PgOutputChanges(tables: tables)
+        self.through = through
+        recorded = through
+        self.statusInterval = statusInterval
+        self.spacing = spacing
+        self.chunk = chunk
+    }
+
+    /// The writes one batch of the stream calls for, in order.
+    ///
+    /// - Throws: ``PgOutput/Malformed`` for a message that cannot be read.
+    mutating func receive(_ messages: [ReplicationWire.Replication], now: Date) throws -> [Write] {
+        var writes: [Write] = []
+        for message in messages {
+            switch message {
+            case .keepalive(let end, let reply):
+                serverEnd = max(serverEnd, end)
+                if reply { replyOwed = true }
+            case .xLogData(_, _, let payload):
+                for event in try changes.events(try PgOutput(payload)) {
+                    switch event {
+                    case .begin:
+                        inTransaction = true
+                        pending.removeAll()
+                    case .change(let change):
+                        pending.append(change)
+                        if committed.count + pending.count >= chunk {
+                            // A large transaction: its rows go in parts, published at its commit.
+                            writes.append(.record(committed + pending, publishThrough: nil))
+                            committed.removeAll()
+                            pending.removeAll()
+                        }
+                    case .commit(let end):
+                        inTransaction = false
+                        // Recorded before this session began: the feed has it.
+                        guard Int64(end) > recorded else { pending.removeAll(); continue }
+                        committed += pending
+                        pending.removeAll()
+                        committedThrough = end
+                        if committed.count >= chunk {
+                            writes.append(.record(committed, publishThrough: end))
+                            committed.removeAll()
+                            committedThrough = nil
+                        }
+                    }
+                }
+            }
+        }
+        return writes + due(now: now)
+    }
+
+    /// The writes due at `now` with no new message: transactions held for `spacing`, or the
+    /// server's position to follow. The session calls it on each tick of its clock.
+    mutating func tick(now: Date) -> [Write] {
+        due(now: now)
+    }
+
+    private mutating func due(now: Date) -> [Write] {
+        if let end = committedThrough {
+            guard lastRecord.map({ now.timeIntervalSince($0) >= spacing || now < $0 }) ?? true else { return [] }
+            lastRecord = now
+            committedThrough = nil
+            defer { committed.removeAll() }
+            // Every transaction that ended before the server's last position was sent before its
+            // keepalive: with none open, the feed has read through there too.
+            return [.record(committed, publishThrough: inTransaction ? end : max(end, serverEnd))]
+        }
+        guard !inTransaction, committed.isEmpty,
+              PostgresCapture.advances(upto: Int64(clamping: serverEnd), through: through, decoded: false, lastAdvance: lastAdvance, now: now)
+        else { return [] }
+        lastAdvance = now
+        return [.advance(serverEnd)]
+    }
+
+    /// A write was made; the feed has read through `position` if it says so.
+    mutating func wrote(through position: Int64?) {
+        if let position { through = max(through, position) }
+    }
+
+    /// The status to send now, if any: at once when the feed moved or the server asked, and
+    /// every `statusInterval` to ask for the server's position.
+    mutating func status(now: Date) -> Status? {
+        let due = lastStatus.map { now.timeIntervalSince($0) >= statusInterval || now < $0 } ?? true
+        guard through > confirmed || replyOwed || due else { return nil }
+        confirmed = max(confirmed, through)
+        replyOwed = false
+        if due { lastStatus = now }
+        return Status(flushed: UInt64(confirmed), reply: due)
+    }
+}

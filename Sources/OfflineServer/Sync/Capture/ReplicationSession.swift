@@ -1,0 +1,211 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+
+/// Where and as whom the replication session connects: the storage's own PostgreSQL URL.
+struct ReplicationEndpoint: Sendable, Equatable {
+    var host: String
+    var port: Int
+    var user: String
+    var password: String?
+    var database: String
+
+    /// The endpoint of `url` (`postgres://user[:password]@host[:port]/database`).
+    init(url: String) throws {
+        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme),
+              let host = components.host, !host.isEmpty else { throw PostgresURLError(url: url) }
+        self.host = host
+        port = components.port ?? 5432
+        user = components.user ?? "postgres"
+        password = components.password
+        let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        database = path.isEmpty ? user : path
+    }
+}
+
+/// What the session hands its reader: the server's messages of one read, or the clock's tick.
+enum ReplicationInput: Sendable {
+    case messages([ReplicationWire.Backend])
+    case tick
+}
+
+/// One logical replication session on a connection of its own: it signs in with
+/// `replication=database`, starts streaming a slot, and gives its reader one input loop of the
+/// server's messages and of a tick every `tick`, on which the reader answers with its standby
+/// status.
+enum ReplicationSession {
+    struct Failed: Error, Sendable, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Connects to `endpoint`, signs in, sends `command` (a `START_REPLICATION`), and once the
+    /// server streams, runs `read` with the inputs and a function that sends a standby status.
+    /// The connection closes when `read` returns or throws.
+    static func run(_ endpoint: ReplicationEndpoint, command: String, tick: Duration, logger: Logger,
+                    read: (inout Inputs, _ status: (UInt64, Bool) async throws -> Void) async throws -> Void) async throws {
+        let ticks = TimeAmount.nanoseconds(Int64(tick.components.seconds) * 1_000_000_000 + tick.components.attoseconds / 1_000_000_000)
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connectTimeout(.seconds(10))
+            .connect(host: endpoint.host, port: endpoint.port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(ReplicationMessageDecoder()))
+                    try channel.pipeline.syncOperations.addHandler(ReplicationTicks(every: ticks))
+                    return try NIOAsyncChannel<ReplicationInput, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+        try await channel.executeThenClose { inbound, outbound in
+            var inputs = Inputs(iterator: inbound.makeAsyncIterator())
+            var buffer = ByteBuffer()
+            // Values reach capture in their text form, written in the session's settings: dates
+            // as ISO 8601, times in UTC, whatever the database's defaults.
+            ReplicationWire.startup([("user", endpoint.user), ("database", endpoint.database), ("replication", "database"),
+                                     ("application_name", "offlinekit-capture"), ("client_encoding", "UTF8"),
+                                     ("DateStyle", "ISO"), ("TimeZone", "UTC")], into: &buffer)
+            try await outbound.write(buffer)
+            try await signIn(endpoint, &inputs, outbound)
+            buffer.clear()
+            ReplicationWire.query(command, into: &buffer)
+            try await outbound.write(buffer)
+            streaming: while true {
+                switch try await inputs.nextBackend() {
+                case .copyBothResponse: break streaming
+                case .error(let text): throw Failed(description: "PostgreSQL refused to stream changes: \(text)")
+                default: continue
+                }
+            }
+            let epoch = Date(timeIntervalSince1970: 946_684_800)  // 2000-01-01, PostgreSQL's epoch
+            try await read(&inputs) { flushed, reply in
+                var buffer = ByteBuffer()
+                ReplicationWire.standbyStatus(flushed: flushed, clock: Int64(Date().timeIntervalSince(epoch) * 1_000_000),
+                                              reply: reply, into: &buffer)
+                try await outbound.write(buffer)
+            }
+            buffer.clear()
+            ReplicationWire.terminate(into: &buffer)
+            try? await outbound.write(buffer)
+        }
+    }
+
+    /// Answers the server's authentication requests until it accepts, then waits until it is ready.
+    private static func signIn(_ endpoint: ReplicationEndpoint, _ inputs: inout Inputs,
+                               _ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
+        var scram: ReplicationSignIn.SCRAM?
+        func password() throws -> String {
+            guard let password = endpoint.password else {
+                throw Failed(description: "PostgreSQL asks for a password and the URL has none")
+            }
+            return password
+        }
+        var buffer = ByteBuffer()
+        while true {
+            buffer.clear()
+            switch try await inputs.nextBackend() {
+            case .authentication(.ok):
+                continue
+            case .authentication(.cleartextPassword):
+                ReplicationWire.password(try password(), into: &buffer)
+            case .authentication(.md5Password(let salt)):
+                ReplicationWire.password(ReplicationSignIn.md5(user: endpoint.user, password: try password(), salt: salt), into: &buffer)
+            case .authentication(.sasl(let mechanisms)):
+                guard mechanisms.contains(ReplicationSignIn.SCRAM.mechanism) else {
+                    throw Failed(description: "PostgreSQL offers \(mechanisms.joined(separator: ", ")), not SCRAM-SHA-256")
+                }
+                let exchange = ReplicationSignIn.SCRAM(password: try password())
+                ReplicationWire.saslInitial(mechanism: ReplicationSignIn.SCRAM.mechanism, exchange.first, into: &buffer)
+                scram = exchange
+            case .authentication(.saslContinue(let data)):
+                guard var exchange = scram else { throw Failed(description: "PostgreSQL continued a SCRAM exchange never begun") }
+                ReplicationWire.saslResponse(try exchange.final(answering: data), into: &buffer)
+                scram = exchange
+            case .authentication(.saslFinal(let data)):
+                guard let exchange = scram else { throw Failed(description: "PostgreSQL ended a SCRAM exchange never begun") }
+                try exchange.check(serverFinal: data)
+                continue
+            case .authentication(.unsupported(let code)):
+                throw Failed(description: "PostgreSQL asks for an authentication method this session does not speak (\(code))")
+            case .error(let text):
+                throw Failed(description: "PostgreSQL refused the replication session: \(text)")
+            case .readyForQuery:
+                return
+            default:
+                continue
+            }
+            try await outbound.write(buffer)
+        }
+    }
+
+    /// The session's inputs, one at a time.
+    struct Inputs {
+        var iterator: NIOAsyncChannelInboundStream<ReplicationInput>.AsyncIterator
+        private var waiting: [ReplicationWire.Backend] = []
+
+        init(iterator: NIOAsyncChannelInboundStream<ReplicationInput>.AsyncIterator) {
+            self.iterator = iterator
+        }
+
+        /// The next batch of messages or tick.
+        ///
+        /// - Throws: ``Failed`` when the connection ends.
+        mutating func next() async throws -> ReplicationInput {
+            if !waiting.isEmpty {
+                defer { waiting.removeAll() }
+                return .messages(waiting)
+            }
+            guard let input = try await iterator.next() else { throw Failed(description: "PostgreSQL closed the replication connection") }
+            return input
+        }
+
+        /// The server's next message, ticks passed over (before the stream starts).
+        mutating func nextBackend() async throws -> ReplicationWire.Backend {
+            while true {
+                if !waiting.isEmpty { return waiting.removeFirst() }
+                if case .messages(let messages) = try await next() { waiting = messages }
+            }
+        }
+    }
+}
+
+/// Fires a ``ReplicationInput/tick`` every interval while the connection is open.
+private final class ReplicationTicks: ChannelInboundHandler {
+    typealias InboundIn = ReplicationInput
+    typealias InboundOut = ReplicationInput
+
+    let interval: TimeAmount
+    private var task: RepeatedTask?
+
+    init(every interval: TimeAmount) {
+        self.interval = interval
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { start(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        start(context)
+        context.fireChannelActive()
+    }
+
+    private func start(_ context: ChannelHandlerContext) {
+        guard task == nil else { return }
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        task = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+            let (handler, context) = bound.value
+            context.fireChannelRead(handler.wrapInboundOut(.tick))
+            context.fireChannelReadComplete()
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        task?.cancel()
+        task = nil
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        task?.cancel()
+        task = nil
+    }
+}
