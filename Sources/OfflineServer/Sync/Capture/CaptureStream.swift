@@ -54,6 +54,10 @@ struct CaptureStream: Sendable {
     private var lastRecord: Date?
     private var lastStatus: Date?
     private var replyOwed = false
+    /// When the server last sent anything: it answers each status that asks within a round trip.
+    private var lastHeard: Date?
+    /// How long the server may stay silent before the session is taken for lost.
+    static let silenceLimit: TimeInterval = 30
 
     init(tables: Set<String>, through: Int64, statusInterval: TimeInterval = PostgresCapture.idleAdvanceInterval,
          spacing: TimeInterval = PostgresCapture.recordSpacing, chunk: Int = PostgresCapture.chunk) {
@@ -69,6 +73,7 @@ struct CaptureStream: Sendable {
     ///
     /// - Throws: ``PgOutput/Malformed`` for a message that cannot be read.
     mutating func receive(_ messages: [ReplicationWire.Replication], now: Date) throws -> [Write] {
+        if !messages.isEmpty { lastHeard = now }
         var writes: [Write] = []
         for message in messages {
             switch message {
@@ -110,8 +115,20 @@ struct CaptureStream: Sendable {
 
     /// The writes due at `now` with no new message: transactions held for `spacing`, or the
     /// server's position to follow. The session calls it on each tick of its clock.
-    mutating func tick(now: Date) -> [Write] {
-        due(now: now)
+    ///
+    /// - Throws: ``Silent`` when the server has sent nothing for ``silenceLimit`` although every
+    ///   status asks it to answer: a connection lost without a word (a host gone, a partition),
+    ///   which TCP would report only after many minutes.
+    mutating func tick(now: Date) throws -> [Write] {
+        let heard = lastHeard ?? now
+        if lastHeard == nil { lastHeard = now }
+        guard now.timeIntervalSince(heard) < Self.silenceLimit else { throw Silent(seconds: Self.silenceLimit) }
+        return due(now: now)
+    }
+
+    struct Silent: Error, Sendable, CustomStringConvertible {
+        var seconds: TimeInterval
+        var description: String { "PostgreSQL's replication session sent nothing for \(Int(seconds)) s" }
     }
 
     private mutating func due(now: Date) -> [Write] {

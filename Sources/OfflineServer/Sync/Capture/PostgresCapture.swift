@@ -387,7 +387,7 @@ struct PostgresCapture: NamedService {
                 let writes: [CaptureStream.Write]
                 switch input {
                 case .tick:
-                    writes = machine.tick(now: moment)
+                    writes = try machine.tick(now: moment)
                 case .messages(let messages):
                     var stream: [ReplicationWire.Replication] = []
                     for message in messages {

@@ -45,6 +45,8 @@ enum ReplicationSession {
     static func run(_ endpoint: ReplicationEndpoint, command: String, tick: Duration, logger: Logger,
                     read: (inout Inputs, _ status: (UInt64, Bool) async throws -> Void) async throws -> Void) async throws {
         let ticks = TimeAmount.nanoseconds(Int64(tick.components.seconds) * 1_000_000_000 + tick.components.attoseconds / 1_000_000_000)
+        // Ticks allowed for each answer while the session starts: 10 s.
+        let patience = Int(10 / (Double(ticks.nanoseconds) / 1e9))
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .connectTimeout(.seconds(10))
@@ -64,12 +66,12 @@ enum ReplicationSession {
                                      ("application_name", "offlinekit-capture"), ("client_encoding", "UTF8"),
                                      ("DateStyle", "ISO"), ("TimeZone", "UTC")], into: &buffer)
             try await outbound.write(buffer)
-            try await signIn(endpoint, &inputs, outbound)
+            try await signIn(endpoint, &inputs, patience: patience, outbound)
             buffer.clear()
             ReplicationWire.query(command, into: &buffer)
             try await outbound.write(buffer)
             streaming: while true {
-                switch try await inputs.nextBackend() {
+                switch try await inputs.nextBackend(within: patience) {
                 case .copyBothResponse: break streaming
                 case .error(let text): throw Failed(description: "PostgreSQL refused to stream changes: \(text)")
                 default: continue
@@ -89,7 +91,7 @@ enum ReplicationSession {
     }
 
     /// Answers the server's authentication requests until it accepts, then waits until it is ready.
-    private static func signIn(_ endpoint: ReplicationEndpoint, _ inputs: inout Inputs,
+    private static func signIn(_ endpoint: ReplicationEndpoint, _ inputs: inout Inputs, patience: Int,
                                _ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
         var scram: ReplicationSignIn.SCRAM?
         func password() throws -> String {
@@ -101,7 +103,7 @@ enum ReplicationSession {
         var buffer = ByteBuffer()
         while true {
             buffer.clear()
-            switch try await inputs.nextBackend() {
+            switch try await inputs.nextBackend(within: patience) {
             case .authentication(.ok):
                 continue
             case .authentication(.cleartextPassword):
@@ -158,10 +160,19 @@ enum ReplicationSession {
         }
 
         /// The server's next message, ticks passed over (before the stream starts).
-        mutating func nextBackend() async throws -> ReplicationWire.Backend {
+        ///
+        /// - Throws: ``Failed`` when `ticks` ticks pass before it: a server that stops answering
+        ///   while the session starts does not hold capture for good.
+        mutating func nextBackend(within ticks: Int) async throws -> ReplicationWire.Backend {
+            var waited = 0
             while true {
                 if !waiting.isEmpty { return waiting.removeFirst() }
-                if case .messages(let messages) = try await next() { waiting = messages }
+                switch try await next() {
+                case .messages(let messages): waiting = messages
+                case .tick:
+                    waited += 1
+                    guard waited < ticks else { throw Failed(description: "PostgreSQL stopped answering while the replication session started") }
+                }
             }
         }
     }
