@@ -31,6 +31,14 @@ public struct LoopbackPostgres: Sendable {
     /// changes and that is not dropped yet.
     public static let maximumReplicationSlots = 64
 
+    /// Roles that must sign in with a password, and the method each is asked for
+    /// (`pg_hba.conf`): for tests of a client's sign-in. The cluster does not create them.
+    public static let passwordRoles = [
+        "offlinekit_scram": "scram-sha-256",
+        "offlinekit_md5": "md5",
+        "offlinekit_password": "password",
+    ]
+
     /// Whether this machine can start a cluster: PostgreSQL installed and running as root.
     public static var isAvailable: Bool {
         getuid() == 0 && (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql"))?.isEmpty == false
@@ -50,6 +58,12 @@ public struct LoopbackPostgres: Sendable {
         do {
             try run("/bin/chown", ["postgres", directory.path])
             try run("/usr/sbin/runuser", ["-u", "postgres", "--", "\(bin)/initdb", "-D", data, "-A", "trust", "-U", "postgres"])
+            // The first matching line decides: these roles sign in with a password, the rest as
+            // they are (trust).
+            let rules = directory.appendingPathComponent("data/pg_hba.conf")
+            let trusted = try String(contentsOf: rules, encoding: .utf8)
+            let passwords = passwordRoles.sorted { $0.key < $1.key }.map { "host all \($0.key) 127.0.0.1/32 \($0.value)\n" }.joined()
+            try (passwords + trusted).write(to: rules, atomically: false, encoding: .utf8)
         } catch {
             try? FileManager.default.removeItem(at: directory)
             throw error

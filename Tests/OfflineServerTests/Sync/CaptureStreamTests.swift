@@ -1,7 +1,10 @@
 import Foundation
+import Logging
 import NIOCore
 import NIOEmbedded
 @testable import OfflineServer
+import OfflineTestSupport
+import PostgresNIO
 import Testing
 
 @Suite("Capture: the replication stream's decisions and wire")
@@ -116,6 +119,42 @@ struct CaptureStreamTests {
         _ = try stream.receive([.keepalive(walEnd: 10, replyRequested: true)], now: start.addingTimeInterval(0.03))
         #expect(stream.status(now: start.addingTimeInterval(0.03)) == .init(flushed: 10, reply: false))
         #expect(stream.status(now: start.addingTimeInterval(0.051)) == .init(flushed: 10, reply: true))
+    }
+
+    @Test("the replication session signs in to PostgreSQL with SCRAM-SHA-256, MD5 or a clear password; a wrong one is refused in PostgreSQL's words")
+    func signsInToPostgres() async throws {
+        guard TemporaryPostgres.isEnabled else { return }
+        let url = try await TemporaryPostgres.freshDatabase()
+        let logger = Logger(label: "test.replication-sign-in")
+        do {
+            let admin = try await PostgresConnection.connect(configuration: try PostgresStorage.configuration(from: url), id: 1, logger: logger)
+            // A password kept as SCRAM makes PostgreSQL answer `md5` with SCRAM: MD5's role keeps an MD5 one.
+            for (role, kept) in [("offlinekit_scram", "scram-sha-256"), ("offlinekit_md5", "md5"), ("offlinekit_password", "scram-sha-256")] {
+                try await admin.query(PostgresQuery(unsafeSQL: "SET password_encryption = '\(kept)'"), logger: logger)
+                try await admin.query(PostgresQuery(unsafeSQL: """
+                    DO $$ BEGIN CREATE ROLE \(role) LOGIN REPLICATION; EXCEPTION WHEN duplicate_object THEN NULL; END $$
+                    """), logger: logger)
+                try await admin.query(PostgresQuery(unsafeSQL: "ALTER ROLE \(role) PASSWORD 'pencil, 1'"), logger: logger)
+            }
+            try await admin.close()
+            for role in LoopbackPostgres.passwordRoles.keys.sorted() {
+                var endpoint = try ReplicationEndpoint(url: url)
+                endpoint.user = role
+                for (password, expected) in [("pencil, 1", "replication slot \"offlinekit_none\" does not exist"),
+                                             ("pencil, 2", "password authentication failed")] {
+                    endpoint.password = password
+                    let error = await #expect(throws: ReplicationSession.Failed.self) {
+                        try await ReplicationSession.run(endpoint, command: "START_REPLICATION SLOT offlinekit_none LOGICAL 0/0",
+                                                         tick: .milliseconds(50), logger: logger) { _, _ in }
+                    }
+                    #expect(error?.description.contains(expected) == true, "\(role), \(password): \(String(describing: error))")
+                }
+            }
+        } catch {
+            try await TemporaryPostgres.drop(url)
+            throw error
+        }
+        try await TemporaryPostgres.drop(url)
     }
 
     @Test("messages are cut from the bytes whole, every message of one read together; lengths are checked")
