@@ -197,18 +197,36 @@ struct PostgresStorage: ServerStorage {
     ///
     /// - Throws: ``PostgresURLError`` when it is not such a URL.
     static func configuration(from url: String) throws -> PostgresConnection.Configuration {
+        let endpoint = try PostgresEndpoint(url: url)
+        return PostgresConnection.Configuration(host: endpoint.host, port: endpoint.port, username: endpoint.user,
+                                                password: endpoint.password, database: endpoint.database, tls: .disable)
+    }
+}
+
+/// Where and as whom the server connects to PostgreSQL, read from its URL: the storage's
+/// connections and capture's replication session both take it.
+struct PostgresEndpoint: Sendable, Equatable {
+    var host: String
+    var port: Int
+    var user: String
+    var password: String?
+    /// Nil when the URL names none: PostgreSQL then takes the user's name.
+    var database: String?
+
+    /// The endpoint of `url` (`postgres://user[:password]@host[:port]/database`).
+    ///
+    /// - Throws: ``PostgresURLError`` when it is not such a URL.
+    init(url: String) throws {
         guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme),
               let host = components.host, !host.isEmpty else {
             throw PostgresURLError(url: url)
         }
+        self.host = host
+        port = components.port ?? 5432
+        user = components.user ?? "postgres"
+        password = components.password
         let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
-        return PostgresConnection.Configuration(
-            host: host,
-            port: components.port ?? 5432,
-            username: components.user ?? "postgres",
-            password: components.password,
-            database: database.isEmpty ? nil : database,
-            tls: .disable)
+        self.database = database.isEmpty ? nil : database
     }
 }
 

@@ -138,14 +138,14 @@ struct CaptureStreamTests {
             }
             try await admin.close()
             for role in LoopbackPostgres.passwordRoles.keys.sorted() {
-                var endpoint = try ReplicationEndpoint(url: url)
+                var endpoint = try PostgresEndpoint(url: url)
                 endpoint.user = role
                 for (password, expected) in [("pencil, 1", "replication slot \"offlinekit_none\" does not exist"),
                                              ("pencil, 2", "password authentication failed")] {
                     endpoint.password = password
                     let error = await #expect(throws: ReplicationSession.Failed.self) {
                         try await ReplicationSession.run(endpoint, command: "START_REPLICATION SLOT offlinekit_none LOGICAL 0/0",
-                                                         tick: .milliseconds(50), logger: logger) { _, _ in }
+                                                         tick: .milliseconds(50)) { _, _ in }
                     }
                     #expect(error?.description.contains(expected) == true, "\(role), \(password): \(String(describing: error))")
                 }

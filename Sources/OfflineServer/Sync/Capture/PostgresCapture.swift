@@ -24,7 +24,7 @@ import ServiceLifecycle
 ///   those the feed already has.
 /// - **Polled, or streamed.** By default the capturer asks through SQL every `pollInterval` (5 ms:
 ///   an empty answer costs the database a fraction of a millisecond) and at once again after a
-///   batch. With an `endpoint` (``ServerConfiguration/CaptureReads/streaming``), changes come
+///   batch. With an `endpoint` (``ServerConfiguration/captureStreams``), changes come
 ///   instead on a replication session of their own (``ReplicationSession``) as PostgreSQL decodes
 ///   them: one decoding session while the capturer leads, each part of the WAL decoded once, a
 ///   commit passed on without waiting for a poll; ``CaptureStream`` decides what each batch does.
@@ -34,7 +34,7 @@ struct PostgresCapture: NamedService {
     let rules: SyncRules
     let pollInterval: Duration
     /// Where to open a replication session and stream the slot; nil polls it through SQL.
-    let endpoint: ReplicationEndpoint?
+    let endpoint: PostgresEndpoint?
     let logger: Logger
     var now: @Sendable () -> Date = { Date() }
 
@@ -87,18 +87,16 @@ struct PostgresCapture: NamedService {
             logger.notice("Capturing changes for sync")
             let slot = Self.slot(database: try await databaseOID(session))
             try await prepare(session, slot: slot)
+            // Where the feed has read through: only the capturer moves it, so it is read once and
+            // then kept as each pass moves it, a round trip fewer before every look at the slot.
+            var through = try await storage.read { db in try SyncFeed.state(in: db)?.through } ?? 0
             if let endpoint {
-                // Where the feed has read through: only the capturer moves it.
-                let through = try await storage.read { db in try SyncFeed.state(in: db)?.through } ?? 0
                 try await stream(endpoint, slot: slot, through: through)
                 try await session.close()
                 return
             }
             var changes = PgOutputChanges(tables: rules.tables)
             var advanced: Date?
-            // Where the feed has read through: only the capturer moves it, so it is read once and
-            // then kept as each pass moves it, a round trip fewer before every look at the slot.
-            var through = try await storage.read { db in try SyncFeed.state(in: db)?.through } ?? 0
             let clock = ContinuousClock()
             // Where the slot was last confirmed; the first pass confirms it to `through`.
             var confirmed: Int64 = 0
@@ -370,15 +368,15 @@ struct PostgresCapture: NamedService {
     }
 
     /// Streams the slot's changes into the feed until cancelled or the session fails.
-    private func stream(_ endpoint: ReplicationEndpoint, slot: String, through: Int64) async throws {
+    private func stream(_ endpoint: PostgresEndpoint, slot: String, through: Int64) async throws {
         let mapping = FeedMapping(rules: rules)
         let logger = logger
         let now = now
         var machine = CaptureStream(tables: rules.tables, through: through)
         // From the position the slot last confirmed (0/0): the transactions after it, whole.
         let command = "START_REPLICATION SLOT \(slot) LOGICAL 0/0 (proto_version '1', publication_names '\(Self.publication)')"
-        try await ReplicationSession.run(endpoint, command: command, tick: .milliseconds(Int64(Self.recordSpacing * 1000)),
-                                         logger: logger) { inputs, send in
+        try await ReplicationSession.run(endpoint, command: command,
+                                         tick: .milliseconds(Int64(Self.recordSpacing * 1000))) { inputs, send in
             // Feeds changed by recorded parts of a transaction not yet published.
             var touched = Set<String>()
             while !Task.isCancelled {

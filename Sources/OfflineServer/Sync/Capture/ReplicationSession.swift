@@ -1,28 +1,6 @@
 import Foundation
-import Logging
 import NIOCore
 import NIOPosix
-
-/// Where and as whom the replication session connects: the storage's own PostgreSQL URL.
-struct ReplicationEndpoint: Sendable, Equatable {
-    var host: String
-    var port: Int
-    var user: String
-    var password: String?
-    var database: String
-
-    /// The endpoint of `url` (`postgres://user[:password]@host[:port]/database`).
-    init(url: String) throws {
-        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme),
-              let host = components.host, !host.isEmpty else { throw PostgresURLError(url: url) }
-        self.host = host
-        port = components.port ?? 5432
-        user = components.user ?? "postgres"
-        password = components.password
-        let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
-        database = path.isEmpty ? user : path
-    }
-}
 
 /// What the session hands its reader: the server's messages of one read, or the clock's tick.
 enum ReplicationInput: Sendable {
@@ -42,7 +20,7 @@ enum ReplicationSession {
     /// Connects to `endpoint`, signs in, sends `command` (a `START_REPLICATION`), and once the
     /// server streams, runs `read` with the inputs and a function that sends a standby status.
     /// The connection closes when `read` returns or throws.
-    static func run(_ endpoint: ReplicationEndpoint, command: String, tick: Duration, logger: Logger,
+    static func run(_ endpoint: PostgresEndpoint, command: String, tick: Duration,
                     read: (inout Inputs, _ status: (UInt64, Bool) async throws -> Void) async throws -> Void) async throws {
         let ticks = TimeAmount.nanoseconds(Int64(tick.components.seconds) * 1_000_000_000 + tick.components.attoseconds / 1_000_000_000)
         // Ticks allowed for each answer while the session starts: 10 s.
@@ -62,7 +40,7 @@ enum ReplicationSession {
             var buffer = ByteBuffer()
             // Values reach capture in their text form, written in the session's settings: dates
             // as ISO 8601, times in UTC, whatever the database's defaults.
-            ReplicationWire.startup([("user", endpoint.user), ("database", endpoint.database), ("replication", "database"),
+            ReplicationWire.startup([("user", endpoint.user), ("database", endpoint.database ?? endpoint.user), ("replication", "database"),
                                      ("application_name", "offlinekit-capture"), ("client_encoding", "UTF8"),
                                      ("DateStyle", "ISO"), ("TimeZone", "UTC")], into: &buffer)
             try await outbound.write(buffer)
@@ -91,7 +69,7 @@ enum ReplicationSession {
     }
 
     /// Answers the server's authentication requests until it accepts, then waits until it is ready.
-    private static func signIn(_ endpoint: ReplicationEndpoint, _ inputs: inout Inputs, patience: Int,
+    private static func signIn(_ endpoint: PostgresEndpoint, _ inputs: inout Inputs, patience: Int,
                                _ outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>) async throws {
         var scram: ReplicationSignIn.SCRAM?
         func password() throws -> String {
