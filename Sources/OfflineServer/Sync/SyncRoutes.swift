@@ -18,6 +18,45 @@ struct SyncService: Sendable {
     let streams = PlacesPerUser(perUser: PlacesPerUser.streams)
     /// Pages read once for the members of a workspace at the same cursor.
     let sharedPages = SharedPages()
+    /// Page reads asked for together, read together.
+    private let pageReads: BatchedReads<SyncPull.Request, (page: SyncPull.Page, json: [UInt8])>
+
+    init(rules: SyncRules, storage: any ServerStorage, heartbeat: Duration, metrics: ServerMetrics = ServerMetrics(),
+         checkpoint: @escaping @Sendable () async throws -> Int64) {
+        self.rules = rules
+        self.storage = storage
+        self.heartbeat = heartbeat
+        self.metrics = metrics
+        self.checkpoint = checkpoint
+        pageReads = BatchedReads { [sharedPages, rules] requests in
+            var answers: [Result<(page: SyncPull.Page, json: [UInt8]), any Error>] = []
+            // A statement that fails ends the snapshot (PostgreSQL aborts the transaction): that
+            // page fails alone, and the pages after it are read in a new one.
+            while answers.count < requests.count {
+                let left = requests[answers.count...]
+                do {
+                    answers += try await storage.read { db in
+                        var read: [Result<(page: SyncPull.Page, json: [UInt8]), any Error>] = []
+                        for request in left {
+                            do {
+                                read.append(.success(try sharedPages.page(request, rules: rules, in: db)))
+                            } catch let refusal as SyncPull.Refusal {
+                                read.append(.failure(refusal))
+                            } catch {
+                                read.append(.failure(error))
+                                break
+                            }
+                        }
+                        return read
+                    }
+                } catch {
+                    // The snapshot itself failed (the database unreachable): so would the rest.
+                    answers += left.map { _ in .failure(error) }
+                }
+            }
+            return answers
+        }
+    }
 
     /// Sets the gauges read at each scrape: the feed's head, and how far capture is behind its
     /// source. A failed read (a database restarting) leaves them as they were.
@@ -34,7 +73,7 @@ struct SyncService: Sendable {
     ///
     /// - Throws: ``SyncPull/Refusal``; database errors.
     func page(_ request: SyncPull.Request) async throws -> (page: SyncPull.Page, json: [UInt8]) {
-        try await storage.read { [sharedPages, rules] db in try sharedPages.page(request, rules: rules, in: db) }
+        try await pageReads(request)
     }
 
     /// The audiences `user` belongs to as the feed has them at its head.
