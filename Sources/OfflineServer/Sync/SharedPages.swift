@@ -54,8 +54,14 @@ final class SharedPages: Sendable {
     ///
     /// - Throws: ``SyncPull/Refusal``; database errors.
     func page(_ request: SyncPull.Request, rules: SyncRules, in db: any SQLDatabase) throws -> (page: SyncPull.Page, json: [UInt8]) {
+        try page(request, rules: rules, feed: SyncFeed.state(in: db), in: db)
+    }
+
+    /// The same, with the feed's state already read in `db`'s snapshot (nil: none yet): the
+    /// pages of one batch (``BatchedReads``) share one read of it.
+    func page(_ request: SyncPull.Request, rules: SyncRules, feed: SyncFeed.State?, in db: any SQLDatabase) throws -> (page: SyncPull.Page, json: [UInt8]) {
         // One moment of the feed for the key and the page: its head, and the audiences at it.
-        let moment = try SyncPull.moment(of: request, rules: rules, in: db)
+        let moment = try SyncPull.moment(of: request, rules: rules, state: feed, in: db)
         let own = SyncRules.audience(SyncRules.userKind, request.user)
         let key = request.cursor.map { cursor in
             Key(cursor: cursor, collections: Array(Set(request.collections)).sorted(), limit: request.limit, maxBytes: request.maxBytes,

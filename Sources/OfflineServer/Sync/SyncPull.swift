@@ -78,10 +78,15 @@ enum SyncPull {
     ///
     /// - Throws: ``Refusal``; database errors.
     static func moment(of request: Request, rules: SyncRules, in db: any SQLDatabase) throws -> Moment {
+        try moment(of: request, rules: rules, state: SyncFeed.state(in: db), in: db)
+    }
+
+    /// The same, with the feed's state already read in `db`'s snapshot (nil: none yet).
+    static func moment(of request: Request, rules: SyncRules, state: SyncFeed.State?, in db: any SQLDatabase) throws -> Moment {
         for collection in request.collections where !rules.serves(collection) {
             throw Refusal.unknownCollection(collection)
         }
-        guard let state = try SyncFeed.state(in: db) else { throw Refusal.gone("the feed is being built") }
+        guard let state else { throw Refusal.gone("the feed is being built") }
         return Moment(state: state, audiences: try audiences(of: request.user, through: state.head, in: db))
     }
 

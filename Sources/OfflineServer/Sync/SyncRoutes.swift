@@ -36,10 +36,12 @@ struct SyncService: Sendable {
                 let left = requests[answers.count...]
                 do {
                     answers += try await storage.read { db in
+                        // One snapshot: the feed's state is the same for every page of it.
+                        let state = try SyncFeed.state(in: db)
                         var read: [Result<(page: SyncPull.Page, json: [UInt8]), any Error>] = []
                         for request in left {
                             do {
-                                read.append(.success(try sharedPages.page(request, rules: rules, in: db)))
+                                read.append(.success(try sharedPages.page(request, rules: rules, feed: state, in: db)))
                             } catch let refusal as SyncPull.Refusal {
                                 read.append(.failure(refusal))
                             } catch {
