@@ -108,13 +108,16 @@ private final class FanOut: Sendable {
     struct Phase {
         /// Each member's delay from the write's start until its client had the message, in ms.
         var deliveries: [Double]
+        /// Per message, until the first member had it, in ms: what passes before the fan-out.
+        var firstMember: [Double]
         /// Per message, until the last member had it, in ms.
         var lastMember: [Double]
         var cpuPerDelivery: Double
 
         func print(_ title: String) {
-            Swift.print(String(format: "  %@: each member p50 %.1f ms  p99 %.1f ms; the last member p50 %.1f ms  p99 %.1f ms (%d deliveries)",
+            Swift.print(String(format: "  %@: each member p50 %.1f ms  p99 %.1f ms; the first member p50 %.1f ms; the last member p50 %.1f ms  p99 %.1f ms (%d deliveries)",
                                title, Sampling.percentile(deliveries, 0.5), Sampling.percentile(deliveries, 0.99),
+                               Sampling.percentile(firstMember, 0.5),
                                Sampling.percentile(lastMember, 0.5), Sampling.percentile(lastMember, 0.99), deliveries.count))
         }
     }
@@ -203,6 +206,7 @@ private final class FanOut: Sendable {
     /// member has it; the first is a warm-up, not counted.
     func measure(rounds: Int, phase: String, listening: Int, server: FanOutServer) async throws -> Phase {
         var deliveries: [Double] = []
+        var firstMember: [Double] = []
         var lastMember: [Double] = []
         var cpu = 0.0
         for round in 0...rounds {
@@ -231,10 +235,11 @@ private final class FanOut: Sendable {
             let cpuAfter = server.cpuSeconds()
             guard round > 0 else { continue }
             deliveries += arrived.map { Sampling.milliseconds($0 - start) }
+            firstMember.append(Sampling.milliseconds(arrived.min()! - start))
             lastMember.append(Sampling.milliseconds(arrived.max()! - start))
             cpu += cpuAfter - cpuBefore
         }
-        return Phase(deliveries: deliveries, lastMember: lastMember, cpuPerDelivery: cpu / Double(rounds * listening))
+        return Phase(deliveries: deliveries, firstMember: firstMember, lastMember: lastMember, cpuPerDelivery: cpu / Double(rounds * listening))
     }
 }
 
