@@ -49,17 +49,42 @@ final class SharedPages: Sendable {
     /// The pages kept, and the bytes of their JSON.
     var kept: (pages: Int, bytes: Int) { state.withLock { ($0.entries.count, $0.bytes) } }
 
+    /// A page and its JSON.
+    typealias Answer = (page: SyncPull.Page, json: [UInt8])
+
     /// The page after `request.cursor` and its JSON (``SyncPull/page(_:rules:in:)``), shared
     /// with the members it is the same for.
     ///
     /// - Throws: ``SyncPull/Refusal``; database errors.
-    func page(_ request: SyncPull.Request, rules: SyncRules, in db: any SQLDatabase) throws -> (page: SyncPull.Page, json: [UInt8]) {
+    func page(_ request: SyncPull.Request, rules: SyncRules, in db: any SQLDatabase) throws -> Answer {
         try page(request, rules: rules, feed: SyncFeed.state(in: db), in: db)
     }
 
-    /// The same, with the feed's state already read in `db`'s snapshot (nil: none yet): the
-    /// pages of one batch (``BatchedReads``) share one read of it.
-    func page(_ request: SyncPull.Request, rules: SyncRules, feed: SyncFeed.State?, in db: any SQLDatabase) throws -> (page: SyncPull.Page, json: [UInt8]) {
+    /// The pages of `requests`, an answer each in order, in `db`'s one snapshot: the feed's state
+    /// is read once for all of them (a batch of ``BatchedReads``). A refusal
+    /// (``SyncPull/Refusal``) is its page's answer. A failed statement ends the snapshot
+    /// (PostgreSQL aborts the transaction): it is the last answer, and the pages after it are the
+    /// caller's to read in a new one.
+    ///
+    /// - Throws: database errors reading the feed's state.
+    func pages(_ requests: some Sequence<SyncPull.Request>, rules: SyncRules, in db: any SQLDatabase) throws -> [Result<Answer, any Error>] {
+        let feed = try SyncFeed.state(in: db)
+        var answers: [Result<Answer, any Error>] = []
+        for request in requests {
+            do {
+                answers.append(.success(try page(request, rules: rules, feed: feed, in: db)))
+            } catch let refusal as SyncPull.Refusal {
+                answers.append(.failure(refusal))
+            } catch {
+                answers.append(.failure(error))
+                break
+            }
+        }
+        return answers
+    }
+
+    /// ``page(_:rules:in:)`` with the feed's state already read in `db`'s snapshot (nil: none yet).
+    private func page(_ request: SyncPull.Request, rules: SyncRules, feed: SyncFeed.State?, in db: any SQLDatabase) throws -> Answer {
         // One moment of the feed for the key and the page: its head, and the audiences at it.
         let moment = try SyncPull.moment(of: request, rules: rules, state: feed, in: db)
         let own = SyncRules.audience(SyncRules.userKind, request.user)

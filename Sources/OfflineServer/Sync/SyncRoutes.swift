@@ -19,7 +19,7 @@ struct SyncService: Sendable {
     /// Pages read once for the members of a workspace at the same cursor.
     let sharedPages = SharedPages()
     /// Page reads asked for together, read together.
-    private let pageReads: BatchedReads<SyncPull.Request, (page: SyncPull.Page, json: [UInt8])>
+    private let pageReads: BatchedReads<SyncPull.Request, SharedPages.Answer>
 
     init(rules: SyncRules, storage: any ServerStorage, heartbeat: Duration, metrics: ServerMetrics = ServerMetrics(),
          checkpoint: @escaping @Sendable () async throws -> Int64) {
@@ -29,28 +29,12 @@ struct SyncService: Sendable {
         self.metrics = metrics
         self.checkpoint = checkpoint
         pageReads = BatchedReads { [sharedPages, rules] requests in
-            var answers: [Result<(page: SyncPull.Page, json: [UInt8]), any Error>] = []
-            // A statement that fails ends the snapshot (PostgreSQL aborts the transaction): that
-            // page fails alone, and the pages after it are read in a new one.
+            var answers: [Result<SharedPages.Answer, any Error>] = []
+            // Pages after a failed statement are read again, in a snapshot of their own.
             while answers.count < requests.count {
                 let left = requests[answers.count...]
                 do {
-                    answers += try await storage.read { db in
-                        // One snapshot: the feed's state is the same for every page of it.
-                        let state = try SyncFeed.state(in: db)
-                        var read: [Result<(page: SyncPull.Page, json: [UInt8]), any Error>] = []
-                        for request in left {
-                            do {
-                                read.append(.success(try sharedPages.page(request, rules: rules, feed: state, in: db)))
-                            } catch let refusal as SyncPull.Refusal {
-                                read.append(.failure(refusal))
-                            } catch {
-                                read.append(.failure(error))
-                                break
-                            }
-                        }
-                        return read
-                    }
+                    answers += try await storage.read { db in try sharedPages.pages(left, rules: rules, in: db) }
                 } catch {
                     // The snapshot itself failed (the database unreachable): so would the rest.
                     answers += left.map { _ in .failure(error) }
@@ -74,7 +58,7 @@ struct SyncService: Sendable {
     /// (``SharedPages``).
     ///
     /// - Throws: ``SyncPull/Refusal``; database errors.
-    func page(_ request: SyncPull.Request) async throws -> (page: SyncPull.Page, json: [UInt8]) {
+    func page(_ request: SyncPull.Request) async throws -> SharedPages.Answer {
         try await pageReads(request)
     }
 
