@@ -34,13 +34,15 @@ struct BatchedReadsTests {
             return requests.map { $0 == 3 ? .failure(Refused()) : .success($0 * 10) }
         }
         let answers = try await withThrowingTaskGroup(of: (Int, Int?).self) { group in
+            // Whatever happens, the held read ends, so the group's tasks can.
+            defer { open.finish() }
             let ask = { @Sendable (request: Int) async throws -> (Int, Int?) in
                 do { return (request, try await reads(request)) } catch is Refused { return (request, nil) }
             }
             group.addTask { try await ask(0) }
-            try await eventually { !calls.current.isEmpty }
+            try await waitUntil("the first read runs", within: .seconds(5)) { !calls.current.isEmpty }
             for request in 1...5 { group.addTask { try await ask(request) } }
-            try await eventually { reads.waiting == 5 }
+            try await waitUntil("the five other reads wait for a batch", within: .seconds(5)) { reads.waiting == 5 }
             open.yield()
             var answers: [Int: Int?] = [:]
             for try await (request, answer) in group { answers[request] = answer }
@@ -51,18 +53,5 @@ struct BatchedReadsTests {
         #expect(made.map(\.count) == [1, 3, 2], "the first alone, then the five waiting in batches of three")
         #expect(Set(made.dropFirst().joined()) == Set(1...5))
         #expect(reads.waiting == 0)
-    }
-
-    /// Waits, 5 s at most, for `condition`.
-    private func eventually(_ condition: () -> Bool) async throws {
-        let clock = ContinuousClock()
-        let end = clock.now + .seconds(5)
-        while !condition() {
-            guard clock.now < end else {
-                Issue.record("condition not met in 5 s")
-                return
-            }
-            try await Task.sleep(for: .milliseconds(1))
-        }
     }
 }
