@@ -87,6 +87,11 @@ final class StorageNotifications: Sendable {
             wake.yield()
         }
 
+        /// Ends the batches: the next ends the listener's loop (a shutdown).
+        func finish() {
+            wake.finish()
+        }
+
         func makeAsyncIterator() -> Iterator {
             Iterator(wakes: wakes.makeAsyncIterator(), take: take)
         }

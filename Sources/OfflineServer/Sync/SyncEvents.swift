@@ -94,31 +94,37 @@ struct SyncEvents: Sendable {
                             }
                         }
                         defer { group.cancelAll() }
-                        for try await batch in listening.cancelOnGracefulShutdown() {
-                            var poked = Set<String>()
-                            for delivery in batch {
-                                switch delivery {
-                                case .anythingMayHaveChanged: poked.insert("*")
-                                case .payload(let payload): poked.formUnion(SyncFeed.pokedAudiences(payload))
+                        // A shutdown ends the batches rather than wrapping them in a sequence of its
+                        // own, which would hand each batch through a task more.
+                        try await withGracefulShutdownHandler {
+                            for await batch in listening {
+                                var poked = Set<String>()
+                                for delivery in batch {
+                                    switch delivery {
+                                    case .anythingMayHaveChanged: poked.insert("*")
+                                    case .payload(let payload): poked.formUnion(SyncFeed.pokedAudiences(payload))
+                                    }
+                                }
+                                if poked.contains("*") || poked.contains(own) {
+                                    audiences = try await sync.audiences(of: user)
+                                }
+                                if poked.contains("*") || !poked.isDisjoint(with: audiences) {
+                                    var event = Self.announcement
+                                    if let cursor = following, let follow {
+                                        (event, following) = try await Self.event(after: cursor, of: user, collections: follow.collections,
+                                                                                  sync: sync, sendingEmpty: false)
+                                    }
+                                    guard !event.isEmpty else { continue }
+                                    try await writer.write(ByteBuffer(bytes: event))
+                                    lastWritten = clock.now
+                                } else if batch.isEmpty, lastWritten.duration(to: clock.now) >= sync.heartbeat {
+                                    // Only the stream's own timer: another user's writes never move it.
+                                    try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
+                                    lastWritten = clock.now
                                 }
                             }
-                            if poked.contains("*") || poked.contains(own) {
-                                audiences = try await sync.audiences(of: user)
-                            }
-                            if poked.contains("*") || !poked.isDisjoint(with: audiences) {
-                                var event = Self.announcement
-                                if let cursor = following, let follow {
-                                    (event, following) = try await Self.event(after: cursor, of: user, collections: follow.collections,
-                                                                              sync: sync, sendingEmpty: false)
-                                }
-                                guard !event.isEmpty else { continue }
-                                try await writer.write(ByteBuffer(bytes: event))
-                                lastWritten = clock.now
-                            } else if batch.isEmpty, lastWritten.duration(to: clock.now) >= sync.heartbeat {
-                                // Only the stream's own timer: another user's writes never move it.
-                                try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
-                                lastWritten = clock.now
-                            }
+                        } onGracefulShutdown: {
+                            listening.finish()
                         }
                     }
                 }
