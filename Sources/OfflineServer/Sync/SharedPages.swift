@@ -33,14 +33,24 @@ final class SharedPages: Sendable {
         var from: Int64
     }
 
+    /// A user's audiences as read at a head of the feed's epoch.
+    private struct Membership: Sendable {
+        var epoch: String
+        var head: Int64
+        var audiences: Set<String>
+    }
+
     private struct State: Sendable {
         var entries: [Key: Entry] = [:]
         var bytes = 0
         var hits = 0
+        var memberships: [String: Membership] = [:]
     }
 
     static let maximumEntries = 64
     static let maximumBytes = 8 << 20
+    /// The users whose audiences are remembered; past it, they are read again.
+    static let maximumMemberships = 16_384
 
     private let state = Locked(State())
 
@@ -84,14 +94,23 @@ final class SharedPages: Sendable {
     }
 
     /// ``page(_:rules:in:)`` with the feed's state already read in `db`'s snapshot (nil: none yet).
+    ///
+    /// A member's audiences come from their own audience's rows, so those read at an earlier head
+    /// still hold while that audience has no row after it: the check a kept page needs anyway
+    /// (no row of the member's own since the page's cursor) answers both, in one statement.
     private func page(_ request: SyncPull.Request, rules: SyncRules, feed: SyncFeed.State?, in db: any SQLDatabase) throws -> Answer {
+        let own = SyncRules.audience(SyncRules.userKind, request.user)
+        if let cursor = request.cursor, let feed,
+           let known = state.withLock({ $0.memberships[request.user] }), known.epoch == feed.epoch, known.head <= feed.head,
+           let entry = state.withLock({ $0.entries[Self.key(request, cursor: cursor, at: feed, audiences: known.audiences, own: own)] }),
+           try !SyncPull.hasRows(of: own, after: min(entry.from, known.head), through: feed.head, in: db) {
+            remember(request.user, Membership(epoch: feed.epoch, head: feed.head, audiences: known.audiences), hit: true)
+            return (entry.page, entry.json)
+        }
         // One moment of the feed for the key and the page: its head, and the audiences at it.
         let moment = try SyncPull.moment(of: request, rules: rules, state: feed, in: db)
-        let own = SyncRules.audience(SyncRules.userKind, request.user)
-        let key = request.cursor.map { cursor in
-            Key(cursor: cursor, collections: Array(Set(request.collections)).sorted(), limit: request.limit, maxBytes: request.maxBytes,
-                epoch: moment.state.epoch, head: moment.state.head, through: moment.state.through, audiences: moment.audiences.subtracting([own]).sorted())
-        }
+        remember(request.user, Membership(epoch: moment.state.epoch, head: moment.state.head, audiences: moment.audiences), hit: false)
+        let key = request.cursor.map { cursor in Self.key(request, cursor: cursor, at: moment.state, audiences: moment.audiences, own: own) }
         if let key, let entry = state.withLock({ $0.entries[key] }),
            try !SyncPull.hasRows(of: own, after: entry.from, through: key.head, in: db) {
             state.withLock { $0.hits += 1 }
@@ -103,6 +122,23 @@ final class SharedPages: Sendable {
             keep(Entry(page: page, json: json, from: from), under: key)
         }
         return (page, json)
+    }
+
+    private static func key(_ request: SyncPull.Request, cursor: String, at feed: SyncFeed.State, audiences: Set<String>, own: String) -> Key {
+        Key(cursor: cursor, collections: Array(Set(request.collections)).sorted(), limit: request.limit, maxBytes: request.maxBytes,
+            epoch: feed.epoch, head: feed.head, through: feed.through, audiences: audiences.subtracting([own]).sorted())
+    }
+
+    /// Notes `user`'s audiences at a head, unless a later head's are noted already.
+    private func remember(_ user: String, _ membership: Membership, hit: Bool) {
+        state.withLock { state in
+            if hit { state.hits += 1 }
+            if let known = state.memberships[user], known.epoch == membership.epoch, known.head > membership.head { return }
+            if state.memberships[user] == nil, state.memberships.count >= Self.maximumMemberships {
+                state.memberships.removeAll(keepingCapacity: true)
+            }
+            state.memberships[user] = membership
+        }
     }
 
     private func keep(_ entry: Entry, under key: Key) {

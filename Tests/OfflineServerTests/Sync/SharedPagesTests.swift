@@ -46,6 +46,18 @@ struct SharedPagesTests {
         #expect(feed.shared.hits - before == 1, "Carol's page is Ana's; Ben's is his own")
     }
 
+    @Test("a member who left since their audiences were last read is never answered with the workspace's page")
+    func leftSince() throws {
+        var (feed, devices) = try workspace()
+        // Ben's audiences were read at the head the three stand at; then he leaves w1.
+        try feed.commit(feed.member("ben", "w1", false))
+        try feed.commit(feed.message("m9", workspace: "w1", author: "dora"))
+        let before = feed.shared.hits
+        for index in devices.indices { try devices[index].pullPage(feed) }
+        #expect(devices.map { $0.ids } == [["m1", "m9"], [], ["m1", "m9"]], "Ben's move-out takes m1 and never brings m9")
+        #expect(feed.shared.hits - before == 1, "Carol's page is Ana's; Ben's is his own")
+    }
+
     @Test("a page with a deletion is never shared: whether it is sent depends on all the member's audiences")
     func deletions() throws {
         var (feed, devices) = try workspace()
