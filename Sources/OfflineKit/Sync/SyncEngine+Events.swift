@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Logging
 import OfflineCore
 
@@ -16,12 +17,22 @@ extension SyncEngine {
     ///   monitor it is back, without waiting for the next probe.
     /// - Silent for longer than `eventsSilence` (the network dropped the connection without a
     ///   word): closed, reported to the monitor as a timeout.
-    func followStream(_ input: AsyncStream<Input>.Continuation) async throws {
+    /// - Pages: opened after `cursor` (the saved one), the stream names the engine's collections
+    ///   and carries the cursor as `Last-Event-ID`, so the server sends, with each change, the
+    ///   page a pull after the device's cursor would get. A page is held to the feed's rules like
+    ///   a pulled one; one that breaks them only announces a change.
+    func followStream(after cursor: String?, _ input: AsyncStream<Input>.Continuation) async throws {
         let ending: EventStreamReconnect.Ending
         do {
+            var components = URLComponents(url: baseURL.appendingPathComponent(syncPath).appendingPathComponent("events"),
+                                           resolvingAgainstBaseURL: false)!
+            var headers: HTTPFields = [.accept: "text/event-stream"]
+            if let cursor {
+                components.queryItems = [URLQueryItem(name: "collections", value: collections.keys.sorted().joined(separator: ","))]
+                headers[Self.lastEventID] = cursor
+            }
             let response = try await transport.stream(TransportRequest(
-                url: baseURL.appendingPathComponent(syncPath).appendingPathComponent("events"),
-                headerFields: [.accept: "text/event-stream"], timeout: .seconds(24 * 3600), requirement: .offlineCapable))
+                url: components.url!, headerFields: headers, timeout: .seconds(24 * 3600), requirement: .offlineCapable))
             if response.status == 200 {
                 ending = try await follow(response.body, input)
             } else {
@@ -53,14 +64,27 @@ extension SyncEngine {
                     var parser = ServerSentEventParser()
                     try await body.readBlocks(blockBytes: 64 << 10) { block in
                         lastHeard.withLock { $0 = elapsed() }
-                        if received.withLock({ count in defer { count += 1 }; return count == 0 }) { input.yield(.streamOpened) }
                         var events: [ServerSentEvent] = []
                         do {
                             try block.forEachRegion { events += try parser.append($0) }
                         } catch {
                             throw SyncError.malformedEvents(String(describing: error))
                         }
-                        if events.contains(where: { $0.type == "change" }) { input.yield(.streamAnnounced) }
+                        if received.withLock({ count in defer { count += 1 }; return count == 0 }) {
+                            // The page the stream opened with answers the pull its opening calls for.
+                            let opening = events.first.flatMap { $0.type == "page" ? self.streamedPage($0) : nil }
+                            if opening != nil { events.removeFirst() }
+                            input.yield(.streamOpened(opening))
+                        }
+                        var announced = false
+                        for event in events {
+                            if event.type == "page", let page = self.streamedPage(event) {
+                                input.yield(.streamPage(page))
+                            } else if event.type == "change" || event.type == "page", !announced {
+                                input.yield(.streamAnnounced)
+                                announced = true
+                            }
+                        }
                     }
                 }
                 group.addTask {
@@ -88,6 +112,25 @@ extension SyncEngine {
         return .closed(lastHeard: lastHeard.current)
     }
 
+}
+
+extension SyncEngine {
+    /// The standard header of a stream opened again: where the device stands.
+    static let lastEventID = HTTPField.Name("Last-Event-ID")!
+
+    /// A page the stream sent, read and held to the feed's rules as a pulled one is; nil (logged)
+    /// when it breaks them or names no cursor it was read after.
+    func streamedPage(_ event: ServerSentEvent) -> Fetched? {
+        do {
+            let page = try SyncPage(json: Data(event.data.utf8))
+            guard let from = page.from else { throw SyncPage.Malformed(reason: "a page on the stream without the cursor it follows") }
+            try page.validate(after: from, collections: Set(collections.keys))
+            return Fetched(page: page, bytes: event.data.utf8.count)
+        } catch {
+            Self.logger.warning("The event stream sent a page that is not one to apply: \(error)")
+            return nil
+        }
+    }
 }
 
 /// Time on one clock counted from one instant: how long since, and a sleep until a point of that

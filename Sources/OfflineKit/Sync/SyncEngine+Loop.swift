@@ -13,8 +13,11 @@ extension SyncEngine {
         case fetched(Result<Fetched, any Error>)
         case written(Result<Void, any Error>)
         case checkpoint(Result<Int64?, any Error>)
-        case streamOpened
+        /// The stream's first bytes arrived, with the page it opened with, if it sent one.
+        case streamOpened(Fetched?)
         case streamAnnounced
+        /// The stream sent the page a pull after `page.from` would get.
+        case streamPage(Fetched)
         case streamEnded(EventStreamReconnect.Ending)
         case tick(generation: Int)
         /// Another account signed in (``SyncEngine/accountSwitched()``).
@@ -209,10 +212,14 @@ extension SyncEngine {
                     }
                 case .checkpoint(.success(let value)):
                     actions = machine.checkpointFetched(value, now: instant)
-                case .streamOpened:
+                case .streamOpened(let page):
                     actions = machine.streamOpened(now: instant)
+                    offer(page, to: actions, &state)
                 case .streamAnnounced:
                     actions = machine.streamAnnounced(now: instant)
+                case .streamPage(let page):
+                    actions = machine.streamAnnounced(now: instant)
+                    offer(page, to: actions, &state)
                 case .streamEnded(let ending):
                     actions = machine.streamEnded(ending, now: instant)
                 case .tick(let generation):
@@ -347,7 +354,8 @@ extension SyncEngine {
             state.startedAtDemand = state.demanded
             group.addTask { input.yield(.checkpoint(await result { try await self.fetchCheckpoint() })) }
         case .openStream:
-            group.addTask { try await self.followStream(input) }
+            // Opened at the saved cursor: the stream then sends the pages a pull after it would get.
+            group.addTask { [cursor = state.resyncing ? nil : state.savedCursor] in try await self.followStream(after: cursor, input) }
         case .publishStatus:
             progressUpdates.send(SyncProgress(collection: nil, rows: state.rows, bytes: state.bytes, fraction: status.progress,
                                               isPulling: status.isPulling, failure: status.isPulling ? nil : state.failure as? SyncError,
@@ -373,6 +381,16 @@ extension SyncEngine {
         guard page.hasMore else { return }
         let cursor = page.cursor
         state.prefetch = (cursor, Task { [signedIn = state.signedIn] in try await self.fetch(after: cursor, for: signedIn) })
+    }
+
+    /// Hands a page the stream sent to the pull the machine starts now, when that pull starts
+    /// from the cursor the page was read after: the pull then sends no request for it. A page
+    /// arriving while a pull runs, or after another cursor (the device pulled past where the
+    /// stream stands), only announces a change: the machine's pull asks for its own.
+    private func offer(_ page: Fetched?, to actions: [SyncStateMachine<LoopInstant>.Action], _ state: inout LoopState) {
+        guard let page, let from = page.page.from, actions.contains(.fetchPage), state.pageNumber == 0,
+              from == state.cursor, state.prefetch == nil else { return }
+        state.prefetch = (from, Task { page })
     }
 
     /// Wakes the loop at the machine's next deadline, replacing the timer set before.

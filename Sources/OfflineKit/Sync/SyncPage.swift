@@ -19,6 +19,9 @@ struct SyncPage: Sendable, Equatable {
     var through: Int64?
     /// How far through the pull, `0...1`, when the server says.
     var progress: Double?
+    /// The cursor a page sent on the live stream was read after: it is the page a pull after
+    /// that cursor would get. Nil for a pulled page.
+    var from: String?
 
     /// Why a page could not be read; never shown to users.
     struct Malformed: Error, Sendable, Equatable, CustomStringConvertible {
@@ -34,7 +37,7 @@ struct SyncPage: Sendable, Equatable {
         self.progress = progress
     }
 
-    /// Reads `{"changes":[{"collection","id","value"|"deleted"}…],"cursor","hasMore","through"?,"progress"?}`.
+    /// Reads `{"changes":[{"collection","id","value"|"deleted"}…],"cursor","hasMore","through"?,"progress"?,"from"?}`.
     init(json: Data) throws {
         var reader = JSONSpanReader(bytes: [UInt8](json))
         var changes: [Change]?
@@ -42,6 +45,7 @@ struct SyncPage: Sendable, Equatable {
         var hasMore: Bool?
         var through: Int?
         var progress: Double?
+        var from: String?
         try reader.object { key, reader in
             switch key {
             case "changes":
@@ -67,6 +71,7 @@ struct SyncPage: Sendable, Equatable {
                 }
                 changes = list
             case "cursor": cursor = try reader.string()
+            case "from": from = try reader.string()
             case "hasMore": hasMore = try reader.bool()
             case "through": through = try reader.integer()
             case "progress":
@@ -77,6 +82,7 @@ struct SyncPage: Sendable, Equatable {
         }
         guard let changes, let cursor, let hasMore else { throw Malformed(reason: "changes, cursor or hasMore missing") }
         self.init(changes: changes, cursor: cursor, hasMore: hasMore, through: through.map(Int64.init), progress: progress)
+        self.from = from
     }
 
     /// Holds the page, asked for after the cursor `previous` (nil for a first page) for

@@ -105,6 +105,43 @@ struct SyncLiveStreamTests {
         }
     }
 
+    @Test("a device that synced before gets each change as a page on the stream, applied with no pull sent")
+    func pagesOnTheStream() async throws {
+        try await SyncEngineTests.withServer { url, feed, wire in
+            let notes = try SyncEngineTests.Notes()
+            let engine = SyncEngine(database: notes.database, baseURL: url, transport: wire, connectivity: FakeConnectivityMonitor(.online),
+                                    collections: [notes.collection()])
+            try await feed.set("a", SyncEngineTests.body("before"))
+            // A saved cursor: the stream opens after it, and is sent pages.
+            try await engine.pull()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await engine.run() }
+                defer { group.cancelAll() }
+                try await eventually("the server holds the client's stream", within: .seconds(10)) {
+                    feed.storage.notifications.listenerCount == 1
+                }
+                _ = try await engine.progress().first("the status connected", within: .seconds(10)) { $0.isConnected }
+                let stream = try #require(wire.requests.first { $0.url.path == "/api/sync/events" })
+                #expect(stream.url.query == "collections=records/notes" && stream.headerFields[SyncEngine.lastEventID] != nil,
+                        "the stream names the collections and the saved cursor: \(stream.url)")
+                // The pull run() starts with may pass the stream's cursor; once the two meet, no
+                // change needs a request.
+                var pulled: [String: Int] = [:]
+                for id in ["b", "c", "d", "e"] {
+                    let before = wire.requests.count
+                    try await feed.set(id, SyncEngineTests.body("live"))
+                    try await eventually("change \(id) applied", within: .seconds(10)) { notes.history(id) == ["live"] }
+                    // The next change waits for the loop to be done with this one: a page arriving
+                    // while a pull is under way is an announcement, pulled after it.
+                    _ = try await engine.progress().first("the pull over", within: .seconds(10)) { !$0.isPulling }
+                    pulled[id] = wire.requests.dropFirst(before).count
+                }
+                #expect(pulled["d"] == 0 && pulled["e"] == 0, "requests sent for each change: \(pulled)")
+                #expect(try await notes.rows().count == 5)
+            }
+        }
+    }
+
     @Test("offline-soft, the stream is still tried, and its answer tells the monitor the server is back")
     func triesWhileOfflineSoft() async throws {
         try await SyncEngineTests.withServer { url, _, wire in
