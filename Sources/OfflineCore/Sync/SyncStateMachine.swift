@@ -51,9 +51,13 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         case forgetCursor
         /// Ask for the server's checkpoint and report ``SyncStateMachine/checkpointFetched(_:now:)``.
         case fetchCheckpoint
-        /// Open the live stream and report ``SyncStateMachine/streamOpened(now:)`` or
-        /// ``SyncStateMachine/streamEnded(_:now:)``.
+        /// Open the live stream, after the saved cursor when there is one, and report
+        /// ``SyncStateMachine/streamOpened(now:)`` or ``SyncStateMachine/streamEnded(_:now:)``.
         case openStream
+        /// Close the live stream and open it again after the cursor now saved, reporting as for
+        /// ``openStream``: it was opened with no cursor to follow (before the device's first sync,
+        /// or while it synced again from nothing), so it could only announce changes.
+        case reopenStream
         /// The status changed: publish ``SyncStateMachine/status``.
         case publishStatus
     }
@@ -111,6 +115,8 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
     private var checkpointWanted = false
     private var lastThrough: Int64?
     private var stream: Stream
+    /// The stream opening or open was opened after a saved cursor.
+    private var streamFollows = false
     private var reconnect: EventStreamReconnect
 
     /// - Parameters:
@@ -238,6 +244,17 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         status.isFirstSync = false
         status.lastSyncedAt = now
         status.lastFailure = nil
+        var actions: [Action] = [.publishStatus]
+        switch stream {
+        case .opening, .open:
+            guard !streamFollows else { break }
+            // A cursor to follow at last: the stream can now carry the pages themselves. The
+            // status stays connected while one stream replaces the other.
+            stream = .opening
+            streamFollows = true
+            actions.append(.reopenStream)
+        case .off, .closed, .waiting: break
+        }
         if let required = requiredCheckpoint {
             if let through = lastThrough, through >= required {
                 requiredCheckpoint = nil
@@ -248,7 +265,7 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
                 rePullAt = now.advanced(by: policy.capturePoll.delay(afterFailedAttempts: rePulls, unit: 1))
             }
         }
-        return [.publishStatus] + settle(now: now)
+        return actions + settle(now: now)
     }
 
     /// The pull failed.
@@ -266,6 +283,8 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         if failure == .gone, restarts < policy.restartsPerPull {
             restarts += 1
             hasCursor = false
+            // The stream's cursor is refused too: it only announces until opened again.
+            streamFollows = false
             wanted = true
             status.isFirstSync = true
             return actions + [.forgetCursor] + settle(now: now)
@@ -324,6 +343,7 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         if case .waiting(let until) = stream, until <= now { stream = .closed }
         if stream == .closed, link {
             stream = .opening
+            streamFollows = hasCursor
             actions.append(.openStream)
         }
         if let due = rePullAt, due <= now {

@@ -21,7 +21,7 @@ extension SyncEngine {
     ///   and carries the cursor as `Last-Event-ID`, so the server sends, with each change, the
     ///   page a pull after the device's cursor would get. A page is held to the feed's rules like
     ///   a pulled one; one that breaks them only announces a change.
-    func followStream(after cursor: String?, _ input: AsyncStream<Input>.Continuation) async throws {
+    func followStream(after cursor: String?, stream: Int, _ input: AsyncStream<Input>.Continuation) async throws {
         let ending: EventStreamReconnect.Ending
         do {
             var components = URLComponents(url: baseURL.appendingPathComponent(syncPath).appendingPathComponent("events"),
@@ -34,7 +34,7 @@ extension SyncEngine {
             let response = try await transport.stream(TransportRequest(
                 url: components.url!, headerFields: headers, timeout: .seconds(24 * 3600), requirement: .offlineCapable))
             if response.status == 200 {
-                ending = try await follow(response.body, input)
+                ending = try await follow(response.body, stream: stream, input)
             } else {
                 Self.logger.debug("The event stream was answered with status \(response.status.code).")
                 ending = .refused
@@ -45,7 +45,7 @@ extension SyncEngine {
             Self.logger.debug("The event stream could not be opened: \(error)")
             ending = .unreachable
         }
-        input.yield(.streamEnded(ending))
+        input.yield(.streamEnded(stream: stream, ending))
     }
 
     /// Reads events from `body` until it ends, asking for the pulls they call for.
@@ -54,7 +54,7 @@ extension SyncEngine {
     /// - Throws: `CancellationError` only. A stream that breaks, cannot be read (logged), or is
     ///   silent past `eventsSilence` (reported to the monitor as a timeout) ends like one the
     ///   server closed.
-    private func follow(_ body: StreamedBody, _ input: AsyncStream<Input>.Continuation) async throws -> EventStreamReconnect.Ending {
+    private func follow(_ body: StreamedBody, stream: Int, _ input: AsyncStream<Input>.Continuation) async throws -> EventStreamReconnect.Ending {
         let received = Locked(0)
         let elapsed = clock.stopwatch()
         let lastHeard = Locked<Duration?>(nil)
@@ -74,14 +74,14 @@ extension SyncEngine {
                             // The page the stream opened with answers the pull its opening calls for.
                             let opening = events.first.flatMap { $0.type == "page" ? self.streamedPage($0) : nil }
                             if opening != nil { events.removeFirst() }
-                            input.yield(.streamOpened(opening))
+                            input.yield(.streamOpened(stream: stream, opening))
                         }
                         var announced = false
                         for event in events {
                             if event.type == "page", let page = self.streamedPage(event) {
-                                input.yield(.streamPage(page))
+                                input.yield(.streamPage(stream: stream, page))
                             } else if event.type == "change" || event.type == "page", !announced {
-                                input.yield(.streamAnnounced)
+                                input.yield(.streamAnnounced(stream: stream))
                                 announced = true
                             }
                         }

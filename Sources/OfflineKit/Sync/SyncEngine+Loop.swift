@@ -13,12 +13,13 @@ extension SyncEngine {
         case fetched(Result<Fetched, any Error>)
         case written(Result<Void, any Error>)
         case checkpoint(Result<Int64?, any Error>)
-        /// The stream's first bytes arrived, with the page it opened with, if it sent one.
-        case streamOpened(Fetched?)
-        case streamAnnounced
+        /// The stream's first bytes arrived, with the page it opened with, if it sent one. Each
+        /// stream input names the stream it came from: one replaced is heard no more.
+        case streamOpened(stream: Int, Fetched?)
+        case streamAnnounced(stream: Int)
         /// The stream sent the page a pull after `page.from` would get.
-        case streamPage(Fetched)
-        case streamEnded(EventStreamReconnect.Ending)
+        case streamPage(stream: Int, Fetched)
+        case streamEnded(stream: Int, EventStreamReconnect.Ending)
         case tick(generation: Int)
         /// Another account signed in (``SyncEngine/accountSwitched()``).
         case accountSwitched
@@ -127,6 +128,7 @@ extension SyncEngine {
         try await withThrowingTaskGroup(of: Void.self) { group in
             defer { group.cancelAll() }
             defer { state.prefetch?.task.cancel() }
+            defer { state.stream?.cancel() }
             group.addTask {
                 for await _ in switches {
                     input.yield(.accountSwitched)
@@ -212,15 +214,20 @@ extension SyncEngine {
                     }
                 case .checkpoint(.success(let value)):
                     actions = machine.checkpointFetched(value, now: instant)
-                case .streamOpened(let page):
+                case .streamOpened(let stream, let page):
+                    guard stream == state.streams else { continue }
                     actions = machine.streamOpened(now: instant)
                     offer(page, to: actions, &state)
-                case .streamAnnounced:
+                case .streamAnnounced(let stream):
+                    guard stream == state.streams else { continue }
                     actions = machine.streamAnnounced(now: instant)
-                case .streamPage(let page):
+                case .streamPage(let stream, let page):
+                    guard stream == state.streams else { continue }
                     actions = machine.streamAnnounced(now: instant)
                     offer(page, to: actions, &state)
-                case .streamEnded(let ending):
+                case .streamEnded(let stream, let ending):
+                    guard stream == state.streams else { continue }
+                    state.stream = nil
                     actions = machine.streamEnded(ending, now: instant)
                 case .tick(let generation):
                     guard generation == state.timerGeneration else { continue }
@@ -353,9 +360,13 @@ extension SyncEngine {
         case .fetchCheckpoint:
             state.startedAtDemand = state.demanded
             group.addTask { input.yield(.checkpoint(await result { try await self.fetchCheckpoint() })) }
-        case .openStream:
+        case .openStream, .reopenStream:
             // Opened at the saved cursor: the stream then sends the pages a pull after it would get.
-            group.addTask { [cursor = state.resyncing ? nil : state.savedCursor] in try await self.followStream(after: cursor, input) }
+            state.stream?.cancel()
+            state.streams += 1
+            state.stream = Task { [stream = state.streams, cursor = state.resyncing ? nil : state.savedCursor] in
+                try? await self.followStream(after: cursor, stream: stream, input)
+            }
         case .publishStatus:
             progressUpdates.send(SyncProgress(collection: nil, rows: state.rows, bytes: state.bytes, fraction: status.progress,
                                               isPulling: status.isPulling, failure: status.isPulling ? nil : state.failure as? SyncError,
@@ -469,6 +480,9 @@ struct LoopState {
     var resyncing: Bool
     var fetched: SyncEngine.Fetched?
     var prefetch: (cursor: String, task: Task<SyncEngine.Fetched, any Error>)?
+    /// The live stream being followed, and how many were opened: the number names the current one.
+    var stream: Task<Void, Never>?
+    var streams = 0
     var pageNumber = 0
     var pagesWritten = 0
     var rows = 0

@@ -246,6 +246,40 @@ struct SyncStateMachineTests {
         #expect(sync.last == [.openStream])
     }
 
+    @Test("a stream opened before the first sync is opened again once that sync's cursor is saved, to follow it; once only")
+    func streamFollowsTheFirstCursor() {
+        var sync = SyncHarness(liveStream: true)
+        sync.online()
+        #expect(sync.last == [.openStream, .fetchPage], "no cursor yet: a stream that only announces")
+        sync.opened()
+        sync.page(hasMore: true)
+        sync.applied()
+        #expect(sync.last == [.fetchPage], "a first sync's page is not its end")
+        sync.page(hasMore: false)
+        sync.applied()
+        #expect(sync.last == [.reopenStream, .fetchPage], "the cursor saved: the stream is replaced; the pull its opening asked for follows")
+        #expect(sync.machine.status.isConnected, "connected while one stream replaces the other")
+        sync.opened()
+        sync.page(hasMore: false)
+        sync.applied()
+        #expect(!sync.last.contains(.reopenStream) && !sync.log.dropFirst().contains(.openStream))
+        // A cursor the server no longer follows: the stream's is refused too, and it is replaced
+        // again once the device has synced from nothing.
+        sync.want()
+        sync.fail(.gone)
+        #expect(sync.last == [.forgetCursor, .fetchPage])
+        sync.page(hasMore: false)
+        sync.applied()
+        #expect(sync.last.first == .reopenStream)
+
+        var synced = SyncHarness(hasCursor: true, liveStream: true)
+        synced.online()
+        synced.opened()
+        synced.page(hasMore: false)
+        synced.applied()
+        #expect(!synced.log.contains(.reopenStream), "a stream opened after a saved cursor follows it already")
+    }
+
     @Test("a stream that answers and drops at once is opened less and less often, not four times a second")
     func droppingStream() {
         var sync = SyncHarness(hasCursor: true, liveStream: true, random: 1)
