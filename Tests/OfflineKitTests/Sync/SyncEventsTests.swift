@@ -75,6 +75,20 @@ struct SyncLiveStreamTests {
 
     // MARK: Against the server
 
+    /// Waits until `engine`'s stream follows its cursor on the server and the status says connected.
+    /// A new device's first stream has no cursor to follow: it is replaced by one that follows the
+    /// cursor its first sync saved.
+    static func followingStream(_ engine: SyncEngine, _ feed: SyncEngineTests.ServerNotes, _ wire: RecordingTransport) async throws {
+        try await eventually("a stream following the device's cursor", within: .seconds(10)) {
+            wire.requests.contains { $0.url.path == "/api/sync/events" && $0.headerFields[SyncEngine.lastEventID] != nil }
+        }
+        // The stream replaced may linger on the server until its next heartbeat finds it closed.
+        try await eventually("the server holds the client's stream", within: .seconds(10)) {
+            feed.storage.notifications.listenerCount >= 1
+        }
+        _ = try await engine.progress().first("the status connected", within: .seconds(10)) { $0.isConnected }
+    }
+
     @Test("held while running: a change on the server is pulled as soon as the stream says, without being asked")
     func pullsOnPoke() async throws {
         try await SyncEngineTests.withServer { url, feed, wire in
@@ -85,15 +99,7 @@ struct SyncLiveStreamTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await engine.run() }
                 defer { group.cancelAll() }
-                // The first stream only announces; the first sync's cursor saved, it is replaced by one
-                // that follows it.
-                try await eventually("a stream following the device's cursor", within: .seconds(10)) {
-                    wire.requests.contains { $0.url.path == "/api/sync/events" && $0.headerFields[SyncEngine.lastEventID] != nil }
-                }
-                try await eventually("the server holds the client's stream", within: .seconds(10)) {
-                    feed.storage.notifications.listenerCount >= 1
-                }
-                _ = try await engine.progress().first("the status connected", within: .seconds(10)) { $0.isConnected }
+                try await Self.followingStream(engine, feed, wire)
                 // Besides the pokes, at most two pulls can still come (the first one, and the one
                 // the stream's opening asks for): three changes in turn need the pokes.
                 for (number, id) in ["a", "b", "c"].enumerated() {
@@ -123,17 +129,7 @@ struct SyncLiveStreamTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await engine.run() }
                 defer { group.cancelAll() }
-                // A new device's first stream has no cursor to follow: it is replaced by one that
-                // follows the cursor its first sync saved.
-                try await eventually("a stream following the device's cursor", within: .seconds(10)) {
-                    wire.requests.contains { $0.url.path == "/api/sync/events" && $0.headerFields[SyncEngine.lastEventID] != nil }
-                }
-                // The stream replaced may linger on the server until its next heartbeat finds it
-                // closed.
-                try await eventually("the server holds the client's stream", within: .seconds(10)) {
-                    feed.storage.notifications.listenerCount >= 1
-                }
-                _ = try await engine.progress().first("the status connected", within: .seconds(10)) { $0.isConnected }
+                try await Self.followingStream(engine, feed, wire)
                 let streams = wire.requests.filter { $0.url.path == "/api/sync/events" }
                 #expect(streams.count == (syncedBefore ? 1 : 2), "\(streams.map(\.url))")
                 let stream = try #require(streams.last)
