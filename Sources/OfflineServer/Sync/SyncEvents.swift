@@ -39,7 +39,9 @@ import ServiceLifecycle
 /// stream's own timer, every `heartbeat` of silence, so a client notices a dropped connection.
 /// When the user's memberships change (their own audience is touched), the stream reads them
 /// again: an audience left is no longer announced from that moment. A user holds at most
-/// ``PlacesPerUser/streams`` streams on an instance; the next is answered `429`.
+/// ``PlacesPerUser/streams`` streams on an instance; the next is answered `429`. A stream whose
+/// client closed the connection ends as soon as the server reads the closing, and gives its
+/// place back then, not at its next heartbeat.
 struct SyncEvents: Sendable {
     let user: String
     let sync: SyncService
@@ -47,6 +49,8 @@ struct SyncEvents: Sendable {
     let lease: PlacesPerUser.Lease
     /// The client's collections and cursor, when it asked to be sent pages.
     let follow: Follow?
+    /// The request's body: its end tells the stream the client closed the connection.
+    let body: RequestBody
 
     struct Follow: Sendable {
         var collections: [String]
@@ -63,7 +67,7 @@ struct SyncEvents: Sendable {
         Response(
             status: .ok,
             headers: [.contentType: "text/event-stream", .cacheControl: "no-store"],
-            body: ResponseBody { [user, sync, lease, follow] writer in
+            body: ResponseBody { [user, sync, lease, follow, body] writer in
                 sync.metrics.streamsOpen.increment()
                 defer {
                     sync.metrics.streamsOpen.decrement()
@@ -94,36 +98,42 @@ struct SyncEvents: Sendable {
                             }
                         }
                         defer { group.cancelAll() }
-                        // A shutdown ends the batches rather than wrapping them in a sequence of its
-                        // own, which would hand each batch through a task more.
-                        try await withGracefulShutdownHandler {
-                            for await batch in listening {
-                                var poked = Set<String>()
-                                for delivery in batch {
-                                    switch delivery {
-                                    case .anythingMayHaveChanged: poked.insert("*")
-                                    case .payload(let payload): poked.formUnion(SyncFeed.pokedAudiences(payload))
+                        // A shutdown, or the client closing the connection, ends the batches (rather
+                        // than wrapping them in a sequence of their own, which would hand each batch
+                        // through a task more): a closed stream gives its place back at once, not at
+                        // its next heartbeat.
+                        try await body.consumeWithInboundCloseHandler { _ in
+                            try await withGracefulShutdownHandler {
+                                for await batch in listening {
+                                    var poked = Set<String>()
+                                    for delivery in batch {
+                                        switch delivery {
+                                        case .anythingMayHaveChanged: poked.insert("*")
+                                        case .payload(let payload): poked.formUnion(SyncFeed.pokedAudiences(payload))
+                                        }
+                                    }
+                                    if poked.contains("*") || poked.contains(own) {
+                                        audiences = try await sync.audiences(of: user)
+                                    }
+                                    if poked.contains("*") || !poked.isDisjoint(with: audiences) {
+                                        var event = Self.announcement
+                                        if let cursor = following, let follow {
+                                            (event, following) = try await Self.event(after: cursor, of: user, collections: follow.collections,
+                                                                                      sync: sync, sendingEmpty: false)
+                                        }
+                                        guard !event.isEmpty else { continue }
+                                        try await writer.write(ByteBuffer(bytes: event))
+                                        lastWritten = clock.now
+                                    } else if batch.isEmpty, lastWritten.duration(to: clock.now) >= sync.heartbeat {
+                                        // Only the stream's own timer: another user's writes never move it.
+                                        try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
+                                        lastWritten = clock.now
                                     }
                                 }
-                                if poked.contains("*") || poked.contains(own) {
-                                    audiences = try await sync.audiences(of: user)
-                                }
-                                if poked.contains("*") || !poked.isDisjoint(with: audiences) {
-                                    var event = Self.announcement
-                                    if let cursor = following, let follow {
-                                        (event, following) = try await Self.event(after: cursor, of: user, collections: follow.collections,
-                                                                                  sync: sync, sendingEmpty: false)
-                                    }
-                                    guard !event.isEmpty else { continue }
-                                    try await writer.write(ByteBuffer(bytes: event))
-                                    lastWritten = clock.now
-                                } else if batch.isEmpty, lastWritten.duration(to: clock.now) >= sync.heartbeat {
-                                    // Only the stream's own timer: another user's writes never move it.
-                                    try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
-                                    lastWritten = clock.now
-                                }
+                            } onGracefulShutdown: {
+                                listening.finish()
                             }
-                        } onGracefulShutdown: {
+                        } onInboundClosed: {
                             listening.finish()
                         }
                     }

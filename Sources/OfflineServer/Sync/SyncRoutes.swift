@@ -138,7 +138,7 @@ extension Router where Context == OfflineRequestContext {
             guard let lease = sync.streams.lease(for: user) else {
                 return problemResponse(.tooManyRequests, "This account has \(sync.streams.perUser) live streams open already. Close one to open another.")
             }
-            return SyncEvents(user: user, sync: sync, lease: lease, follow: follow).response()
+            return SyncEvents(user: user, sync: sync, lease: lease, follow: follow, body: request.body).response()
         }
     }
 }

@@ -82,7 +82,7 @@ struct SyncLiveStreamTests {
         try await eventually("a stream following the device's cursor", within: .seconds(10)) {
             wire.requests.contains { $0.url.path == "/api/sync/events" && $0.headerFields[SyncEngine.lastEventID] != nil }
         }
-        // The stream replaced may linger on the server until its next heartbeat finds it closed.
+        // The stream replaced stays on the server until it reads the closing.
         try await eventually("the server holds the client's stream", within: .seconds(10)) {
             feed.storage.notifications.listenerCount >= 1
         }

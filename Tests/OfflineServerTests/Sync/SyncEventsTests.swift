@@ -185,8 +185,9 @@ struct SyncEventsTests {
     @Test("one account holds at most its quota of live streams: the next is 429, another user still gets one, a closed one frees its place")
     func streamQuota() async throws {
         var configuration = ServerConfiguration.testing()
-        // The server notices a stream closed when a heartbeat fails to go out.
-        configuration.syncHeartbeat = .milliseconds(100)
+        // A minute between heartbeats: the place comes back because the client closed the
+        // connection, not because a heartbeat failed to go out.
+        configuration.syncHeartbeat = .seconds(60)
         try await withLiveServer(configuration) { port in
             let ana = try await LiveRequest.signIn(port, "ana")
             var streams: [EventStream] = []
@@ -208,6 +209,18 @@ struct SyncEventsTests {
                 reopened = try await LiveRequest.send(port, "GET", "/api/sync/events", headers: ["Authorization": "Bearer \(ana)"]).status == 200
             }
             #expect(reopened, "the closed stream's place was never given back")
+        }
+    }
+
+    @Test("a stream whose client closed the connection ends at once, not at its next heartbeat", arguments: StorageBackend.available)
+    func closedStreamEnds(backend: StorageBackend) async throws {
+        // A minute between heartbeats: only the closing itself can end the stream in time.
+        try await Self.withLiveSync(backend, heartbeat: .seconds(60)) { port, storage in
+            let stream = try EventStream(port: port, token: try await LiveRequest.signIn(port, "ana"))
+            _ = try await stream.waitFor(": connected\n\n")
+            #expect(storage.notifications.listenerCount == 1)
+            stream.socket.close()
+            try await waitUntil("the stream's listener gone", within: .seconds(5)) { storage.notifications.listenerCount == 0 }
         }
     }
 
