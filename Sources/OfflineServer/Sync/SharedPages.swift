@@ -102,19 +102,17 @@ final class SharedPages: Sendable {
         let own = SyncRules.audience(SyncRules.userKind, request.user)
         if let cursor = request.cursor, let feed,
            let known = state.withLock({ $0.memberships[request.user] }), known.epoch == feed.epoch, known.head <= feed.head,
-           let entry = state.withLock({ $0.entries[Self.key(request, cursor: cursor, at: feed, audiences: known.audiences, own: own)] }),
-           try !SyncPull.hasRows(of: own, after: min(entry.from, known.head), through: feed.head, in: db) {
-            remember(request.user, Membership(epoch: feed.epoch, head: feed.head, audiences: known.audiences), hit: true)
-            return (entry.page, entry.json)
+           let kept = try kept(Self.key(request, cursor: cursor, at: feed, audiences: known.audiences, own: own),
+                               ownQuietSince: known.head, own: own, in: db) {
+            remember(request.user, Membership(epoch: feed.epoch, head: feed.head, audiences: known.audiences))
+            return kept
         }
         // One moment of the feed for the key and the page: its head, and the audiences at it.
         let moment = try SyncPull.moment(of: request, rules: rules, state: feed, in: db)
-        remember(request.user, Membership(epoch: moment.state.epoch, head: moment.state.head, audiences: moment.audiences), hit: false)
+        remember(request.user, Membership(epoch: moment.state.epoch, head: moment.state.head, audiences: moment.audiences))
         let key = request.cursor.map { cursor in Self.key(request, cursor: cursor, at: moment.state, audiences: moment.audiences, own: own) }
-        if let key, let entry = state.withLock({ $0.entries[key] }),
-           try !SyncPull.hasRows(of: own, after: entry.from, through: key.head, in: db) {
-            state.withLock { $0.hits += 1 }
-            return (entry.page, entry.json)
+        if let key, let kept = try kept(key, ownQuietSince: .max, own: own, in: db) {
+            return kept
         }
         let page = try SyncPull.page(request, at: moment, in: db)
         let json = page.jsonBytes
@@ -129,10 +127,19 @@ final class SharedPages: Sendable {
             epoch: feed.epoch, head: feed.head, through: feed.through, audiences: audiences.subtracting([own]).sorted())
     }
 
+    /// The page kept under `key`, if the member's own audience has had no row since the page's
+    /// cursor, nor since `ownQuietSince` (the head their audiences were read at), up to the key's
+    /// head; counted as a hit.
+    private func kept(_ key: Key, ownQuietSince: Int64, own: String, in db: any SQLDatabase) throws -> Answer? {
+        guard let entry = state.withLock({ $0.entries[key] }),
+              try !SyncPull.hasRows(of: own, after: min(entry.from, ownQuietSince), through: key.head, in: db) else { return nil }
+        state.withLock { $0.hits += 1 }
+        return (entry.page, entry.json)
+    }
+
     /// Notes `user`'s audiences at a head, unless a later head's are noted already.
-    private func remember(_ user: String, _ membership: Membership, hit: Bool) {
+    private func remember(_ user: String, _ membership: Membership) {
         state.withLock { state in
-            if hit { state.hits += 1 }
             if let known = state.memberships[user], known.epoch == membership.epoch, known.head > membership.head { return }
             if state.memberships[user] == nil, state.memberships.count >= Self.maximumMemberships {
                 state.memberships.removeAll(keepingCapacity: true)
