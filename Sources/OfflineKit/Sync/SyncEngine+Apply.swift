@@ -9,8 +9,7 @@ extension SyncEngine {
     /// (the request is not signed for another).
     func fetch(after cursor: String?, for signedIn: Signed) async throws -> Fetched {
         var components = URLComponents(url: baseURL.appendingPathComponent(syncPath), resolvingAgainstBaseURL: false)!
-        components.queryItems = [URLQueryItem(name: "collections", value: collections.keys.sorted().joined(separator: ",")),
-                                 URLQueryItem(name: "limit", value: String(pageSize))]
+        components.queryItems = [collectionsItem, URLQueryItem(name: "limit", value: String(pageSize))]
             + (cursor.map { [URLQueryItem(name: "cursor", value: $0)] } ?? [])
         let response: TransportResponse
         do {
@@ -29,6 +28,12 @@ extension SyncEngine {
         } catch {
             throw SyncError.malformedPage(String(describing: error))
         }
+    }
+
+    /// The engine's collections as the sync routes take them: the pull, and the stream that
+    /// follows its cursor, name them alike.
+    var collectionsItem: URLQueryItem {
+        URLQueryItem(name: "collections", value: collections.keys.sorted().joined(separator: ","))
     }
 
     /// The server's checkpoint: once a page is captured through it, every write that reached the

@@ -28,7 +28,7 @@ extension SyncEngine {
                                            resolvingAgainstBaseURL: false)!
             var headers: HTTPFields = [.accept: "text/event-stream"]
             if let cursor {
-                components.queryItems = [URLQueryItem(name: "collections", value: collections.keys.sorted().joined(separator: ","))]
+                components.queryItems = [collectionsItem]
                 headers[Self.lastEventID] = cursor
             }
             let response = try await transport.stream(TransportRequest(
