@@ -87,7 +87,7 @@ final class StorageNotifications: Sendable {
             wake.yield()
         }
 
-        /// Ends the batches: the next ends the listener's loop (a shutdown).
+        /// Ends the batches: the next ends the listener's loop (a shutdown, a connection closed).
         func finish() {
             wake.finish()
         }

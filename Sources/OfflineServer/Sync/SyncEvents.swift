@@ -98,48 +98,55 @@ struct SyncEvents: Sendable {
                             }
                         }
                         defer { group.cancelAll() }
-                        // A shutdown, or the client closing the connection, ends the batches (rather
-                        // than wrapping them in a sequence of their own, which would hand each batch
-                        // through a task more): a closed stream gives its place back at once, not at
-                        // its next heartbeat.
-                        try await body.consumeWithInboundCloseHandler { _ in
-                            try await withGracefulShutdownHandler {
-                                for await batch in listening {
-                                    var poked = Set<String>()
-                                    for delivery in batch {
-                                        switch delivery {
-                                        case .anythingMayHaveChanged: poked.insert("*")
-                                        case .payload(let payload): poked.formUnion(SyncFeed.pokedAudiences(payload))
-                                        }
-                                    }
-                                    if poked.contains("*") || poked.contains(own) {
-                                        audiences = try await sync.audiences(of: user)
-                                    }
-                                    if poked.contains("*") || !poked.isDisjoint(with: audiences) {
-                                        var event = Self.announcement
-                                        if let cursor = following, let follow {
-                                            (event, following) = try await Self.event(after: cursor, of: user, collections: follow.collections,
-                                                                                      sync: sync, sendingEmpty: false)
-                                        }
-                                        guard !event.isEmpty else { continue }
-                                        try await writer.write(ByteBuffer(bytes: event))
-                                        lastWritten = clock.now
-                                    } else if batch.isEmpty, lastWritten.duration(to: clock.now) >= sync.heartbeat {
-                                        // Only the stream's own timer: another user's writes never move it.
-                                        try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
-                                        lastWritten = clock.now
+                        try await Self.untilShutdownOrClosed(listening, body: body) {
+                            for await batch in listening {
+                                var poked = Set<String>()
+                                for delivery in batch {
+                                    switch delivery {
+                                    case .anythingMayHaveChanged: poked.insert("*")
+                                    case .payload(let payload): poked.formUnion(SyncFeed.pokedAudiences(payload))
                                     }
                                 }
-                            } onGracefulShutdown: {
-                                listening.finish()
+                                if poked.contains("*") || poked.contains(own) {
+                                    audiences = try await sync.audiences(of: user)
+                                }
+                                if poked.contains("*") || !poked.isDisjoint(with: audiences) {
+                                    var event = Self.announcement
+                                    if let cursor = following, let follow {
+                                        (event, following) = try await Self.event(after: cursor, of: user, collections: follow.collections,
+                                                                                  sync: sync, sendingEmpty: false)
+                                    }
+                                    guard !event.isEmpty else { continue }
+                                    try await writer.write(ByteBuffer(bytes: event))
+                                    lastWritten = clock.now
+                                } else if batch.isEmpty, lastWritten.duration(to: clock.now) >= sync.heartbeat {
+                                    // Only the stream's own timer: another user's writes never move it.
+                                    try await writer.write(ByteBuffer(string: ": heartbeat\n\n"))
+                                    lastWritten = clock.now
+                                }
                             }
-                        } onInboundClosed: {
-                            listening.finish()
                         }
                     }
                 }
                 try await writer.finish(nil)
             })
+    }
+
+    /// Runs `loop` over `listening`'s batches until they end: a shutdown, or the client closing
+    /// the connection, ends them (rather than wrapping them in a sequence of their own, which
+    /// would hand each batch through a task more). So a closed stream gives its place back at
+    /// once, not at its next heartbeat.
+    private static func untilShutdownOrClosed(_ listening: StorageNotifications.Listening, body: RequestBody,
+                                              _ loop: () async throws -> Void) async throws {
+        try await body.consumeWithInboundCloseHandler { _ in
+            try await withGracefulShutdownHandler {
+                try await loop()
+            } onGracefulShutdown: {
+                listening.finish()
+            }
+        } onInboundClosed: {
+            listening.finish()
+        }
     }
 
     /// Where the client stands: the standard header of a stream opened again, carrying its cursor.
