@@ -79,11 +79,18 @@ struct SQLiteStorage: ServerStorage {
             guard let first = try cursor.next() else { return [] }
             // The names are read once there is a row to name: many look-ups find none.
             let names = statement.columnNames.map { $0.lowercased() }
-            var rows = [SQLRow(lowercasedNames: names, values: first.databaseValues.map(SQLValue.init))]
+            var rows = [SQLRow(lowercasedNames: names, values: Self.values(first))]
             while let row = try cursor.next() {
-                rows.append(SQLRow(lowercasedNames: names, values: row.databaseValues.map(SQLValue.init)))
+                rows.append(SQLRow(lowercasedNames: names, values: Self.values(row)))
             }
             return rows
+        }
+
+        /// `row`'s values by index: GRDB's `databaseValues` pairs each with its column's name,
+        /// a string made again for every column of every row (40% of the time a first sync's
+        /// server spent turning 1,000 rows into values).
+        private static func values(_ row: Row) -> [SQLValue] {
+            (0..<row.count).map { index in SQLValue(row[index] as DatabaseValue) }
         }
 
         /// GRDB's arguments, through its initializer for optional values: the one for a sequence
