@@ -18,6 +18,8 @@ struct SyncService: Sendable {
     let streams = PlacesPerUser(perUser: PlacesPerUser.streams)
     /// Pages read once for the members of a workspace at the same cursor.
     let sharedPages = SharedPages()
+    /// The page after each pull's, read while the device takes that one.
+    let readAhead = PageReadAhead()
     /// Page reads asked for together, read together.
     private let pageReads: BatchedReads<SyncPull.Request, SharedPages.Answer>
 
@@ -62,6 +64,12 @@ struct SyncService: Sendable {
         try await pageReads(request)
     }
 
+    /// ``page(_:)`` for a pull: the page read ahead for it, if waiting (``PageReadAhead``); the
+    /// page after it, when there is more, then read ahead.
+    func pull(_ request: SyncPull.Request) async throws -> SharedPages.Answer {
+        try await readAhead.answer(request) { [pageReads] request in try await pageReads(request) }
+    }
+
     /// The audiences `user` belongs to as the feed has them at its head.
     func audiences(of user: String) async throws -> Set<String> {
         try await storage.read { db in
@@ -96,7 +104,7 @@ extension Router where Context == OfflineRequestContext {
             let cursor = query["cursor"].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
             let pull = SyncPull.Request(user: user, collections: collections, cursor: cursor, limit: limit, maxBytes: SyncLimits.maximumPageBytes)
             do {
-                let (page, json) = try await sync.page(pull)
+                let (page, json) = try await sync.pull(pull)
                 sync.metrics.pulls.increment()
                 sync.metrics.changesSent.increment(by: page.changes.count)
                 if let behind = page.behind { sync.metrics.pullBehind.record(behind) }
