@@ -33,11 +33,7 @@ struct PageReadAheadTests {
     /// Waits until `key` (`USER@CURSOR`) has been read `times` times: a read ahead is a task of
     /// its own.
     func waitForRead(_ feed: Pages, _ key: String, times: Int = 1) async throws {
-        let deadline = ContinuousClock.now + .seconds(5)
-        while feed.reads.current.filter({ $0 == key }).count < times {
-            guard ContinuousClock.now < deadline else { Issue.record("\(key) was never read ahead"); return }
-            try await Task.sleep(for: .milliseconds(1))
-        }
+        try await waitUntil("\(key) read \(times) times") { feed.reads.current.filter { $0 == key }.count >= times }
     }
 
     @Test("a pull of three pages reads each once: the second and third are answered with the pages read ahead")
