@@ -34,11 +34,9 @@ final class PageReadAhead: Sendable {
     static let maximumAge: Duration = .seconds(1)
 
     private let state = Locked(State())
-    private let maximumEntries: Int
     private let now: @Sendable () -> ContinuousClock.Instant
 
-    init(maximumEntries: Int = PageReadAhead.maximumEntries, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
-        self.maximumEntries = maximumEntries
+    init(now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }) {
         self.now = now
     }
 
@@ -79,7 +77,7 @@ final class PageReadAhead: Sendable {
         let entry = Entry(request: request, task: Task { try await read(request) }, started: now())
         let dropped = state.withLock { state -> [Entry] in
             var dropped = state.entries.updateValue(entry, forKey: request.user).map { [$0] } ?? []
-            while state.entries.count > maximumEntries, let oldest = state.entries.min(by: { $0.value.started < $1.value.started }) {
+            while state.entries.count > Self.maximumEntries, let oldest = state.entries.min(by: { $0.value.started < $1.value.started }) {
                 dropped.append(oldest.value)
                 state.entries[oldest.key] = nil
             }
