@@ -37,44 +37,14 @@ func runSyncBenchmark() async throws {
     var start = ContinuousClock.now
     try await seedSyncedRecords(first, user: ana.id, collection: "items", count: initialRows, value: row)
     print("sync: \(initialRows) rows written and captured into the server's feed in \(seconds(since: start)) s (setup, not measured); load \(Sampling.loadAverage())")
-    // Three rounds, each a first sync into a fresh file and the raw insert into another, and the
-    // medians: the machine's speed varies from one second to the next (a virtual machine's
-    // neighbours), and one round each put the ratio anywhere from 0.3 to 0.6.
-    var syncs: [Double] = []
-    var raws: [Double] = []
-    var checkpoints: [Double] = []
-    var growth = 0.0
-    var pulledRows = 0
-    for round in 1...3 {
-        let file = directory.appendingPathComponent("first-\(round).sqlite")
-        let (pulled, elapsed, grown) = try await withClient(first, file) { engine, _ in
-            let before = Sampling.residentMiB()
-            let peak = PeakMemory()
-            let sampling = Task { await peak.sample() }
-            let start = ContinuousClock.now
-            try await engine.pull()
-            let elapsed = ContinuousClock.now - start
-            sampling.cancel()
-            let rows = try await engine.database.writer.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") ?? 0 }
-            return (rows, elapsed, await peak.value - before)
-        }
-        guard pulled == initialRows else { throw BenchmarkFailure(description: "the first sync brought \(pulled) rows, not \(initialRows)") }
-        pulledRows = pulled
-        syncs.append(elapsed.timeInterval)
-        growth = max(growth, grown)
-        let raw = try rawBulkInsert(initialRows, into: directory.appendingPathComponent("raw-\(round).sqlite"))
-        raws.append((raw.insert + raw.checkpoint).timeInterval)
-        checkpoints.append(raw.checkpoint.timeInterval)
-        for name in ["first-\(round).sqlite", "raw-\(round).sqlite"] {
-            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(at: directory.appendingPathComponent(name + suffix)) }
-        }
-    }
-    let syncRate = Double(pulledRows) / Sampling.percentile(syncs, 0.5)
-    let rawRate = Double(initialRows) / Sampling.percentile(raws, 0.5)
+    let firsts = try await firstSyncRounds(first, rows: initialRows, in: directory, named: "first")
+    let pulledRows = firsts.rows
+    let syncRate = Double(pulledRows) / Sampling.percentile(firsts.syncs, 0.5)
+    let rawRate = Double(initialRows) / Sampling.percentile(firsts.raws, 0.5)
     let rounds = { (times: [Double]) in times.map { String(format: "%.2f", $0) }.joined(separator: ", ") }
-    print("  first sync, pages of 1,000     \(Int(syncRate)) rows/s  (\(pulledRows) rows in \(rounds(syncs)) s; median)  memory growth \(String(format: "%.1f", growth)) MiB at most")
-    print("  raw GRDB bulk insert           \(Int(rawRate)) rows/s  (\(initialRows) rows in \(rounds(raws)) s; median; one transaction, no network;")
-    print("                                 the log's checkpoint into the file took \(rounds(checkpoints)) s of it, as the sync's own last one does)")
+    print("  first sync, pages of 1,000     \(Int(syncRate)) rows/s  (\(pulledRows) rows in \(rounds(firsts.syncs)) s; median)  memory growth \(String(format: "%.1f", firsts.growth)) MiB at most")
+    print("  raw GRDB bulk insert           \(Int(rawRate)) rows/s  (\(initialRows) rows in \(rounds(firsts.raws)) s; median; one transaction, no network;")
+    print("                                 the log's checkpoint into the file took \(rounds(firsts.checkpoints)) s of it, as the sync's own last one does)")
     print("  ratio to raw \(String(format: "%.2f", syncRate / rawRate))x   (targets: >= 50,000 rows/s, >= 0.5x raw, <= 32 MiB)")
 
     // A first sync of a workspace: the same number of rows, shared (the workspace's audience,
@@ -83,31 +53,12 @@ func runSyncBenchmark() async throws {
     start = ContinuousClock.now
     try await seedWorkspaceMessages(shared, workspace: "northwind", count: initialRows)
     print("sync: \(initialRows) messages of workspace northwind written and captured into the server's feed in \(seconds(since: start)) s (setup, not measured)")
-    var workspaceSyncs: [Double] = []
-    var workspaceRaws: [Double] = []
-    var workspaceRows = 0
-    for round in 1...3 {
-        let file = directory.appendingPathComponent("workspace-\(round).sqlite")
-        let (rows, elapsed) = try await withClient(shared, file, collections: ["messages"]) { engine, _ in
-            let start = ContinuousClock.now
-            try await engine.pull()
-            let elapsed = ContinuousClock.now - start
-            return (try await engine.database.writer.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") ?? 0 }, elapsed)
-        }
-        // The workspace's seeded history comes with the messages.
-        guard rows >= initialRows else { throw BenchmarkFailure(description: "the workspace's first sync brought \(rows) rows, not \(initialRows)") }
-        workspaceRows = rows
-        workspaceSyncs.append(elapsed.timeInterval)
-        let raw = try rawBulkInsert(initialRows, into: directory.appendingPathComponent("workspace-raw-\(round).sqlite"))
-        workspaceRaws.append((raw.insert + raw.checkpoint).timeInterval)
-        for name in ["workspace-\(round).sqlite", "workspace-raw-\(round).sqlite"] {
-            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(at: directory.appendingPathComponent(name + suffix)) }
-        }
-    }
-    let workspaceRate = Double(workspaceRows) / Sampling.percentile(workspaceSyncs, 0.5)
-    let workspaceRawRate = Double(initialRows) / Sampling.percentile(workspaceRaws, 0.5)
-    print("  first sync of a workspace      \(Int(workspaceRate)) rows/s  (\(workspaceRows) rows in \(rounds(workspaceSyncs)) s; median)")
-    print("  raw GRDB bulk insert           \(Int(workspaceRawRate)) rows/s  (\(rounds(workspaceRaws)) s; median; rounds interleaved)")
+    // The workspace's seeded history (4 messages) comes with the messages.
+    let workspace = try await firstSyncRounds(shared, collections: ["messages"], rows: initialRows + 4, in: directory, named: "workspace")
+    let workspaceRate = Double(workspace.rows) / Sampling.percentile(workspace.syncs, 0.5)
+    let workspaceRawRate = Double(workspace.rows) / Sampling.percentile(workspace.raws, 0.5)
+    print("  first sync of a workspace      \(Int(workspaceRate)) rows/s  (\(workspace.rows) rows in \(rounds(workspace.syncs)) s; median)  memory growth \(String(format: "%.1f", workspace.growth)) MiB at most")
+    print("  raw GRDB bulk insert           \(Int(workspaceRawRate)) rows/s  (\(rounds(workspace.raws)) s; median; rounds interleaved)")
     print("  ratio to raw \(String(format: "%.2f", workspaceRate / workspaceRawRate))x   (target: >= 0.65x)")
 
     // The same first sync from a server serving its metrics (a Prometheus registry counting
@@ -222,6 +173,53 @@ private func withClient<T: Sendable>(
             return try await body(engine, Shop(server: url, transport: transport))
         }
     }
+}
+
+/// Three rounds' first syncs and raw inserts (``firstSyncRounds(_:collections:rows:in:named:)``).
+private struct FirstSyncRounds {
+    var rows = 0
+    /// Each first sync's time, and each raw insert's (its checkpoint included, also apart), in seconds.
+    var syncs: [Double] = []
+    var raws: [Double] = []
+    var checkpoints: [Double] = []
+    /// The most resident memory grew during a first sync, in MiB.
+    var growth = 0.0
+}
+
+/// Three rounds, each a first sync of `collections` from `configuration`'s server into a fresh
+/// file, then the raw insert of as many rows into another. The caller prints the medians: the
+/// machine's speed varies from one second to the next (a virtual machine's neighbours), and one
+/// round each put the ratio anywhere from 0.3 to 0.6.
+///
+/// - Throws: when a first sync brings other than `rows` rows.
+private func firstSyncRounds(_ configuration: ServerConfiguration, collections: [String] = ["records/items", "records/large"],
+                             rows: Int, in directory: URL, named name: String) async throws -> FirstSyncRounds {
+    var rounds = FirstSyncRounds()
+    for round in 1...3 {
+        let file = directory.appendingPathComponent("\(name)-\(round).sqlite")
+        let (pulled, elapsed, grown) = try await withClient(configuration, file, collections: collections) { engine, _ in
+            let before = Sampling.residentMiB()
+            let peak = PeakMemory()
+            let sampling = Task { await peak.sample() }
+            let start = ContinuousClock.now
+            try await engine.pull()
+            let elapsed = ContinuousClock.now - start
+            sampling.cancel()
+            let rows = try await engine.database.writer.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") ?? 0 }
+            return (rows, elapsed, await peak.value - before)
+        }
+        guard pulled == rows else { throw BenchmarkFailure(description: "the first sync brought \(pulled) rows, not \(rows)") }
+        rounds.rows = pulled
+        rounds.syncs.append(elapsed.timeInterval)
+        rounds.growth = max(rounds.growth, grown)
+        let raw = try rawBulkInsert(rows, into: directory.appendingPathComponent("\(name)-raw-\(round).sqlite"))
+        rounds.raws.append((raw.insert + raw.checkpoint).timeInterval)
+        rounds.checkpoints.append(raw.checkpoint.timeInterval)
+        for file in ["\(name)-\(round).sqlite", "\(name)-raw-\(round).sqlite"] {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(at: directory.appendingPathComponent(file + suffix)) }
+        }
+    }
+    return rounds
 }
 
 /// The same rows inserted straight into the same kind of file, one prepared statement, one
