@@ -2,6 +2,7 @@ import Foundation
 @testable import OfflineDemo
 import OfflineCore
 import OfflineKit
+import OfflineKitTesting
 import Testing
 
 /// The cart and order-history story, AC-001…AC-005, against a live backend through the switch.
@@ -127,6 +128,11 @@ struct ShopScenarioTests {
             guard case .available = relaunched.snapshot.ordersContent else {
                 Issue.record("the relaunched history is \(relaunched.snapshot.ordersContent)")
                 return
+            }
+            // The new order may have come as a page on the live stream, with no pull: the
+            // relaunched shop's own pull, after its saved cursor, is then the second.
+            try await eventually("the relaunched shop pulls the orders", within: .seconds(10), observed: { "\(demo.pulls(of: "orders"))" }) {
+                demo.pulls(of: "orders").count > 1
             }
             let pulls = demo.pulls(of: "orders")
             #expect(pulls.first?.query?.contains("cursor=") == false)
