@@ -59,7 +59,8 @@ public struct ServerConfiguration: Sendable {
     /// syncs everything again when it comes back.
     public var tombstoneRetention: Duration
     /// How often capture looks for changes when it found none the last time (when it does not
-    /// stream them).
+    /// stream them). On PostgreSQL it looks this often whatever it found, or less often while
+    /// reading the slot takes more than a quarter of the time.
     public var capturePollInterval: Duration
     /// On PostgreSQL, whether capture streams the slot on a replication session of its own
     /// rather than polling it through SQL: a commit reaches the feed without waiting for a poll,

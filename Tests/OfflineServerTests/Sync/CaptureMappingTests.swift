@@ -219,4 +219,15 @@ extension CaptureMappingTests {
         #expect(advances(120, false, start, 0.06))
         #expect(advances(120, false, start, -1), "a clock set back does not stop it")
     }
+
+    @Test("the next look comes 5 ms after the last one's start, or four times its read of the slot when that took longer")
+    func pacedLooks() {
+        let start = ContinuousClock.now
+        let next = { (reading: Duration) in PostgresCapture.nextLook(started: start, reading: reading, pollInterval: .milliseconds(5)) - start }
+        #expect(next(.zero) == .milliseconds(5), "a look that read nothing waits the interval")
+        #expect(next(.microseconds(300)) == .milliseconds(5), "an idle slot's read is well within a quarter of it")
+        #expect(next(.microseconds(1_250)) == .milliseconds(5))
+        #expect(next(.microseconds(2_700)) == .microseconds(10_800), "a read of 2.7 ms is at most a quarter of the time")
+        #expect(next(.milliseconds(40)) == .milliseconds(160))
+    }
 }
