@@ -21,7 +21,9 @@ import PostgresNIO
 ///
 /// `OFFLINEKIT_BENCH_CAPTURE_ROWS` sets the single writer's rows, `OFFLINEKIT_BENCH_CAPTURE_WRITER_ROWS`
 /// each concurrent writer's, `OFFLINEKIT_BENCH_CAPTURE_WRITERS` how many write at once and
-/// `OFFLINEKIT_BENCH_CAPTURE_ROUNDS` how many rounds of each kind run.
+/// `OFFLINEKIT_BENCH_CAPTURE_ROUNDS` how many rounds of each kind run. With
+/// `OFFLINEKIT_BENCH_CAPTURE_STREAM=1` capture streams the slot instead of polling it
+/// (``captureStreams``).
 func runCaptureBenchmark() async throws {
     let environment = ProcessInfo.processInfo.environment
     let sizes = CaptureSizes(
@@ -42,7 +44,7 @@ func runCaptureBenchmark() async throws {
     logger.logLevel = .warning
 
     print("capture: the app's writes to messages of workspace w1, autocommit, \(rounds) rounds of baseline (no publication, no slot) "
-          + "and capture on (an OfflineServer capturing), interleaved; medians; load \(Sampling.loadAverage())")
+          + "and capture on (an OfflineServer capturing, \(captureMode)), interleaved; medians; load \(Sampling.loadAverage())")
     var baseline: [CaptureRound] = []
     var captured: [CaptureRound] = []
     for _ in 1...rounds {
@@ -73,6 +75,12 @@ func runCaptureBenchmark() async throws {
           + " of them updating sync_feed_state) and writes " + captured.map { String(format: "%.0f", $0.idle.walPerSecond / 1024) }.joined(separator: ", ")
           + " KiB/s of WAL (per round; over 2 s before the writes)")
 }
+
+/// Whether the benchmarks' PostgreSQL servers stream capture's slot on a replication session
+/// (`OFFLINEKIT_BENCH_CAPTURE_STREAM=1`) rather than poll it through SQL, the default.
+let captureStreams = ProcessInfo.processInfo.environment["OFFLINEKIT_BENCH_CAPTURE_STREAM"] == "1"
+/// How the benchmarks' output names the capture mode.
+var captureMode: String { captureStreams ? "capture streaming" : "capture polling" }
 
 private let captureRules = """
     audiences:
@@ -166,7 +174,8 @@ private func captureRound(_ postgres: LoopbackPostgres, rules: URL, sizes: Captu
     defer { try? postgres.dropDatabase(url: url) }
     let database = String(url.split(separator: "/").last!)
     try await createAppTables(postgres, database: database, logger: logger)
-    let configuration = ServerConfiguration(host: "127.0.0.1", port: 0, postgresURL: url, syncRules: rules)
+    var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, postgresURL: url, syncRules: rules)
+    configuration.captureStreams = captureStreams
     var round = CaptureRound()
     try await withRunningServer(configuration, logger: logger) { _ in
         try await withWriters(postgres, database: database, count: sizes.writers + 1, logger: logger) { connections in

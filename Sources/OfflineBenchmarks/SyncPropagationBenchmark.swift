@@ -18,7 +18,8 @@ import PostgresNIO
 /// p99 ≤ 50 ms), beside the `INSERT`'s own round trip. Without PostgreSQL, one SQLite instance
 /// serves both clients of the first measure, and says so.
 ///
-/// `OFFLINEKIT_BENCH_SYNC_ROUNDS` sets how many writes are measured.
+/// `OFFLINEKIT_BENCH_SYNC_ROUNDS` sets how many writes are measured, and
+/// `OFFLINEKIT_BENCH_CAPTURE_STREAM=1` has capture stream the slot (``captureStreams``).
 func runSyncPropagationBenchmark() async throws {
     let rounds = ProcessInfo.processInfo.environment["OFFLINEKIT_BENCH_SYNC_ROUNDS"].flatMap(Int.init) ?? 200
     let postgres = LoopbackPostgres.isAvailable ? try? LoopbackPostgres.start() : nil
@@ -29,11 +30,12 @@ func runSyncPropagationBenchmark() async throws {
     if let postgres {
         let url = try postgres.createDatabase()
         configuration.postgresURL = url
+        configuration.captureStreams = captureStreams
         try await withRunningServer(configuration, logger: logger) { first in
             try await withRunningServer(configuration, logger: logger) { second in
-                print("sync: propagation, a write through instance 1 until applied by a client of instance 2 (PostgreSQL, LISTEN/NOTIFY)")
+                print("sync: propagation, a write through instance 1 until applied by a client of instance 2 (PostgreSQL, LISTEN/NOTIFY, \(captureMode))")
                 try await measurePropagation(writer: first.port, reader: second.port, rounds: rounds)
-                print("sync: propagation, an INSERT committed by a PostgreSQL session (as psql's) until applied by a client of instance 2")
+                print("sync: propagation, an INSERT committed by a PostgreSQL session (as psql's) until applied by a client of instance 2 (\(captureMode))")
                 let session = try await PostgresConnection.connect(
                     configuration: PostgresConnection.Configuration(host: "127.0.0.1", port: postgres.port, username: "postgres", password: nil,
                                                                     database: String(url.split(separator: "/").last ?? ""), tls: .disable),
