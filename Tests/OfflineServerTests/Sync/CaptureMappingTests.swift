@@ -220,7 +220,7 @@ extension CaptureMappingTests {
         #expect(advances(120, false, start, -1), "a clock set back does not stop it")
     }
 
-    @Test("the next look comes 5 ms after the last one's start, or four times its read of the slot when that took longer")
+    @Test("the next look comes 5 ms after the last one's start, or four times its read of the slot when that took longer, a second at most")
     func pacedLooks() {
         let start = ContinuousClock.now
         let next = { (reading: Duration) in PostgresCapture.nextLook(started: start, reading: reading, pollInterval: .milliseconds(5)) - start }
@@ -229,5 +229,7 @@ extension CaptureMappingTests {
         #expect(next(.microseconds(1_250)) == .milliseconds(5))
         #expect(next(.microseconds(2_700)) == .microseconds(10_800), "a read of 2.7 ms is at most a quarter of the time")
         #expect(next(.milliseconds(40)) == .milliseconds(160))
+        #expect(next(.milliseconds(400)) == .seconds(1), "pacing waits a second at most")
+        #expect(next(.seconds(30)) == .seconds(1), "after a backlog read for 30 s, the next look is due at once")
     }
 }

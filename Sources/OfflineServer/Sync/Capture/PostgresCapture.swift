@@ -25,7 +25,7 @@ import ServiceLifecycle
 /// - **Polled, or streamed.** By default the capturer asks through SQL every `pollInterval` (5 ms:
 ///   an empty answer costs the database a fraction of a millisecond), or less often while reading
 ///   the slot takes longer (``nextLook(started:reading:pollInterval:)``), so that reading takes a
-///   quarter of a core at most. With an `endpoint` (``ServerConfiguration/captureStreams``), changes come
+///   quarter of a core at most while each read is short. With an `endpoint` (``ServerConfiguration/captureStreams``), changes come
 ///   instead on a replication session of their own (``ReplicationSession``) as PostgreSQL decodes
 ///   them: one decoding session while the capturer leads, each part of the WAL decoded once, a
 ///   commit passed on without waiting for a poll; ``CaptureStream`` decides what each batch does.
@@ -225,23 +225,27 @@ struct PostgresCapture: NamedService {
 
     /// At most one part in this many of the time goes to the database reading the slot.
     static let readingShare = 4
+    /// The longest a look waits for the next because of its reading (``nextLook(started:reading:pollInterval:)``).
+    static let longestPacing: Duration = .seconds(1)
 
     /// When the look that started at `started`, and had the database read the slot for
     /// `reading`, is followed by the next: `pollInterval` after the start of the last look, not
     /// after its end (a change committed meanwhile waits the interval at most), and no sooner
-    /// than ``readingShare`` times that reading after its start.
+    /// than ``readingShare`` times that reading after its start, but never later than
+    /// ``longestPacing`` after it: a backlog read once (capture back after an hour away) does not
+    /// hold the next look back for minutes.
     ///
     /// Each read through SQL (the peek, and the slot's advance) decodes the WAL again from the
     /// slot's restart point, which PostgreSQL moves on only every 15 s under writes. Read back to
     /// back after every look that found changes, it took 71% of a core from the app's writers
     /// here (one writer, 2,500 INSERTs a second). Paced by that reading, it takes a quarter of a
-    /// core at most, and a look that finds many commits records them in one feed write. The
+    /// core at most while each read takes under a quarter of a second, and a look that finds many commits records them in one feed write. The
     /// feed's own writes are not counted. A read of an idle database's slot takes a fraction of a
     /// millisecond, so looks stay `pollInterval` apart; under light writes a read took 2.7 ms
     /// (p50: 1.65 peeking, 1.1 advancing), and looks came 11 ms apart.
     static func nextLook(started: ContinuousClock.Instant, reading: Duration,
                          pollInterval: Duration) -> ContinuousClock.Instant {
-        started.advanced(by: max(pollInterval, reading * readingShare))
+        started.advanced(by: max(pollInterval, min(reading * readingShare, longestPacing)))
     }
 
     /// How long a pass that decoded nothing waits after the last move of `through` before it
