@@ -25,10 +25,11 @@ import ServiceLifecycle
 /// - **Polled, or streamed.** By default the capturer asks through SQL every `pollInterval` (5 ms:
 ///   an empty answer costs the database a fraction of a millisecond), or less often while reading
 ///   the slot takes longer (``nextLook(started:reading:pollInterval:)``), so that reading takes a
-///   quarter of a core at most while each read is short. With an `endpoint` (``ServerConfiguration/captureStreams``), changes come
-///   instead on a replication session of their own (``ReplicationSession``) as PostgreSQL decodes
-///   them: one decoding session while the capturer leads, each part of the WAL decoded once, a
-///   commit passed on without waiting for a poll; ``CaptureStream`` decides what each batch does.
+///   quarter of a core at most while each read is short. With an `endpoint`
+///   (``ServerConfiguration/captureStreams``), changes come instead on a replication session of
+///   their own (``ReplicationSession``) as PostgreSQL decodes them: one decoding session while the
+///   capturer leads, each part of the WAL decoded once, a commit passed on without waiting for a
+///   poll; ``CaptureStream`` decides what each batch does.
 struct PostgresCapture: NamedService {
     let connection: PostgresConnection.Configuration
     let storage: any ServerStorage
@@ -228,21 +229,21 @@ struct PostgresCapture: NamedService {
     /// The longest a look waits for the next because of its reading (``nextLook(started:reading:pollInterval:)``).
     static let longestPacing: Duration = .seconds(1)
 
-    /// When the look that started at `started`, and had the database read the slot for
-    /// `reading`, is followed by the next: `pollInterval` after the start of the last look, not
-    /// after its end (a change committed meanwhile waits the interval at most), and no sooner
-    /// than ``readingShare`` times that reading after its start, but never later than
-    /// ``longestPacing`` after it: a backlog read once (capture back after an hour away) does not
-    /// hold the next look back for minutes.
+    /// When the look that started at `started`, and spent `reading` reading the slot, is followed
+    /// by the next: `pollInterval` after the start of the last look, not after its end (a change
+    /// committed meanwhile waits the interval at most), and no sooner than ``readingShare`` times
+    /// that reading after its start, but never later than ``longestPacing`` after it: a backlog
+    /// read once (capture back after an hour away) does not hold the next look back for minutes.
     ///
     /// Each read through SQL (the peek, and the slot's advance) decodes the WAL again from the
     /// slot's restart point, which PostgreSQL moves on only every 15 s under writes. Read back to
     /// back after every look that found changes, it took 71% of a core from the app's writers
     /// here (one writer, 2,500 INSERTs a second). Paced by that reading, it takes a quarter of a
-    /// core at most while each read takes under a quarter of a second, and a look that finds many commits records them in one feed write. The
-    /// feed's own writes are not counted. A read of an idle database's slot takes a fraction of a
-    /// millisecond, so looks stay `pollInterval` apart; under light writes a read took 2.7 ms
-    /// (p50: 1.65 peeking, 1.1 advancing), and looks came 11 ms apart.
+    /// core at most while each read takes under a quarter of a second, and a look that finds many
+    /// commits records them in one feed write. The feed's own writes are not counted. A read of
+    /// an idle database's slot takes a fraction of a millisecond, so looks stay `pollInterval`
+    /// apart; under light writes a read took 2.7 ms (p50: 1.65 peeking, 1.1 advancing), and looks
+    /// came 11 ms apart.
     static func nextLook(started: ContinuousClock.Instant, reading: Duration,
                          pollInterval: Duration) -> ContinuousClock.Instant {
         started.advanced(by: max(pollInterval, min(reading * readingShare, longestPacing)))
@@ -292,8 +293,8 @@ struct PostgresCapture: NamedService {
     /// Reads the slot up to the WAL's current end, records every transaction the feed does not
     /// have yet, and confirms the position to the slot.
     ///
-    /// - Returns: how long the database took reading the slot (the peek and the advance, not the
-    ///   feed's writes), which paces the next look (``nextLook(started:reading:pollInterval:)``).
+    /// - Returns: how long the pass spent reading the slot (the peek with its rows, and the
+    ///   advance; not the feed's writes), which paces the next look (``nextLook(started:reading:pollInterval:)``).
     /// - Parameter through: where the feed has read through, moved on as the pass moves it.
     /// - Parameter confirmed: where the slot was last confirmed, moved on as the pass moves it.
     private func pass(_ session: PostgresConnection, slot: String, _ changes: inout PgOutputChanges,
