@@ -102,9 +102,12 @@ struct PostgresCapture: NamedService {
             let clock = ContinuousClock()
             // Where the slot was last confirmed; the first pass confirms it to `through`.
             var confirmed: Int64 = 0
+            // Where the last peek read the WAL to; nothing was read yet.
+            var read: UInt64 = 0
             while !Task.isCancelled {
                 let started = clock.now
-                let reading = try await pass(session, slot: slot, &changes, advanced: &advanced, through: &through, confirmed: &confirmed)
+                let reading = try await pass(session, slot: slot, &changes, advanced: &advanced, through: &through,
+                                               confirmed: &confirmed, read: &read)
                 try await Task.sleep(until: Self.nextLook(started: started, reading: reading, pollInterval: pollInterval), clock: clock)
             }
             try await session.close()
@@ -297,8 +300,10 @@ struct PostgresCapture: NamedService {
     ///   advance; not the feed's writes), which paces the next look (``nextLook(started:reading:pollInterval:)``).
     /// - Parameter through: where the feed has read through, moved on as the pass moves it.
     /// - Parameter confirmed: where the slot was last confirmed, moved on as the pass moves it.
+    /// - Parameter read: where the last peek read the WAL to, moved on as the pass moves it.
     private func pass(_ session: PostgresConnection, slot: String, _ changes: inout PgOutputChanges,
-                      advanced: inout Date?, through: inout Int64, confirmed: inout Int64) async throws -> Duration {
+                      advanced: inout Date?, through: inout Int64, confirmed: inout Int64,
+                      read: inout UInt64) async throws -> Duration {
         let clock = ContinuousClock()
         let mapping = FeedMapping(rules: rules)
         let logger = logger
@@ -326,7 +331,10 @@ struct PostgresCapture: NamedService {
         }
         // Up to where the WAL is flushed, not written: decoding reads flushed WAL only, so a
         // transaction committed asynchronously (`synchronous_commit = off`) and not yet flushed
-        // would be passed over for good if the slot advanced beyond it.
+        // would be passed over for good if the slot advanced beyond it. The slot is not read when
+        // the flushed WAL ends where the last peek read it to: nothing was committed since, and a
+        // peek would decode the WAL from the restart point again to find nothing (the function
+        // scan is then never executed).
         let peeked = clock.now
         let rows = try await session.query("""
             WITH upto AS MATERIALIZED (SELECT pg_current_wal_flush_lsn() AS lsn)
@@ -334,6 +342,7 @@ struct PostgresCapture: NamedService {
             UNION ALL
             SELECT NULL, c.data FROM upto, pg_logical_slot_peek_binary_changes(\(slot), upto.lsn, NULL,
                 'proto_version', '1', 'publication_names', \(Self.publication)) AS c
+            WHERE upto.lsn > \(PgOutput.lsnText(read))::pg_lsn
             """, logger: logger)
         for try await (uptoText, data) in rows.decode((String?, ByteBuffer?).self) {
             if let uptoText {
@@ -376,6 +385,7 @@ struct PostgresCapture: NamedService {
         }
         if let published { through = max(through, published) }
         guard let upto else { return reading }
+        read = upto
         let moment = now()
         if Self.advances(upto: Int64(upto), through: through, decoded: decoded, lastAdvance: advanced, now: moment) {
             advanced = moment
