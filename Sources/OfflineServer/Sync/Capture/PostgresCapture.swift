@@ -229,7 +229,8 @@ struct PostgresCapture: NamedService {
 
     /// At most one part in this many of the time goes to the database reading the slot.
     static let readingShare = 4
-    /// The longest a look waits for the next because of its reading (``nextLook(started:reading:pollInterval:)``).
+    /// The longest a look waits for the next because of its reading
+    /// (``nextLook(started:reading:pollInterval:)``).
     static let longestPacing: Duration = .seconds(1)
 
     /// When the look that started at `started`, and spent `reading` reading the slot, is followed
@@ -297,7 +298,8 @@ struct PostgresCapture: NamedService {
     /// have yet, and confirms the position to the slot.
     ///
     /// - Returns: how long the pass spent reading the slot (the peek with its rows, and the
-    ///   advance; not the feed's writes), which paces the next look (``nextLook(started:reading:pollInterval:)``).
+    ///   advance; not the feed's writes), which paces the next look
+    ///   (``nextLook(started:reading:pollInterval:)``).
     /// - Parameter through: where the feed has read through, moved on as the pass moves it.
     /// - Parameter confirmed: where the slot was last confirmed, moved on as the pass moves it.
     /// - Parameter read: where the last peek read the WAL to, moved on as the pass moves it.
