@@ -16,8 +16,11 @@ import PostgresNIO
 /// beside capture on, and the ratio of their throughputs. Also printed: how long after a phase's
 /// last statement the feed had all of it (the slot confirmed past the WAL's end, which capture
 /// does only once the feed holds the changes), and the WAL the slot held at the end and at most.
-/// Baseline and capture on run in interleaved rounds, each on a fresh database, and the medians
-/// are printed: the machine's speed drifts from one minute to the next.
+/// Beside them, the same writes while PostgreSQL's own client (`pg_recvlogical`) streams a slot
+/// of the same tables and no OfflineKit runs: what decoding each commit as it is made costs by
+/// itself, the floor under capture streaming on the same machine. Baseline, capture on and that reader
+/// run in interleaved rounds, each on a fresh database, and the medians are printed: the
+/// machine's speed drifts from one minute to the next.
 ///
 /// `OFFLINEKIT_BENCH_CAPTURE_ROWS` sets the single writer's rows, `OFFLINEKIT_BENCH_CAPTURE_WRITER_ROWS`
 /// each concurrent writer's, `OFFLINEKIT_BENCH_CAPTURE_WRITERS` how many write at once and
@@ -43,20 +46,25 @@ func runCaptureBenchmark() async throws {
     var logger = Logger(label: "offline.bench.capture")
     logger.logLevel = .warning
 
-    print("capture: the app's writes to messages of workspace w1, autocommit, \(rounds) rounds of baseline (no publication, no slot) "
-          + "and capture on (an OfflineServer capturing, \(captureMode)), interleaved; medians; load \(Sampling.loadAverage())")
+    print("capture: the app's writes to messages of workspace w1, autocommit, \(rounds) rounds of baseline (no publication, no slot), "
+          + "capture on (an OfflineServer capturing, \(captureMode)) and PostgreSQL's own reader, interleaved; medians; "
+          + "load \(Sampling.loadAverage())")
     var baseline: [CaptureRound] = []
     var captured: [CaptureRound] = []
+    var decoded: [CaptureRound] = []
     for _ in 1...rounds {
         baseline.append(try await baselineRound(postgres, sizes: sizes, logger: logger))
         captured.append(try await captureRound(postgres, rules: rules, sizes: sizes, logger: logger))
+        decoded.append(try await decodingRound(postgres, sizes: sizes, logger: logger))
     }
     let median = { (values: [Double]) in Sampling.percentile(values, 0.5) }
     for phase in CapturePhase.allCases {
         let base = baseline.map { $0.phases[phase]! }
         let on = captured.map { $0.phases[phase]! }
+        let floor = decoded.map { $0.phases[phase]! }
         let baseRate = median(base.map(\.rate))
         let onRate = median(on.map(\.rate))
+        let floorRate = median(floor.map(\.rate))
         print("  \(phase.label(sizes))")
         print(String(format: "    baseline    %7.0f statements/s  p50 %6.2f ms  p99 %6.2f ms   (rounds: %@ statements/s)",
                      baseRate, median(base.map(\.p50)), median(base.map(\.p99)), base.map { String(format: "%.0f", $0.rate) }.joined(separator: ", ")))
@@ -65,6 +73,10 @@ func runCaptureBenchmark() async throws {
         print(String(format: "    cost %.2fx the baseline's time per statement (p50 %.2fx)  (target <= 1.3x)   feed complete %.0f ms after the last statement (rounds: %@)",
                      baseRate / onRate, median(on.map(\.p50)) / median(base.map(\.p50)),
                      median(captured.map { $0.lag[phase]! }), captured.map { String(format: "%.0f", $0.lag[phase]!) }.joined(separator: ", ")))
+        print(String(format: "    PostgreSQL's own reader (pg_recvlogical streaming the slot, no OfflineKit)  %7.0f statements/s  p50 %6.2f ms  "
+                     + "p99 %6.2f ms   cost %.2fx (p50 %.2fx)   (rounds: %@ statements/s)",
+                     floorRate, median(floor.map(\.p50)), median(floor.map(\.p99)), baseRate / floorRate,
+                     median(floor.map(\.p50)) / median(base.map(\.p50)), floor.map { String(format: "%.0f", $0.rate) }.joined(separator: ", ")))
     }
     let kib = { (bytes: [Double]) in bytes.map { String(format: "%.0f", $0 / 1024) }.joined(separator: ", ") }
     print("  WAL held by the slot at the end: \(kib(captured.map(\.retainedAtEnd))) KiB; at most: "
@@ -203,6 +215,63 @@ private func captureRound(_ postgres: LoopbackPostgres, rules: URL, sizes: Captu
         }
     }
     return round
+}
+
+/// The writes on a fresh database whose changes PostgreSQL's own client streams, with no
+/// OfflineKit at all: a publication of the rules' tables and a `pgoutput` slot, as capture makes,
+/// read by `pg_recvlogical` into /dev/null. What logical decoding and its sender cost the writers
+/// by themselves: the floor under capture streaming on this machine.
+private func decodingRound(_ postgres: LoopbackPostgres, sizes: CaptureSizes, logger: Logger) async throws -> CaptureRound {
+    let url = try postgres.createDatabase()
+    defer { try? postgres.dropDatabase(url: url) }
+    let database = String(url.split(separator: "/").last!)
+    try await createAppTables(postgres, database: database, logger: logger)
+    let slot = "bench_\(database)"
+    var round = CaptureRound()
+    try await withWriters(postgres, database: database, count: sizes.writers + 1, logger: logger) { connections in
+        let observer = connections[0]
+        try await observer.query("CREATE PUBLICATION bench_decoding FOR TABLE memberships, messages", logger: logger)
+        try await observer.query("SELECT pg_create_logical_replication_slot(\(slot), 'pgoutput')", logger: logger)
+        let reader = Process()
+        reader.executableURL = URL(fileURLWithPath: "\(postgres.bin)/pg_recvlogical")
+        reader.arguments = ["-h", "127.0.0.1", "-p", String(postgres.port), "-U", "postgres", "-d", database, "-S", slot, "--start",
+                            "-o", "proto_version=1", "-o", "publication_names=bench_decoding", "-f", "/dev/null", "-F", "1", "-s", "1"]
+        reader.standardOutput = FileHandle.nullDevice
+        try reader.run()
+        // The reader inherits this process's blocked signals, SIGTERM and SIGINT among them.
+        let stop = {
+            kill(reader.processIdentifier, SIGKILL)
+            reader.waitUntilExit()
+        }
+        do {
+            try await waitForReader(observer, slot: slot, logger: logger)
+            try await runPhases(connections, sizes: sizes, logger: logger) { phase, result in round.phases[phase] = result }
+        } catch {
+            stop()
+            throw error
+        }
+        stop()
+        // The slot is free once its session has ended; a slot left would hold the cluster's WAL.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try await count(observer, "SELECT COUNT(*) FROM pg_replication_slots WHERE slot_name = \(slot) AND active",
+                              logger: logger) > 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        try await observer.query("SELECT pg_drop_replication_slot(\(slot))", logger: logger)
+    }
+    return round
+}
+
+/// Waits until `pg_recvlogical` streams the slot.
+private func waitForReader(_ connection: PostgresConnection, slot: String, logger: Logger) async throws {
+    let deadline = ContinuousClock.now + .seconds(30)
+    while ContinuousClock.now < deadline {
+        if try await count(connection, "SELECT COUNT(*) FROM pg_replication_slots WHERE slot_name = \(slot) AND active", logger: logger) == 1 {
+            return
+        }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    throw CaptureBenchmarkFailure(description: "pg_recvlogical did not stream slot \(slot) within 30 s")
 }
 
 /// The single writer's INSERTs and UPDATEs, then the concurrent writers', each phase followed by

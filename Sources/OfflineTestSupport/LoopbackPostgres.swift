@@ -25,7 +25,8 @@ import Darwin
 public struct LoopbackPostgres: Sendable {
     public let directory: URL
     public let port: Int
-    let bin: String
+    /// The directory of the cluster's PostgreSQL programs (`pg_recvlogical`, `psql`, …).
+    public let bin: String
 
     /// How many replication slots the cluster keeps: one per database whose server captured
     /// changes and that is not dropped yet.
