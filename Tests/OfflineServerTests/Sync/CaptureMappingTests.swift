@@ -174,6 +174,17 @@ struct CaptureMappingTests {
                              previous: { _ in nil }, logger: Self.logger).isEmpty)
     }
 
+    @Test("seconds since 1970 are written as UTC to the second, as the .iso8601 date strategy reads them")
+    func iso8601Seconds() throws {
+        #expect(FeedMapping.iso8601(seconds: 1_764_150_691) == "2025-11-26T09:51:31Z")
+        #expect(FeedMapping.iso8601(seconds: 1_764_150_691.9) == "2025-11-26T09:51:31Z")
+        #expect(FeedMapping.iso8601(seconds: -1) == "1969-12-31T23:59:59Z")
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        let date = try decoder.decode(Date.self, from: Data("\"\(FeedMapping.iso8601(seconds: 1_764_150_691.9))\"".utf8))
+        #expect(date == Date(timeIntervalSince1970: 1_764_150_691))
+    }
+
     @Test("a value the change did not send again keeps what the feed held; one that breaks its format is sent as it is")
     func unchangedAndMismatched() {
         let mapping = FeedMapping(rules: Self.rules)

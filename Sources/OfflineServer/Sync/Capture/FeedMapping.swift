@@ -172,10 +172,11 @@ struct FeedMapping: Sendable {
     }
 
     /// Seconds since 1970 as `YYYY-MM-DDThh:mm:ssZ`, the fraction dropped, as Foundation's
-    /// `.iso8601` date strategy writes and reads dates.
+    /// `.iso8601` date strategy writes and reads dates. A format style, not a new
+    /// `ISO8601DateFormatter` per value: each of those opened an ICU date format.
     static func iso8601(seconds: Double) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        return formatter.string(from: Date(timeIntervalSince1970: seconds.rounded(.down)))
+        Date(timeIntervalSince1970: seconds.rounded(.down)).formatted(Self.secondsInUTC)
     }
+
+    private static let secondsInUTC = Date.ISO8601FormatStyle(timeZone: .gmt)
 }
