@@ -244,7 +244,7 @@ private func decodingRound(_ postgres: LoopbackPostgres, sizes: CaptureSizes, lo
             reader.waitUntilExit()
         }
         do {
-            try await waitForReader(observer, slot: slot, logger: logger)
+            try await waitForSlot(observer, slot: slot, active: true, logger: logger)
             try await runPhases(connections, sizes: sizes, logger: logger) { phase, result in round.phases[phase] = result }
         } catch {
             stop()
@@ -252,26 +252,23 @@ private func decodingRound(_ postgres: LoopbackPostgres, sizes: CaptureSizes, lo
         }
         stop()
         // The slot is free once its session has ended; a slot left would hold the cluster's WAL.
-        let deadline = ContinuousClock.now + .seconds(10)
-        while try await count(observer, "SELECT COUNT(*) FROM pg_replication_slots WHERE slot_name = \(slot) AND active",
-                              logger: logger) > 0, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
+        try await waitForSlot(observer, slot: slot, active: false, logger: logger)
         try await observer.query("SELECT pg_drop_replication_slot(\(slot))", logger: logger)
     }
     return round
 }
 
-/// Waits until `pg_recvlogical` streams the slot.
-private func waitForReader(_ connection: PostgresConnection, slot: String, logger: Logger) async throws {
+/// Waits until the slot's session is `active` (`pg_recvlogical` streams it) or not (it ended
+/// and the slot may be dropped).
+private func waitForSlot(_ connection: PostgresConnection, slot: String, active: Bool, logger: Logger) async throws {
     let deadline = ContinuousClock.now + .seconds(30)
+    var sessions = 0
     while ContinuousClock.now < deadline {
-        if try await count(connection, "SELECT COUNT(*) FROM pg_replication_slots WHERE slot_name = \(slot) AND active", logger: logger) == 1 {
-            return
-        }
+        sessions = try await count(connection, "SELECT COUNT(*) FROM pg_replication_slots WHERE slot_name = \(slot) AND active", logger: logger)
+        if sessions == (active ? 1 : 0) { return }
         try await Task.sleep(for: .milliseconds(20))
     }
-    throw CaptureBenchmarkFailure(description: "pg_recvlogical did not stream slot \(slot) within 30 s")
+    throw CaptureBenchmarkFailure(description: "slot \(slot) still had \(sessions) active sessions after 30 s, waiting for \(active ? 1 : 0)")
 }
 
 /// The single writer's INSERTs and UPDATEs, then the concurrent writers', each phase followed by
