@@ -18,8 +18,8 @@ import PostgresNIO
 /// does only once the feed holds the changes), and the WAL the slot held at the end and at most.
 /// Beside them, the same writes while PostgreSQL's own client (`pg_recvlogical`) streams a slot
 /// of the same tables and no OfflineKit runs: what decoding each commit as it is made costs by
-/// itself, the floor under capture streaming on the same machine. Baseline, capture on and that reader
-/// run in interleaved rounds, each on a fresh database, and the medians are printed: the
+/// itself, the floor under capture streaming on the same machine. Baseline, capture on and that
+/// reader run in interleaved rounds, each on a fresh database, and the medians are printed: the
 /// machine's speed drifts from one minute to the next.
 ///
 /// `OFFLINEKIT_BENCH_CAPTURE_ROWS` sets the single writer's rows, `OFFLINEKIT_BENCH_CAPTURE_WRITER_ROWS`
@@ -163,58 +163,64 @@ private struct CaptureBenchmarkFailure: Error, CustomStringConvertible {
     let description: String
 }
 
-/// The writes on a fresh database that no sync server ever saw.
-private func baselineRound(_ postgres: LoopbackPostgres, sizes: CaptureSizes, logger: Logger) async throws -> CaptureRound {
+/// Runs `body` on a fresh database holding the app's tables (its URL and name), dropped after.
+private func withAppDatabase(_ postgres: LoopbackPostgres, logger: Logger,
+                             _ body: (_ url: String, _ database: String) async throws -> CaptureRound) async throws -> CaptureRound {
     let url = try postgres.createDatabase()
     defer { try? postgres.dropDatabase(url: url) }
     let database = String(url.split(separator: "/").last!)
     try await createAppTables(postgres, database: database, logger: logger)
-    var round = CaptureRound()
-    try await withWriters(postgres, database: database, count: sizes.writers + 1, logger: logger) { connections in
-        try await assertNoCapture(connections[0], logger: logger)
-        try await runPhases(connections, sizes: sizes, logger: logger) { phase, result in
-            round.phases[phase] = result
+    return try await body(url, database)
+}
+
+/// The writes on a fresh database that no sync server ever saw.
+private func baselineRound(_ postgres: LoopbackPostgres, sizes: CaptureSizes, logger: Logger) async throws -> CaptureRound {
+    try await withAppDatabase(postgres, logger: logger) { _, database in
+        var round = CaptureRound()
+        try await withWriters(postgres, database: database, count: sizes.writers + 1, logger: logger) { connections in
             try await assertNoCapture(connections[0], logger: logger)
+            try await runPhases(connections, sizes: sizes, logger: logger) { phase, result in
+                round.phases[phase] = result
+                try await assertNoCapture(connections[0], logger: logger)
+            }
         }
+        return round
     }
-    return round
 }
 
 /// The writes on a fresh database with an OfflineServer capturing it.
 private func captureRound(_ postgres: LoopbackPostgres, rules: URL, sizes: CaptureSizes, logger: Logger) async throws -> CaptureRound {
-    let url = try postgres.createDatabase()
-    defer { try? postgres.dropDatabase(url: url) }
-    let database = String(url.split(separator: "/").last!)
-    try await createAppTables(postgres, database: database, logger: logger)
-    var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, postgresURL: url, syncRules: rules)
-    configuration.captureStreams = captureStreams
-    var round = CaptureRound()
-    try await withRunningServer(configuration, logger: logger) { _ in
-        try await withWriters(postgres, database: database, count: sizes.writers + 1, logger: logger) { connections in
-            let observer = connections[0]
-            try await waitForCapture(observer, logger: logger)
-            round.idle = try await idleActivity(observer, logger: logger)
-            try await runPhases(connections, sizes: sizes, logger: logger) { phase, result in
-                round.phases[phase] = result
-                let ended = ContinuousClock.now
-                round.retainedAtMost = max(round.retainedAtMost, try await retainedWAL(observer, logger: logger))
-                try await waitForFeed(observer, logger: logger)
-                round.lag[phase] = Sampling.milliseconds(ContinuousClock.now - ended)
-            }
-            round.retainedAtEnd = try await retainedWAL(observer, logger: logger)
-            round.retainedAtMost = max(round.retainedAtMost, round.retainedAtEnd)
-            let inserted = sizes.rows + sizes.writers * sizes.writerRows
-            let rows = try await count(observer, "SELECT COUNT(*) FROM sync_change WHERE collection = 'app_messages' AND value IS NOT NULL", logger: logger)
-            let edited = try await count(observer, """
-                SELECT COUNT(*) FROM sync_change
-                WHERE collection = 'app_messages' AND convert_from(value, 'UTF8') LIKE '%edited%'
-                """, logger: logger)
-            guard rows == inserted, edited == inserted else {
-                throw CaptureBenchmarkFailure(description: "the feed has \(rows) messages, \(edited) of them edited; \(inserted) were written and edited")
+    try await withAppDatabase(postgres, logger: logger) { url, database in
+        var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, postgresURL: url, syncRules: rules)
+        configuration.captureStreams = captureStreams
+        var round = CaptureRound()
+        try await withRunningServer(configuration, logger: logger) { _ in
+            try await withWriters(postgres, database: database, count: sizes.writers + 1, logger: logger) { connections in
+                let observer = connections[0]
+                try await waitForCapture(observer, logger: logger)
+                round.idle = try await idleActivity(observer, logger: logger)
+                try await runPhases(connections, sizes: sizes, logger: logger) { phase, result in
+                    round.phases[phase] = result
+                    let ended = ContinuousClock.now
+                    round.retainedAtMost = max(round.retainedAtMost, try await retainedWAL(observer, logger: logger))
+                    try await waitForFeed(observer, logger: logger)
+                    round.lag[phase] = Sampling.milliseconds(ContinuousClock.now - ended)
+                }
+                round.retainedAtEnd = try await retainedWAL(observer, logger: logger)
+                round.retainedAtMost = max(round.retainedAtMost, round.retainedAtEnd)
+                let inserted = sizes.rows + sizes.writers * sizes.writerRows
+                let rows = try await count(observer, "SELECT COUNT(*) FROM sync_change WHERE collection = 'app_messages' AND value IS NOT NULL", logger: logger)
+                let edited = try await count(observer, """
+                    SELECT COUNT(*) FROM sync_change
+                    WHERE collection = 'app_messages' AND convert_from(value, 'UTF8') LIKE '%edited%'
+                    """, logger: logger)
+                guard rows == inserted, edited == inserted else {
+                    throw CaptureBenchmarkFailure(description: "the feed has \(rows) messages, \(edited) of them edited; \(inserted) were written and edited")
+                }
             }
         }
+        return round
     }
-    return round
 }
 
 /// The writes on a fresh database whose changes PostgreSQL's own client streams, with no
@@ -222,40 +228,38 @@ private func captureRound(_ postgres: LoopbackPostgres, rules: URL, sizes: Captu
 /// read by `pg_recvlogical` into /dev/null. What logical decoding and its sender cost the writers
 /// by themselves: the floor under capture streaming on this machine.
 private func decodingRound(_ postgres: LoopbackPostgres, sizes: CaptureSizes, logger: Logger) async throws -> CaptureRound {
-    let url = try postgres.createDatabase()
-    defer { try? postgres.dropDatabase(url: url) }
-    let database = String(url.split(separator: "/").last!)
-    try await createAppTables(postgres, database: database, logger: logger)
-    let slot = "bench_\(database)"
-    var round = CaptureRound()
-    try await withWriters(postgres, database: database, count: sizes.writers + 1, logger: logger) { connections in
-        let observer = connections[0]
-        try await observer.query("CREATE PUBLICATION bench_decoding FOR TABLE memberships, messages", logger: logger)
-        try await observer.query("SELECT pg_create_logical_replication_slot(\(slot), 'pgoutput')", logger: logger)
-        let reader = Process()
-        reader.executableURL = URL(fileURLWithPath: "\(postgres.bin)/pg_recvlogical")
-        reader.arguments = ["-h", "127.0.0.1", "-p", String(postgres.port), "-U", "postgres", "-d", database, "-S", slot, "--start",
-                            "-o", "proto_version=1", "-o", "publication_names=bench_decoding", "-f", "/dev/null", "-F", "1", "-s", "1"]
-        reader.standardOutput = FileHandle.nullDevice
-        try reader.run()
-        // The reader inherits this process's blocked signals, SIGTERM and SIGINT among them.
-        let stop = {
-            kill(reader.processIdentifier, SIGKILL)
-            reader.waitUntilExit()
-        }
-        do {
-            try await waitForSlot(observer, slot: slot, active: true, logger: logger)
-            try await runPhases(connections, sizes: sizes, logger: logger) { phase, result in round.phases[phase] = result }
-        } catch {
+    try await withAppDatabase(postgres, logger: logger) { _, database in
+        let slot = "bench_\(database)"
+        var round = CaptureRound()
+        try await withWriters(postgres, database: database, count: sizes.writers + 1, logger: logger) { connections in
+            let observer = connections[0]
+            try await observer.query("CREATE PUBLICATION bench_decoding FOR TABLE memberships, messages", logger: logger)
+            try await observer.query("SELECT pg_create_logical_replication_slot(\(slot), 'pgoutput')", logger: logger)
+            let reader = Process()
+            reader.executableURL = URL(fileURLWithPath: "\(postgres.bin)/pg_recvlogical")
+            reader.arguments = ["-h", "127.0.0.1", "-p", String(postgres.port), "-U", "postgres", "-d", database, "-S", slot, "--start",
+                                "-o", "proto_version=1", "-o", "publication_names=bench_decoding", "-f", "/dev/null", "-F", "1", "-s", "1"]
+            reader.standardOutput = FileHandle.nullDevice
+            try reader.run()
+            // The reader inherits this process's blocked signals, SIGTERM and SIGINT among them.
+            let stop = {
+                kill(reader.processIdentifier, SIGKILL)
+                reader.waitUntilExit()
+            }
+            do {
+                try await waitForSlot(observer, slot: slot, active: true, logger: logger)
+                try await runPhases(connections, sizes: sizes, logger: logger) { phase, result in round.phases[phase] = result }
+            } catch {
+                stop()
+                throw error
+            }
             stop()
-            throw error
+            // The slot is free once its session has ended; a slot left would hold the cluster's WAL.
+            try await waitForSlot(observer, slot: slot, active: false, logger: logger)
+            try await observer.query("SELECT pg_drop_replication_slot(\(slot))", logger: logger)
         }
-        stop()
-        // The slot is free once its session has ended; a slot left would hold the cluster's WAL.
-        try await waitForSlot(observer, slot: slot, active: false, logger: logger)
-        try await observer.query("SELECT pg_drop_replication_slot(\(slot))", logger: logger)
+        return round
     }
-    return round
 }
 
 /// Waits until the slot's session is `active` (`pg_recvlogical` streams it) or not (it ended
