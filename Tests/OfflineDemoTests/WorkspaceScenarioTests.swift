@@ -89,8 +89,13 @@ struct WorkspaceScenarioTests {
             #expect(!sent.text.contains("~"))
             #expect(sent.spans.first { $0.text.contains("See you at nine") }?.style.dim == false)
             #expect(demo.screen(workspace, connectivity: .online).contains("Sync queue: everything sent"))
-            try await demo.wait { workspace.snapshot.sync?.lastSyncedAt != nil && workspace.snapshot.sync?.isPulling == false }
-            #expect(demo.screen(workspace, connectivity: .online).contains("Status: Up to date · Updated "))
+            // The screen itself is waited for: the write's own change announced on the live stream
+            // can start another pull between a wait on the sync status and a read of the screen
+            // ("Status: Syncing…" once in CI). The line must still say up to date within the wait.
+            try await demo.wait {
+                workspace.snapshot.sync?.lastSyncedAt != nil && workspace.snapshot.sync?.isPulling == false
+                    && demo.screen(workspace, connectivity: .online).contains("Status: Up to date · Updated ")
+            }
             let stored = try #require(try await demo.serverMessage(message.id))
             #expect(stored == ServerMessage(workspace: "northwind", chat: "general", author: DemoEnvironment.account.name, text: "See you at nine"))
             #expect(try await demo.serverMessages(withText: "See you at nine").count == 1)
