@@ -62,7 +62,7 @@ extension SyncEngine {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     var parser = ServerSentEventParser()
-                    try await body.readBlocks(blockBytes: 64 << 10) { block in
+                    try await body.readBlocks(blockBytes: 64 << 10, eachChunk: true) { block in
                         lastHeard.withLock { $0 = elapsed() }
                         var events: [ServerSentEvent] = []
                         do {

@@ -70,6 +70,10 @@ extension StreamedBody {
     /// bounded however large the body is. A block is handed over early when it holds
     /// `maxSegments` chunks (small reads keep their buffers' capacity alive).
     ///
+    /// `eachChunk` is for a body that never ends (an event stream): a body built from a stream
+    /// then hands each chunk over as it comes, instead of waiting for a block to fill. The
+    /// transports decide this by themselves, from the response's content type.
+    ///
     /// Every byte received before the body fails reaches `consume` before the error is thrown.
     /// Cancelling the calling task, or `consume` throwing, stops the transfer.
     ///
@@ -78,6 +82,7 @@ extension StreamedBody {
     func readBlocks(
         blockBytes: Int,
         maxSegments: Int = BlockHandoff.maxSegments,
+        eachChunk: Bool = false,
         _ consume: (BodyBlock) async throws -> Void
     ) async throws {
         switch source {
@@ -101,7 +106,7 @@ extension StreamedBody {
                     do {
                         for try await chunk in chunks {
                             block.append(.bytes(chunk))
-                            if block.isFull(blockBytes: blockBytes, maxSegments: maxSegments) {
+                            if eachChunk || block.isFull(blockBytes: blockBytes, maxSegments: maxSegments) {
                                 try await handoff.put(block)
                                 block = BodyBlock()
                             }

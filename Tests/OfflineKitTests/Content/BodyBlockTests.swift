@@ -44,6 +44,24 @@ struct BodyBlockTests {
         #expect(counts == [8, 8, 4])
     }
 
+    @Test("a body that never ends (an event stream) hands each chunk over as it comes, when asked to")
+    func eachChunk() async throws {
+        let (chunks, continuation) = AsyncThrowingStream.makeStream(of: [UInt8].self)
+        let received = AsyncStream.makeStream(of: [UInt8].self)
+        await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                try await StreamedBody(chunks).readBlocks(blockBytes: 64 << 10, eachChunk: true) { received.continuation.yield(bytes(of: $0)) }
+            }
+            defer { group.cancelAll() }
+            var reads = received.stream.makeAsyncIterator()
+            for chunk in [[1, 2, 3], [4], [5, 6]] as [[UInt8]] {
+                continuation.yield(chunk)
+                // The body goes on: only a chunk handed over on its own arrives here.
+                #expect(await reads.next() == chunk)
+            }
+        }
+    }
+
     @Test("delivers what arrived before the connection broke, then the failure")
     func failure() async throws {
         let chunks = chunks(count: 7, size: 1_000)
