@@ -139,6 +139,9 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         status = SyncStatus(isFirstSync: !hasCursor)
     }
 
+    /// A pull (or the checkpoint read that opens one) is under way.
+    public var isPullUnderWay: Bool { pull != .idle }
+
     /// Rows are held for writes that settled, and the server's capture has not yet been seen to
     /// reach them: a single pull that wants them settled pulls again (``capturePollsPerPull``
     /// times at most) before it ends.

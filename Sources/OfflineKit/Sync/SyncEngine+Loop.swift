@@ -223,6 +223,13 @@ extension SyncEngine {
                     actions = machine.streamAnnounced(now: instant)
                 case .streamPage(let stream, let page):
                     guard stream == state.streams else { continue }
+                    if machine.isPullUnderWay {
+                        // The pull may bring this page's changes itself: judged once it ends.
+                        state.streamed = page
+                        continue
+                    }
+                    // A page late for changes a pull already brought asks for nothing.
+                    if page.page.cursor == state.cursor { continue }
                     actions = machine.streamAnnounced(now: instant)
                     offer(page, to: actions, &state)
                 case .streamEnded(let stream, let ending):
@@ -232,6 +239,9 @@ extension SyncEngine {
                 case .tick(let generation):
                     guard generation == state.timerGeneration else { continue }
                     actions = machine.tick(now: instant)
+                }
+                if let streamed = state.streamed {
+                    actions += judge(streamed, after: actions, machine: &machine, now: instant, &state)
                 }
                 // A single pull is over once its pull ended: a pull the machine would start next
                 // (asked for meanwhile) is the next pull()'s, neither a request sent for nothing
@@ -396,8 +406,8 @@ extension SyncEngine {
 
     /// Hands a page the stream sent to the pull the machine starts now, when that pull starts
     /// from the cursor the page was read after: the pull then sends no request for it. A page
-    /// arriving while a pull runs, or after another cursor (the device pulled past where the
-    /// stream stands), only announces a change: the machine's pull asks for its own.
+    /// read after another cursor (the device pulled past where the stream stands) only announces
+    /// a change: the machine's pull asks for its own.
     private func offer(_ page: Fetched?, to actions: [SyncStateMachine<LoopInstant>.Action], _ state: inout LoopState) {
         guard let page, let from = page.page.from, actions.contains(.fetchPage), state.pageNumber == 0,
               from == state.cursor, state.prefetch == nil else { return }
@@ -435,6 +445,29 @@ extension SyncEngine {
         } else {
             Self.logger.debug("A pull failed and will be tried again: \(error)")
         }
+    }
+
+    /// Decides on the last page the stream sent while a pull was under way, once the loop may: a
+    /// pull starting now from the cursor the page was read after is handed it; once no pull is
+    /// under way, a page ending where the pulls left the device asks for nothing (they brought
+    /// its changes, and those of every page the stream sent before it), and any other announces
+    /// a change.
+    ///
+    /// - Returns: the machine's actions for an announcement, if one was made.
+    private func judge(_ streamed: Fetched, after actions: [SyncStateMachine<LoopInstant>.Action],
+                       machine: inout SyncStateMachine<LoopInstant>, now: LoopInstant,
+                       _ state: inout LoopState) -> [SyncStateMachine<LoopInstant>.Action] {
+        if actions.contains(.fetchPage), state.pageNumber == 0, streamed.page.from == state.cursor {
+            offer(streamed, to: actions, &state)
+            state.streamed = nil
+            return []
+        }
+        guard !machine.isPullUnderWay else { return [] }
+        state.streamed = nil
+        guard streamed.page.cursor != state.cursor else { return [] }
+        let announced = machine.streamAnnounced(now: now)
+        offer(streamed, to: announced, &state)
+        return announced
     }
 
     /// When ``run()`` is looping, asks it for a pull and waits for one that started after the
@@ -480,6 +513,8 @@ struct LoopState {
     var resyncing: Bool
     var fetched: SyncEngine.Fetched?
     var prefetch: (cursor: String, task: Task<SyncEngine.Fetched, any Error>)?
+    /// The last page the stream sent while a pull was under way, until the loop decides on it.
+    var streamed: SyncEngine.Fetched?
     /// The live stream being followed, and how many were opened: the number names the current one.
     var stream: Task<Void, Never>?
     var streams = 0

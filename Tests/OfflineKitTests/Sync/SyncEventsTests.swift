@@ -153,6 +153,38 @@ struct SyncLiveStreamTests {
         }
     }
 
+    @Test("a page the stream sends late, for a change a pull already brought, asks for nothing: the next change comes on the stream alone")
+    func latePageAsksForNothing() async throws {
+        try await SyncEngineTests.withServer { url, feed, wire in
+            let notes = try SyncEngineTests.Notes()
+            let held = HeldStreams(wire)
+            let engine = SyncEngine(database: notes.database, baseURL: url, transport: held, connectivity: FakeConnectivityMonitor(.online),
+                                    collections: [notes.collection()])
+            try await feed.set("a", SyncEngineTests.body("before"))
+            try await engine.pull()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await engine.run() }
+                defer { group.cancelAll() }
+                try await Self.followingStream(engine, feed, wire)
+                _ = try await engine.progress().first("the first pulls over", within: .seconds(10)) { !$0.isPulling }
+                // The page for b is held back while a pull asked for brings b first.
+                held.hold()
+                try await feed.set("b", SyncEngineTests.body("live"))
+                try await eventually("b's page sent and held back", within: .seconds(10)) { held.heldBack.contains("event: page") }
+                try await engine.pull()
+                #expect(notes.history("b") == ["live"])
+                let before = wire.requests.count
+                held.release()
+                try await feed.set("c", SyncEngineTests.body("live"))
+                try await eventually("change c applied", within: .seconds(10)) { notes.history("c") == ["live"] }
+                _ = try await engine.progress().first("the pull over", within: .seconds(10)) { !$0.isPulling }
+                let after = wire.requests.dropFirst(before).map(\.url)
+                #expect(after.isEmpty, "b's late page and c's page sent no request: \(after)")
+                #expect(try await notes.rows().count == 3)
+            }
+        }
+    }
+
     @Test("offline-soft, the stream is still tried, and its answer tells the monitor the server is back")
     func triesWhileOfflineSoft() async throws {
         try await SyncEngineTests.withServer { url, _, wire in
@@ -296,5 +328,62 @@ final class ScriptedEvents: HTTPTransport {
     /// Closes the stream open now, as the server or the network would.
     func endCurrent() {
         current.withLock { $0?.finish() }
+    }
+}
+
+/// Passes everything to `inner`, and the live streams' bytes through as they come, except while
+/// held: then they wait, in order, until released, as behind a slow network.
+final class HeldStreams: HTTPTransport {
+    private struct State {
+        var holding = false
+        var waiting: [[UInt8]] = []
+        var current: AsyncThrowingStream<[UInt8], any Error>.Continuation?
+    }
+
+    private let inner: any HTTPTransport
+    private let state = Locked(State())
+
+    init(_ inner: any HTTPTransport) {
+        self.inner = inner
+    }
+
+    /// The bytes held back so far, as text.
+    var heldBack: String { state.withLock { String(decoding: $0.waiting.joined(), as: UTF8.self) } }
+
+    func hold() {
+        state.withLock { $0.holding = true }
+    }
+
+    /// Hands on what was held back and lets the rest through.
+    func release() {
+        state.withLock { state in
+            for chunk in state.waiting { state.current?.yield(chunk) }
+            state.waiting = []
+            state.holding = false
+        }
+    }
+
+    func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
+        try await inner.send(request, maxBodyBytes: maxBodyBytes)
+    }
+
+    func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
+        let response = try await inner.stream(request)
+        let (body, continuation) = AsyncThrowingStream.makeStream(of: [UInt8].self)
+        state.withLock { $0.current = continuation }
+        let relay = Task { [state] in
+            do {
+                for try await chunk in response.body {
+                    state.withLock { state in
+                        if state.holding { state.waiting.append(chunk) } else { continuation.yield(chunk) }
+                    }
+                }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in relay.cancel() }
+        return StreamingTransportResponse(status: response.status, headerFields: response.headerFields, body: body)
     }
 }
