@@ -78,6 +78,8 @@ struct SQL: Sendable, ExpressibleByStringInterpolation {
         case text(String)
         case value(SQLValue)
         case token(SQLToken)
+        /// Written, and its values bound, in one dialect only.
+        indirect case only(SQLDialect, [Fragment])
     }
 
     var fragments: [Fragment]
@@ -110,6 +112,11 @@ struct SQL: Sendable, ExpressibleByStringInterpolation {
         }
         /// Another statement's fragments, in place.
         mutating func appendInterpolation(_ fragment: SQL) { fragments += fragment.fragments }
+        /// A part only one backend's statement has, where the two planners need different
+        /// words for the same result.
+        mutating func appendInterpolation(only dialect: SQLDialect, _ fragment: SQL) {
+            fragments.append(.only(dialect, fragment.fragments))
+        }
         /// Text written into the statement as it is: only for what the code itself spells (an
         /// alias's number), never for a value from outside.
         mutating func appendInterpolation(raw text: String) { fragments.append(.text(text)) }
@@ -130,6 +137,11 @@ struct SQL: Sendable, ExpressibleByStringInterpolation {
     func rendered(in dialect: SQLDialect) -> (sql: String, arguments: [SQLValue]) {
         var sql = ""
         var arguments: [SQLValue] = []
+        Self.render(fragments, in: dialect, into: &sql, &arguments)
+        return (sql, arguments)
+    }
+
+    private static func render(_ fragments: [Fragment], in dialect: SQLDialect, into sql: inout String, _ arguments: inout [SQLValue]) {
         for fragment in fragments {
             switch fragment {
             case .text(let text):
@@ -139,9 +151,10 @@ struct SQL: Sendable, ExpressibleByStringInterpolation {
             case .value(let value):
                 arguments.append(value)
                 sql += dialect == .sqlite ? "?" : "$\(arguments.count)"
+            case .only(let only, let inner):
+                if only == dialect { render(inner, in: dialect, into: &sql, &arguments) }
             }
         }
-        return (sql, arguments)
     }
 }
 

@@ -244,14 +244,19 @@ enum SyncPull {
         let sorted = audiences.sorted()
         let statement: SQL
         if sorted.count <= 32 {
-            // One ordered index range per audience, merged: each reads at most a page.
+            // One ordered index range per audience, merged as they are read, the merge stopping
+            // at the limit: each range reads at most a page. PostgreSQL plans the merge (Merge
+            // Append) only for ranges limited in subqueries of their own; without them it scanned
+            // the table. SQLite merges a plain compound, and sorted each such subquery again
+            // into a temporary tree: a first sync's page of 1,000 rows took 4.8 ms to read
+            // instead of 3.0 (medians).
             var union = SQL(stringLiteral: "")
             for (index, audience) in sorted.enumerated() {
                 if index > 0 { union.append(" UNION ALL ") }
                 union.append("""
-                    SELECT * FROM (SELECT collection, audience, id, position, value FROM sync_change
+                    \(only: .postgres, "SELECT * FROM (")SELECT collection, audience, id, position, value FROM sync_change
                     WHERE audience = \(audience) AND position > \(Int(after)) AND position <= \(upper)
-                    AND collection IN (\(list: collections))\(live) ORDER BY position LIMIT \(limit)) AS a\(raw: String(index))
+                    AND collection IN (\(list: collections))\(live)\(only: .postgres, " ORDER BY position LIMIT \(limit)) AS a\(raw: String(index))")
                     """)
             }
             statement = union + " ORDER BY position LIMIT \(limit)"

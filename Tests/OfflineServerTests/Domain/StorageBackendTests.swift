@@ -214,4 +214,15 @@ struct StorageBackendTests {
         #expect(sqlite.arguments == [.text("x"), .integer(2), .null])
         #expect(postgres.arguments == sqlite.arguments)
     }
+
+    @Test("a part for one dialect is written, and its values bound, only in that dialect's statement")
+    func dialectOnly() {
+        let statement: SQL = "SELECT a FROM t WHERE b = \(1)\(only: .postgres, " AND c = \(2)") AND d = \(3)\(only: .sqlite, " LIMIT \(4)")"
+        let sqlite = statement.rendered(in: .sqlite)
+        let postgres = statement.rendered(in: .postgres)
+        #expect(sqlite.sql == "SELECT a FROM t WHERE b = ? AND d = ? LIMIT ?")
+        #expect(sqlite.arguments == [.integer(1), .integer(3), .integer(4)])
+        #expect(postgres.sql == "SELECT a FROM t WHERE b = $1 AND c = $2 AND d = $3")
+        #expect(postgres.arguments == [.integer(1), .integer(2), .integer(3)])
+    }
 }
