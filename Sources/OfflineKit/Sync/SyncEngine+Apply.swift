@@ -159,14 +159,32 @@ extension SyncEngine {
         // until a page captured through the checkpoint, a version pulled for them may predate
         // the user's write, so it is held too instead of taking the user's value away.
         var heldByCollection = ReadOnce<Set<String>>()
+        // A page's changes come in runs of one collection: what a run needs is looked up once,
+        // not for each of its rows.
+        var start = changes.startIndex
+        while start < changes.endIndex {
+            let name = changes[start].collection
+            var end = start + 1
+            while end < changes.endIndex, changes[end].collection == name { end += 1 }
+            defer { start = end }
+            guard let collection = collections[name] else { continue }
+            let writes = try writesByCollection.value(name) { try pendingPayloads(name, in: db) }
+            try apply(changes[start..<end], to: collection, writes: writes, held: &heldByCollection, resyncing: resyncing,
+                      settling: settling, at: now, in: db)
+        }
+    }
+
+    /// ``apply(_:resyncing:settling:collections:at:in:)`` for a run of changes of `collection`,
+    /// with the payloads of its writes on their way (`writes`).
+    private static func apply(_ changes: ArraySlice<SyncPage.Change>, to collection: SyncedCollection, writes: [String: [Data]],
+                              held heldByCollection: inout ReadOnce<Set<String>>, resyncing: Bool, settling: Bool, at now: Date,
+                              in db: Database) throws {
+        let conflicts = ConflictLedger(collection: collection)
         for change in changes {
-            guard let collection = collections[change.collection] else { continue }
             if resyncing {
                 try db.execute(sql: "INSERT OR IGNORE INTO offlinekit_sync_seen (collection, id) VALUES (?, ?)",
                                arguments: [collection.name, change.id])
             }
-            let writes = try writesByCollection.value(collection.name) { try pendingPayloads(collection.name, in: db) }
-            let conflicts = ConflictLedger(collection: collection)
             let pending = writes.isEmpty ? [] : writes[change.id] ?? []
             if pending.isEmpty, !settling {
                 let held = try heldByCollection.value(collection.name) {
