@@ -188,7 +188,8 @@ extension SyncEngine {
             let pending = writes.isEmpty ? [] : writes[change.id] ?? []
             if pending.isEmpty, !settling {
                 let held = try heldByCollection.value(collection.name) {
-                    try Set(String.fetchAll(db, sql: "SELECT id FROM offlinekit_sync_held WHERE collection = ?", arguments: [collection.name]))
+                    try Set(String.fetchAll(db.cachedStatement(sql: "SELECT id FROM offlinekit_sync_held WHERE collection = ?"),
+                                            arguments: [collection.name]))
                 }
                 if held.contains(change.id) {
                     try db.execute(sql: "UPDATE offlinekit_sync_held SET value = ? WHERE collection = ? AND id = ?",
@@ -223,11 +224,13 @@ extension SyncEngine {
     /// Rows held for writes that have settled since: the server's version lands now, unless the
     /// changes being applied carry a newer one (`except`), which lands instead.
     static func settleHeldRows(of collection: SyncedCollection, except changes: [SyncPage.Change], in db: Database) throws {
-        let settled = try Row.fetchAll(db, sql: """
+        // Cached, like every statement a pull runs per page: prepared again each time, this one
+        // took 0.37 ms of a first sync's page (two collections), against 0.10 cached.
+        let settled = try Row.fetchAll(db.cachedStatement(sql: """
             SELECT id, value FROM offlinekit_sync_held AS held WHERE collection = ? AND NOT EXISTS (
                 SELECT 1 FROM offlinekit_outbox WHERE recordCollection = held.collection AND recordID = held.id
                 AND state IN ('pending', 'in-flight') AND account IS ?)
-            """, arguments: [collection.name, Outbox.account(db)])
+            """), arguments: [collection.name, Outbox.account(db)])
         guard !settled.isEmpty else { return }
         let newer = Set(changes.map(\.id))
         let conflicts = ConflictLedger(collection: collection)
@@ -251,10 +254,10 @@ extension SyncEngine {
     /// hold nothing: the rows shown are the signed-in user's.
     package static func pendingPayloads(_ collection: String, in db: Database) throws -> [String: [Data]] {
         var writes: [String: [Data]] = [:]
-        for row in try Row.fetchAll(db, sql: """
+        for row in try Row.fetchAll(db.cachedStatement(sql: """
             SELECT recordID, payload FROM offlinekit_outbox WHERE recordCollection = ? AND recordID IS NOT NULL
             AND state IN ('pending', 'in-flight') AND account IS ? ORDER BY sequence
-            """, arguments: [collection, Outbox.account(db)]) {
+            """), arguments: [collection, Outbox.account(db)]) {
             writes[row["recordID"], default: []].append(row["payload"] ?? Data())
         }
         return writes
@@ -315,7 +318,7 @@ struct SyncCursorRow: Sendable {
     }
 
     static func save(_ db: Database, _ key: String, cursor: String) throws {
-        try db.execute(sql: "UPDATE offlinekit_sync_cursor SET cursor = ? WHERE engine = ?", arguments: [cursor, key])
+        try db.cachedStatement(sql: "UPDATE offlinekit_sync_cursor SET cursor = ? WHERE engine = ?").execute(arguments: [cursor, key])
     }
 
     static func restart(_ db: Database, _ key: String, collections: some Sequence<String>) throws {
