@@ -185,6 +185,45 @@ struct SyncLiveStreamTests {
         }
     }
 
+    @Test("a page the stream sends while a pull that brings its change is under way asks for nothing more")
+    func pageDuringPullAsksForNothing() async throws {
+        try await SyncEngineTests.withServer { url, feed, wire in
+            let notes = try SyncEngineTests.Notes()
+            let held = HeldStreams(wire)
+            let engine = SyncEngine(database: notes.database, baseURL: url, transport: held, connectivity: FakeConnectivityMonitor(.online),
+                                    collections: [notes.collection()])
+            try await feed.set("a", SyncEngineTests.body("before"))
+            try await engine.pull()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await engine.run() }
+                defer { group.cancelAll() }
+                try await Self.followingStream(engine, feed, wire)
+                _ = try await engine.progress().first("the first pulls over", within: .seconds(10)) { !$0.isPulling }
+                // b's page waits on the stream while a pull is asked for; the pull's answer,
+                // which brings b, waits until the page has reached the engine.
+                held.hold()
+                try await feed.set("b", SyncEngineTests.body("live"))
+                try await eventually("b's page sent and held back", within: .seconds(10)) { held.heldBack.contains("event: page") }
+                let before = wire.requests.count
+                held.holdAnswers()
+                group.addTask { try await engine.pull() }
+                try await eventually("the pull's answer held back", within: .seconds(10)) { held.answersHeld == 1 }
+                held.release()
+                // The page reaches the loop while its pull is under way (if it came after, it
+                // would be late for a change the pull brought: asking for nothing either way).
+                try await Task.sleep(for: .milliseconds(50))
+                held.releaseAnswers()
+                try await eventually("change b applied", within: .seconds(10)) { notes.history("b") == ["live"] }
+                try await feed.set("c", SyncEngineTests.body("live"))
+                try await eventually("change c applied", within: .seconds(10)) { notes.history("c") == ["live"] }
+                _ = try await engine.progress().first("the pull over", within: .seconds(10)) { !$0.isPulling }
+                let after = wire.requests.dropFirst(before).map(\.url)
+                #expect(after.count == 1, "the one pull asked for, then nothing: \(after)")
+                #expect(try await notes.rows().count == 3)
+            }
+        }
+    }
+
     @Test("offline-soft, the stream is still tried, and its answer tells the monitor the server is back")
     func triesWhileOfflineSoft() async throws {
         try await SyncEngineTests.withServer { url, _, wire in
@@ -332,12 +371,15 @@ final class ScriptedEvents: HTTPTransport {
 }
 
 /// Passes everything to `inner`, and the live streams' bytes through as they come, except while
-/// held: then they wait, in order, until released, as behind a slow network.
+/// held: then they wait, in order, until released, as behind a slow network. Answers to other
+/// requests can be held back too (``holdAnswers()``), once the server has given them.
 final class HeldStreams: HTTPTransport {
     private struct State {
         var holding = false
         var waiting: [[UInt8]] = []
         var current: AsyncThrowingStream<[UInt8], any Error>.Continuation?
+        var holdingAnswers = false
+        var answers: [CheckedContinuation<Void, Never>] = []
     }
 
     private let inner: any HTTPTransport
@@ -363,8 +405,33 @@ final class HeldStreams: HTTPTransport {
         }
     }
 
+    /// Answers held back so far.
+    var answersHeld: Int { state.withLock { $0.answers.count } }
+
+    func holdAnswers() {
+        state.withLock { $0.holdingAnswers = true }
+    }
+
+    /// Hands on the answers held back and lets the next ones through.
+    func releaseAnswers() {
+        let answers = state.withLock { state in
+            state.holdingAnswers = false
+            defer { state.answers = [] }
+            return state.answers
+        }
+        for answer in answers { answer.resume() }
+    }
+
     func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
-        try await inner.send(request, maxBodyBytes: maxBodyBytes)
+        let response = try await inner.send(request, maxBodyBytes: maxBodyBytes)
+        await withCheckedContinuation { (answer: CheckedContinuation<Void, Never>) in
+            let held = state.withLock { state in
+                if state.holdingAnswers { state.answers.append(answer) }
+                return state.holdingAnswers
+            }
+            if !held { answer.resume() }
+        }
+        return response
     }
 
     func stream(_ request: TransportRequest) async throws -> StreamingTransportResponse {
