@@ -153,8 +153,13 @@ struct SyncLiveStreamTests {
         }
     }
 
-    @Test("a page the stream sends late, for a change a pull already brought, asks for nothing: the next change comes on the stream alone")
-    func latePageAsksForNothing() async throws {
+    /// Runs an engine that synced `a` before, following the stream after its cursor once its first
+    /// pulls are over. b is written on the server and its page held back on the stream; `bring`
+    /// then has b pulled, and releases the page, then c is written and applied.
+    ///
+    /// - Returns: the requests sent from `bring`'s start until c was applied and its pull over.
+    static func pageHeldBack(while bring: @Sendable (SyncEngine, HeldStreams) async throws -> Void) async throws -> [URL] {
+        let sent = Locked<[URL]>([])
         try await SyncEngineTests.withServer { url, feed, wire in
             let notes = try SyncEngineTests.Notes()
             let held = HeldStreams(wire)
@@ -167,61 +172,47 @@ struct SyncLiveStreamTests {
                 defer { group.cancelAll() }
                 try await Self.followingStream(engine, feed, wire)
                 _ = try await engine.progress().first("the first pulls over", within: .seconds(10)) { !$0.isPulling }
-                // The page for b is held back while a pull asked for brings b first.
-                held.hold()
-                try await feed.set("b", SyncEngineTests.body("live"))
-                try await eventually("b's page sent and held back", within: .seconds(10)) { held.heldBack.contains("event: page") }
-                try await engine.pull()
-                #expect(notes.history("b") == ["live"])
-                let before = wire.requests.count
-                held.release()
-                try await feed.set("c", SyncEngineTests.body("live"))
-                try await eventually("change c applied", within: .seconds(10)) { notes.history("c") == ["live"] }
-                _ = try await engine.progress().first("the pull over", within: .seconds(10)) { !$0.isPulling }
-                let after = wire.requests.dropFirst(before).map(\.url)
-                #expect(after.isEmpty, "b's late page and c's page sent no request: \(after)")
-                #expect(try await notes.rows().count == 3)
-            }
-        }
-    }
-
-    @Test("a page the stream sends while a pull that brings its change is under way asks for nothing more")
-    func pageDuringPullAsksForNothing() async throws {
-        try await SyncEngineTests.withServer { url, feed, wire in
-            let notes = try SyncEngineTests.Notes()
-            let held = HeldStreams(wire)
-            let engine = SyncEngine(database: notes.database, baseURL: url, transport: held, connectivity: FakeConnectivityMonitor(.online),
-                                    collections: [notes.collection()])
-            try await feed.set("a", SyncEngineTests.body("before"))
-            try await engine.pull()
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await engine.run() }
-                defer { group.cancelAll() }
-                try await Self.followingStream(engine, feed, wire)
-                _ = try await engine.progress().first("the first pulls over", within: .seconds(10)) { !$0.isPulling }
-                // b's page waits on the stream while a pull is asked for; the pull's answer,
-                // which brings b, waits until the page has reached the engine.
                 held.hold()
                 try await feed.set("b", SyncEngineTests.body("live"))
                 try await eventually("b's page sent and held back", within: .seconds(10)) { held.heldBack.contains("event: page") }
                 let before = wire.requests.count
-                held.holdAnswers()
-                group.addTask { try await engine.pull() }
-                try await eventually("the pull's answer held back", within: .seconds(10)) { held.answersHeld == 1 }
-                held.release()
-                // The page reaches the loop while its pull is under way (if it came after, it
-                // would be late for a change the pull brought: asking for nothing either way).
-                try await Task.sleep(for: .milliseconds(50))
-                held.releaseAnswers()
+                try await bring(engine, held)
                 try await eventually("change b applied", within: .seconds(10)) { notes.history("b") == ["live"] }
                 try await feed.set("c", SyncEngineTests.body("live"))
                 try await eventually("change c applied", within: .seconds(10)) { notes.history("c") == ["live"] }
                 _ = try await engine.progress().first("the pull over", within: .seconds(10)) { !$0.isPulling }
-                let after = wire.requests.dropFirst(before).map(\.url)
-                #expect(after.count == 1, "the one pull asked for, then nothing: \(after)")
+                sent.withLock { $0 = wire.requests.dropFirst(before).map(\.url) }
                 #expect(try await notes.rows().count == 3)
             }
         }
+        return sent.current
+    }
+
+    @Test("a page the stream sends late, for a change a pull already brought, asks for nothing: the next change comes on the stream alone")
+    func latePageAsksForNothing() async throws {
+        let sent = try await Self.pageHeldBack { engine, held in
+            // b is pulled while its page waits on the stream; the page comes after.
+            try await engine.pull()
+            held.release()
+        }
+        #expect(sent.count == 1, "the pull asked for, then nothing for b's late page or c's page: \(sent)")
+    }
+
+    @Test("a page the stream sends while a pull that brings its change is under way asks for nothing more")
+    func pageDuringPullAsksForNothing() async throws {
+        let sent = try await Self.pageHeldBack { engine, held in
+            // The pull's answer, which brings b, waits until b's page has reached the engine.
+            held.holdAnswers()
+            async let pulled: Void = engine.pull()
+            try await eventually("the pull's answer held back", within: .seconds(10)) { held.answersHeld == 1 }
+            held.release()
+            // The page reaches the loop while its pull is under way (if it came after, it would
+            // be late for a change the pull brought: asking for nothing either way).
+            try await Task.sleep(for: .milliseconds(50))
+            held.releaseAnswers()
+            try await pulled
+        }
+        #expect(sent.count == 1, "the pull asked for, then nothing: \(sent)")
     }
 
     @Test("offline-soft, the stream is still tried, and its answer tells the monitor the server is back")
