@@ -223,15 +223,10 @@ extension SyncEngine {
                     actions = machine.streamAnnounced(now: instant)
                 case .streamPage(let stream, let page):
                     guard stream == state.streams else { continue }
-                    if machine.isPullUnderWay {
-                        // The pull may bring this page's changes itself: judged once it ends.
-                        state.streamed = page
-                        continue
-                    }
-                    // A page late for changes a pull already brought asks for nothing.
-                    if page.page.cursor == state.cursor { continue }
-                    actions = machine.streamAnnounced(now: instant)
-                    offer(page, to: actions, &state)
+                    // Judged below: at once when no pull is under way, else once it ends (the
+                    // pull may bring the page's changes itself).
+                    state.streamed = page
+                    actions = []
                 case .streamEnded(let stream, let ending):
                     guard stream == state.streams else { continue }
                     state.stream = nil
@@ -447,11 +442,11 @@ extension SyncEngine {
         }
     }
 
-    /// Decides on the last page the stream sent while a pull was under way, once the loop may: a
-    /// pull starting now from the cursor the page was read after is handed it; once no pull is
-    /// under way, a page ending where the pulls left the device asks for nothing (they brought
-    /// its changes, and those of every page the stream sent before it), and any other announces
-    /// a change.
+    /// Decides on the last page the stream sent, once the loop may (a page sent while a pull was
+    /// under way waits for it to end): a pull starting now from the cursor the page was read
+    /// after is handed it; once no pull is under way, a page ending where the device stands asks
+    /// for nothing (the pulls brought its changes, and those of every page the stream sent before
+    /// it), and any other announces a change.
     ///
     /// - Returns: the machine's actions for an announcement, if one was made.
     private func judge(_ streamed: Fetched, after actions: [SyncStateMachine<LoopInstant>.Action],
@@ -513,7 +508,7 @@ struct LoopState {
     var resyncing: Bool
     var fetched: SyncEngine.Fetched?
     var prefetch: (cursor: String, task: Task<SyncEngine.Fetched, any Error>)?
-    /// The last page the stream sent while a pull was under way, until the loop decides on it.
+    /// The last page the stream sent, until the loop decides on it (`judge`).
     var streamed: SyncEngine.Fetched?
     /// The live stream being followed, and how many were opened: the number names the current one.
     var stream: Task<Void, Never>?
