@@ -23,7 +23,8 @@
 ///   the server's capture has passed them: after writes settle, the engine asks for the server's
 ///   checkpoint, and rows held for those writes settle only with a page captured through it
 ///   (``Action/applyPage(settlingHeldRows:)``); until then the engine pulls again, a little later
-///   each time.
+///   each time. Each held row knows when its write was acknowledged, so a page pulled before the
+///   engine hears of the write settles nothing for it.
 /// - **The live stream** is held while the server is reachable. When it opens, everything is
 ///   pulled (what changed while it was closed was not announced). One that ends without having
 ///   said anything after it settled backs off like a failure (``EventStreamReconnect``), so a
@@ -35,15 +36,20 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         /// ``SyncStateMachine/pageFetched(_:now:)`` or ``SyncStateMachine/pullFailed(_:now:)``.
         case fetchPage
         /// Apply the fetched page to the app's tables with the cursor after it, in one
-        /// transaction; rows held for settled writes take the server's version when
-        /// `settlingHeldRows`. Report ``SyncStateMachine/pageApplied(now:)``.
-        case applyPage(settlingHeldRows: Bool)
+        /// transaction. When `settlingHeldRows` is a number, rows held for writes that settled
+        /// take the server's version: those whose writes were refused, and those whose writes
+        /// were acknowledged at or before that number in the device's count of acknowledgments
+        /// (the server's capture has passed them; see
+        /// ``SyncStateMachine/checkpointFetched(_:acknowledged:now:)``). Nil: no held row
+        /// settles. Report ``SyncStateMachine/pageApplied(now:)``.
+        case applyPage(settlingHeldRows: Int64?)
         /// Keep the fetched page aside (nothing shows yet) and report
         /// ``SyncStateMachine/pageApplied(now:)``.
         case stagePage
         /// Apply what was kept aside and the fetched page together, in one transaction, with the
-        /// cursor after it. Report ``SyncStateMachine/pageApplied(now:)``.
-        case applyStaged(settlingHeldRows: Bool)
+        /// cursor after it; held rows settle as for ``applyPage(settlingHeldRows:)``. Report
+        /// ``SyncStateMachine/pageApplied(now:)``.
+        case applyStaged(settlingHeldRows: Int64?)
         /// Drop what was kept aside: the pull failed before its last page.
         case discardStaged
         /// The server no longer follows the cursor: forget it and start again from nothing,
@@ -112,6 +118,11 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
     private var rePullAt: Instant?
     private var rePulls = 0
     private var requiredCheckpoint: Int64?
+    /// The device's count of acknowledged writes when the latest checkpoint was asked for: a
+    /// page captured through that checkpoint has them all.
+    private var checkpointAcknowledged: Int64 = 0
+    /// Acknowledged writes the pages have been seen to capture, counted as above.
+    private var capturedAcknowledged: Int64 = 0
     private var checkpointWanted = false
     private var lastThrough: Int64?
     private var stream: Stream
@@ -202,10 +213,23 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
     }
 
     /// The server's checkpoint: a pull captured through it has every write that settled before.
-    public mutating func checkpointFetched(_ checkpoint: Int64?, now: Instant) -> [Action] {
+    ///
+    /// - Parameters:
+    ///   - checkpoint: nil from a server without one: rows held for the writes acknowledged
+    ///     before it was asked for settle with the next page.
+    ///   - acknowledged: the device's count of acknowledged writes to synced rows, read before
+    ///     the checkpoint was asked for. Rows held for writes acknowledged later wait for a
+    ///     later checkpoint: a page may settle them only once it has the writes, however the
+    ///     events that tell of them are ordered.
+    public mutating func checkpointFetched(_ checkpoint: Int64?, acknowledged: Int64, now: Instant) -> [Action] {
         guard case .checkpointing = pull else { return [] }
         pull = .idle
-        if let checkpoint { requiredCheckpoint = max(requiredCheckpoint ?? checkpoint, checkpoint) }
+        if let checkpoint {
+            requiredCheckpoint = max(requiredCheckpoint ?? checkpoint, checkpoint)
+            checkpointAcknowledged = max(checkpointAcknowledged, acknowledged)
+        } else {
+            capturedAcknowledged = max(capturedAcknowledged, acknowledged)
+        }
         rePulls = 0
         wanted = true
         return settle(now: now)
@@ -215,7 +239,9 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
     public mutating func pageFetched(_ page: Page, now: Instant) -> [Action] {
         guard case .fetching(let first, let pages, let staged) = pull else { return [] }
         if let through = page.through { lastThrough = max(lastThrough ?? through, through) }
-        let settling = requiredCheckpoint.map { required in page.through.map { $0 >= required } ?? false } ?? true
+        let captured = requiredCheckpoint.map { required in page.through.map { $0 >= required } ?? false } ?? true
+        if captured, requiredCheckpoint != nil { capturedAcknowledged = max(capturedAcknowledged, checkpointAcknowledged) }
+        let settling = captured ? capturedAcknowledged : nil
         let action: Action
         if first {
             action = .applyPage(settlingHeldRows: settling)

@@ -79,5 +79,16 @@ extension DatabaseMigrator {
             try db.alter(table: "offlinekit_sync_pulled") { t in t.add(column: "lastPulledAt", .double) }
             try db.execute(sql: "UPDATE offlinekit_sync_pulled SET lastPulledAt = firstPulledAt")
         }
+        registerMigration("offlinekit.sync.v5.acknowledged") { db in
+            // The device's count of acknowledged writes to held rows, and for each held row the
+            // count when its last write was acknowledged (NULL while it is on its way, or when it
+            // was refused): the row settles with a page captured through a checkpoint asked for
+            // after that.
+            try db.create(table: "offlinekit_sync_acknowledged") { t in
+                t.column("count", .integer).notNull()
+            }
+            try db.execute(sql: "INSERT INTO offlinekit_sync_acknowledged (count) VALUES (0)")
+            try db.alter(table: "offlinekit_sync_held") { t in t.add(column: "acknowledged", .integer) }
+        }
     }
 }

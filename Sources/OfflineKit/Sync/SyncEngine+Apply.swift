@@ -60,9 +60,10 @@ extension SyncEngine {
     /// - Parameters:
     ///   - done: the pull ends with these changes: a resync sweeps, and the collections count
     ///     as pulled.
-    ///   - settling: rows held for writes that have settled take the server's version now (the
-    ///     server has captured those writes).
-    static func land(_ changes: [SyncPage.Change], cursor: String, done: Bool, resyncing: Bool, settling: Bool,
+    ///   - settling: rows held for writes that have settled take the server's version now: those
+    ///     refused, and those acknowledged at or before this count (the server has captured
+    ///     them). Nil: none.
+    static func land(_ changes: [SyncPage.Change], cursor: String, done: Bool, resyncing: Bool, settling: Int64?,
                      collections: [String: SyncedCollection], at now: Date, in db: Database) throws {
         try apply(changes, resyncing: resyncing, settling: settling, collections: collections, at: now, in: db)
         try SyncCursorRow.save(db, SyncCursorRow.key(collections.keys), cursor: cursor)
@@ -84,7 +85,7 @@ extension SyncEngine {
 
     /// Lands what was kept aside, then `changes` (the pull's last page), and saves `cursor`: the
     /// whole pull in the caller's transaction.
-    static func landStaged(then changes: [SyncPage.Change], cursor: String, resyncing: Bool, settling: Bool,
+    static func landStaged(then changes: [SyncPage.Change], cursor: String, resyncing: Bool, settling: Int64?,
                            collections: [String: SyncedCollection], at now: Date, in db: Database) throws {
         let engine = SyncCursorRow.key(collections.keys)
         var after: Int64 = 0
@@ -96,10 +97,10 @@ extension SyncEngine {
             after = last["seq"]
             let staged = rows.map { SyncPage.Change(collection: $0["collection"], id: $0["id"], value: $0["value"]) }
             // Held rows settle once, before the first rows land.
-            try apply(staged, resyncing: resyncing, settling: settling && first, collections: collections, at: now, in: db)
+            try apply(staged, resyncing: resyncing, settling: first ? settling : nil, collections: collections, at: now, in: db)
             first = false
         }
-        try apply(changes, resyncing: resyncing, settling: settling && first, collections: collections, at: now, in: db)
+        try apply(changes, resyncing: resyncing, settling: first ? settling : nil, collections: collections, at: now, in: db)
         try discardStaged(engine: engine, in: db)
         try SyncCursorRow.save(db, engine, cursor: cursor)
         try finishPull(resyncing: resyncing, collections: collections, at: now, in: db)
@@ -110,8 +111,20 @@ extension SyncEngine {
     /// resync's pages may have been read before the server had the write, and the row is the
     /// user's own, on the server now: the next pull brings whatever the server holds for it.
     /// Without this, a message sent during a first sync vanished until the next pull.
+    ///
+    /// A row a pulled version is held for notes when the write was acknowledged, so that it
+    /// settles only with a page captured after it
+    /// (``settleHeldRows(of:except:acknowledgedThrough:in:)``).
     static func noteAcknowledged(_ record: RecordKey, in db: Database) throws {
         guard try db.tableExists("offlinekit_sync_seen") else { return }
+        try db.cachedStatement(sql: """
+            UPDATE offlinekit_sync_acknowledged SET count = count + 1
+            WHERE EXISTS (SELECT 1 FROM offlinekit_sync_held WHERE collection = ? AND id = ?)
+            """).execute(arguments: [record.collection, record.id])
+        try db.cachedStatement(sql: """
+            UPDATE offlinekit_sync_held SET acknowledged = (SELECT count FROM offlinekit_sync_acknowledged)
+            WHERE collection = ? AND id = ?
+            """).execute(arguments: [record.collection, record.id])
         try db.execute(sql: """
             INSERT OR IGNORE INTO offlinekit_sync_seen (collection, id) SELECT ?, ?
             WHERE EXISTS (SELECT 1 FROM offlinekit_sync_cursor WHERE resyncing = 1 AND instr(',' || engine || ',', ',' || ? || ',') > 0)
@@ -146,11 +159,12 @@ extension SyncEngine {
 
     /// Applies `changes` in order, in the caller's transaction: each lands in its collection's
     /// table, unless a queued write holds the row.
-    static func apply(_ changes: [SyncPage.Change], resyncing: Bool, settling: Bool, collections: [String: SyncedCollection],
+    static func apply(_ changes: [SyncPage.Change], resyncing: Bool, settling: Int64?, collections: [String: SyncedCollection],
                       at now: Date, in db: Database) throws {
-        if settling {
+        if let settling {
             for collection in collections.values {
-                try settleHeldRows(of: collection, except: changes.filter { $0.collection == collection.name }, in: db)
+                try settleHeldRows(of: collection, except: changes.filter { $0.collection == collection.name },
+                                   acknowledgedThrough: settling, in: db)
             }
         }
         // The writes on their way are few: read them once per collection, not once per row.
@@ -170,14 +184,14 @@ extension SyncEngine {
             guard let collection = collections[name] else { continue }
             let writes = try writesByCollection.value(name) { try pendingPayloads(name, in: db) }
             try apply(changes[start..<end], to: collection, writes: writes, held: &heldByCollection, resyncing: resyncing,
-                      settling: settling, at: now, in: db)
+                      at: now, in: db)
         }
     }
 
     /// ``apply(_:resyncing:settling:collections:at:in:)`` for a run of changes of `collection`,
     /// with the payloads of its writes on their way (`writes`).
     private static func apply(_ changes: ArraySlice<SyncPage.Change>, to collection: SyncedCollection, writes: [String: [Data]],
-                              held heldByCollection: inout ReadOnce<Set<String>>, resyncing: Bool, settling: Bool, at now: Date,
+                              held heldByCollection: inout ReadOnce<Set<String>>, resyncing: Bool, at now: Date,
                               in db: Database) throws {
         let conflicts = ConflictLedger(collection: collection)
         for change in changes {
@@ -186,7 +200,9 @@ extension SyncEngine {
                                arguments: [collection.name, change.id])
             }
             let pending = writes.isEmpty ? [] : writes[change.id] ?? []
-            if pending.isEmpty, !settling {
+            // A row still held (its writes settled, the server's capture not yet seen to pass
+            // them) keeps the newer version for when it settles.
+            if pending.isEmpty {
                 let held = try heldByCollection.value(collection.name) {
                     try Set(String.fetchAll(db.cachedStatement(sql: "SELECT id FROM offlinekit_sync_held WHERE collection = ?"),
                                             arguments: [collection.name]))
@@ -222,15 +238,18 @@ extension SyncEngine {
     }
 
     /// Rows held for writes that have settled since: the server's version lands now, unless the
-    /// changes being applied carry a newer one (`except`), which lands instead.
-    static func settleHeldRows(of collection: SyncedCollection, except changes: [SyncPage.Change], in db: Database) throws {
+    /// changes being applied carry a newer one (`except`), which lands instead. Rows whose
+    /// writes were acknowledged after count `acknowledgedThrough` stay held: the page may have
+    /// been read before the server captured them, and its version would take the user's away.
+    static func settleHeldRows(of collection: SyncedCollection, except changes: [SyncPage.Change], acknowledgedThrough: Int64,
+                               in db: Database) throws {
         // Cached, like every statement a pull runs per page: prepared again each time, this one
         // took 0.37 ms of a first sync's page (two collections), against 0.10 cached.
         let settled = try Row.fetchAll(db.cachedStatement(sql: """
-            SELECT id, value FROM offlinekit_sync_held AS held WHERE collection = ? AND NOT EXISTS (
+            SELECT id, value FROM offlinekit_sync_held AS held WHERE collection = ? AND coalesce(acknowledged, 0) <= ? AND NOT EXISTS (
                 SELECT 1 FROM offlinekit_outbox WHERE recordCollection = held.collection AND recordID = held.id
                 AND state IN ('pending', 'in-flight') AND account IS ?)
-            """), arguments: [collection.name, Outbox.account(db)])
+            """), arguments: [collection.name, acknowledgedThrough, Outbox.account(db)])
         guard !settled.isEmpty else { return }
         let newer = Set(changes.map(\.id))
         let conflicts = ConflictLedger(collection: collection)
@@ -247,6 +266,11 @@ extension SyncEngine {
             try conflicts.settled(id, server: value, in: db)
             try db.execute(sql: "DELETE FROM offlinekit_sync_held WHERE collection = ? AND id = ?", arguments: [collection.name, id])
         }
+    }
+
+    /// The device's count of acknowledged writes to rows a pulled version was held for.
+    static func acknowledgedWrites(_ db: Database) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT count FROM offlinekit_sync_acknowledged") ?? 0
     }
 
     /// The payloads of the signed-in account's writes to the collection's rows that are still on

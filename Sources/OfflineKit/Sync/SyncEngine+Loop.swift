@@ -12,7 +12,7 @@ extension SyncEngine {
         case writesSettled
         case fetched(Result<Fetched, any Error>)
         case written(Result<Void, any Error>)
-        case checkpoint(Result<Int64?, any Error>)
+        case checkpoint(Result<(checkpoint: Int64?, acknowledged: Int64), any Error>)
         /// The stream's first bytes arrived, with the page it opened with, if it sent one. Each
         /// stream input names the stream it came from: one replaced is heard no more.
         case streamOpened(stream: Int, Fetched?)
@@ -213,7 +213,7 @@ extension SyncEngine {
                         }
                     }
                 case .checkpoint(.success(let value)):
-                    actions = machine.checkpointFetched(value, now: instant)
+                    actions = machine.checkpointFetched(value.checkpoint, acknowledged: value.acknowledged, now: instant)
                 case .streamOpened(let stream, let page):
                     guard stream == state.streams else { continue }
                     actions = machine.streamOpened(now: instant)
@@ -364,7 +364,14 @@ extension SyncEngine {
             state.pageNumber = 0
         case .fetchCheckpoint:
             state.startedAtDemand = state.demanded
-            group.addTask { input.yield(.checkpoint(await result { try await self.fetchCheckpoint() })) }
+            group.addTask {
+                input.yield(.checkpoint(await result {
+                    // Counted before asking: a write acknowledged after it may be missing from
+                    // the checkpoint.
+                    let acknowledged = try await self.database.writer.read { db in try Self.acknowledgedWrites(db) }
+                    return (try await self.fetchCheckpoint(), acknowledged)
+                }))
+            }
         case .openStream, .reopenStream:
             // Opened at the saved cursor: the stream then sends the pages a pull after it would get.
             state.stream?.cancel()
