@@ -80,15 +80,20 @@ extension DatabaseMigrator {
             try db.execute(sql: "UPDATE offlinekit_sync_pulled SET lastPulledAt = firstPulledAt")
         }
         registerMigration("offlinekit.sync.v5.acknowledged") { db in
-            // The device's count of acknowledged writes to held rows, and for each held row the
+            // The device's count of acknowledged writes to synced rows, and for each held row the
             // count when its last write was acknowledged (NULL while it is on its way, or when it
             // was refused): the row settles with a page captured through a checkpoint asked for
-            // after that.
+            // after that. A row is held from its write's acknowledgment even when no version of
+            // it was pulled meanwhile (`pulled` 0): a page read before the server had the write
+            // must not take the user's value away either.
             try db.create(table: "offlinekit_sync_acknowledged") { t in
                 t.column("count", .integer).notNull()
             }
             try db.execute(sql: "INSERT INTO offlinekit_sync_acknowledged (count) VALUES (0)")
-            try db.alter(table: "offlinekit_sync_held") { t in t.add(column: "acknowledged", .integer) }
+            try db.alter(table: "offlinekit_sync_held") { t in
+                t.add(column: "acknowledged", .integer)
+                t.add(column: "pulled", .boolean).notNull().defaults(to: true)
+            }
         }
     }
 }

@@ -112,19 +112,20 @@ extension SyncEngine {
     /// user's own, on the server now: the next pull brings whatever the server holds for it.
     /// Without this, a message sent during a first sync vanished until the next pull.
     ///
-    /// A row a pulled version is held for notes when the write was acknowledged, so that it
-    /// settles only with a page captured after it
-    /// (``settleHeldRows(of:except:acknowledgedThrough:in:)``).
+    /// The row is held from now until a page captured after the write settles it
+    /// (``settleHeldRows(of:except:acknowledgedThrough:in:)``), whether or not a version of it
+    /// was pulled while the write was on its way: a page read before the server had the write,
+    /// landing after this, would otherwise show the version the write replaced.
     static func noteAcknowledged(_ record: RecordKey, in db: Database) throws {
         guard try db.tableExists("offlinekit_sync_seen") else { return }
+        let synced = "EXISTS (SELECT 1 FROM offlinekit_sync_cursor WHERE instr(',' || engine || ',', ',' || ? || ',') > 0)"
+        try db.cachedStatement(sql: "UPDATE offlinekit_sync_acknowledged SET count = count + 1 WHERE \(synced)")
+            .execute(arguments: [record.collection])
         try db.cachedStatement(sql: """
-            UPDATE offlinekit_sync_acknowledged SET count = count + 1
-            WHERE EXISTS (SELECT 1 FROM offlinekit_sync_held WHERE collection = ? AND id = ?)
-            """).execute(arguments: [record.collection, record.id])
-        try db.cachedStatement(sql: """
-            UPDATE offlinekit_sync_held SET acknowledged = (SELECT count FROM offlinekit_sync_acknowledged)
-            WHERE collection = ? AND id = ?
-            """).execute(arguments: [record.collection, record.id])
+            INSERT INTO offlinekit_sync_held (collection, id, value, pulled, acknowledged)
+            SELECT ?, ?, NULL, 0, count FROM offlinekit_sync_acknowledged WHERE \(synced)
+            ON CONFLICT (collection, id) DO UPDATE SET acknowledged = excluded.acknowledged
+            """).execute(arguments: [record.collection, record.id, record.collection])
         try db.execute(sql: """
             INSERT OR IGNORE INTO offlinekit_sync_seen (collection, id) SELECT ?, ?
             WHERE EXISTS (SELECT 1 FROM offlinekit_sync_cursor WHERE resyncing = 1 AND instr(',' || engine || ',', ',' || ? || ',') > 0)
@@ -208,7 +209,7 @@ extension SyncEngine {
                                             arguments: [collection.name]))
                 }
                 if held.contains(change.id) {
-                    try db.execute(sql: "UPDATE offlinekit_sync_held SET value = ? WHERE collection = ? AND id = ?",
+                    try db.execute(sql: "UPDATE offlinekit_sync_held SET value = ?, pulled = 1 WHERE collection = ? AND id = ?",
                                    arguments: [change.value, collection.name, change.id])
                     continue
                 }
@@ -246,7 +247,7 @@ extension SyncEngine {
         // Cached, like every statement a pull runs per page: prepared again each time, this one
         // took 0.37 ms of a first sync's page (two collections), against 0.10 cached.
         let settled = try Row.fetchAll(db.cachedStatement(sql: """
-            SELECT id, value FROM offlinekit_sync_held AS held WHERE collection = ? AND coalesce(acknowledged, 0) <= ? AND NOT EXISTS (
+            SELECT id, value, pulled FROM offlinekit_sync_held AS held WHERE collection = ? AND coalesce(acknowledged, 0) <= ? AND NOT EXISTS (
                 SELECT 1 FROM offlinekit_outbox WHERE recordCollection = held.collection AND recordID = held.id
                 AND state IN ('pending', 'in-flight') AND account IS ?)
             """), arguments: [collection.name, acknowledgedThrough, Outbox.account(db)])
@@ -258,12 +259,14 @@ extension SyncEngine {
             let value: Data? = row["value"]
             if newer.contains(id) {
                 // Settled below, by the newer version.
+            } else if !row["pulled"] {
+                // No version was pulled while the row was held: the table keeps the user's.
             } else if let value {
                 try collection.upsert(db, SyncedRow(id: id, value: value))
             } else {
                 try collection.delete(db, id)
             }
-            try conflicts.settled(id, server: value, in: db)
+            if row["pulled"] { try conflicts.settled(id, server: value, in: db) }
             try db.execute(sql: "DELETE FROM offlinekit_sync_held WHERE collection = ? AND id = ?", arguments: [collection.name, id])
         }
     }

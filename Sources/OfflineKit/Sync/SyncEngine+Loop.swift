@@ -172,6 +172,8 @@ extension SyncEngine {
                     state.demanded = max(state.demanded, number)
                     actions = machine.pullRequested(now: instant)
                 case .writesSettled:
+                    // Their rows are held until a page captured after them lands.
+                    state.mayHoldRows = true
                     actions = machine.writesSettled(now: instant)
                 case .fetched(.success(let fetched)):
                     state.fetched = fetched

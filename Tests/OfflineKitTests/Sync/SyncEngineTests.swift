@@ -117,6 +117,11 @@ struct SyncEngineTests {
         }
     }
 
+    /// A request for a page (not for the checkpoint).
+    @Sendable static func isPull(_ request: TransportRequest) -> Bool {
+        request.url.path.hasSuffix("/api/sync")
+    }
+
     static func text(_ text: String) -> Data { Data(#"{"text":"\#(text)"}"#.utf8) }
     static func body(_ text: String) -> String { #"{"text":"\#(text)"}"# }
     /// The outbox's record of a note, as the engine knows its rows.
@@ -232,7 +237,7 @@ struct SyncEngineTests {
 
                 // A pull is answered before the write reaches the server; its answer arrives
                 // after the write was acknowledged.
-                transport.holdAnswers()
+                transport.holdAnswers(to: Self.isPull)
                 engine.pullNow()
                 try await eventually("the pull's answer held back", within: .seconds(10)) { transport.answersHeld == 1 }
                 try await feed.set("a", Self.body("mine, saved"))
@@ -244,6 +249,44 @@ struct SyncEngineTests {
                 try await eventually("the saved version pulled", within: .seconds(10)) { notes.history("a").last == "mine, saved" }
                 #expect(try await notes.rows()["a"] == "mine, saved")
                 #expect(notes.history("a") == ["first", "mine, saved"], "the version held for the write never reached the table")
+            }
+        }
+    }
+
+    @Test("a version read before the user's write reached the server, landing after its ack, waits for the saved one")
+    func staleVersionAfterAcknowledgment() async throws {
+        try await Self.withServer { url, feed, wire in
+            try await feed.set("a", Self.body("first"))
+            let notes = try Notes()
+            let operation = OutboxOperation(name: "setNote", method: .put, change: .update)
+            let outbox = Outbox(database: notes.database, operations: [operation])
+            let transport = HeldStreams(wire)
+            let engine = SyncEngine(database: notes.database, baseURL: url, transport: transport, connectivity: FakeConnectivityMonitor(.online),
+                                    collections: [notes.collection()], outbox: outbox, liveStream: false)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await engine.run() }
+                defer { group.cancelAll() }
+                try await engine.pull()
+                try await outbox.write(operation, path: "/api/records/notes/a", payload: Self.text("mine"), record: Self.note("a")) { db in
+                    try db.execute(sql: "UPDATE note SET text = 'mine' WHERE id = 'a'")
+                }
+                // Another device's change is read by a pull whose answer arrives only after the
+                // user's write was acknowledged: nothing holds the row any more when it lands.
+                try await feed.set("a", Self.body("theirs"))
+                transport.holdAnswers(to: Self.isPull)
+                engine.pullNow()
+                try await eventually("the pull's answer held back", within: .seconds(10)) { transport.answersHeld == 1 }
+                try await feed.set("a", Self.body("mine, saved"))
+                let accepting = RecordingTransport()
+                accepting.allow(.put, "/api/records/notes/a") { _ in TransportResponse(status: 200, body: Self.text("mine, saved")) }
+                try await OutboxDrainer(outbox: outbox, baseURL: url, transport: accepting, connectivity: FakeConnectivityMonitor(.online)).drain()
+                transport.releaseAnswers()
+
+                try await eventually("the saved version pulled", within: .seconds(10)) { notes.history("a").last == "mine, saved" }
+                #expect(try await notes.rows()["a"] == "mine, saved")
+                #expect(notes.history("a") == ["first", "mine, saved"], "the version the write replaced never reached the table")
+                #expect(try await notes.database.writer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM offlinekit_sync_held") } == 0,
+                        "nothing stays held once settled")
             }
         }
     }

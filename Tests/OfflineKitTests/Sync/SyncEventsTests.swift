@@ -370,6 +370,7 @@ final class HeldStreams: HTTPTransport {
         var waiting: [[UInt8]] = []
         var current: AsyncThrowingStream<[UInt8], any Error>.Continuation?
         var holdingAnswers = false
+        var answerHeld: @Sendable (TransportRequest) -> Bool = { _ in true }
         var answers: [CheckedContinuation<Void, Never>] = []
     }
 
@@ -399,8 +400,12 @@ final class HeldStreams: HTTPTransport {
     /// Answers held back so far.
     var answersHeld: Int { state.withLock { $0.answers.count } }
 
-    func holdAnswers() {
-        state.withLock { $0.holdingAnswers = true }
+    /// Holds back the answers to the requests `which` picks (all of them unless told).
+    func holdAnswers(to which: @escaping @Sendable (TransportRequest) -> Bool = { _ in true }) {
+        state.withLock { state in
+            state.holdingAnswers = true
+            state.answerHeld = which
+        }
     }
 
     /// Hands on the answers held back and lets the next ones through.
@@ -417,8 +422,9 @@ final class HeldStreams: HTTPTransport {
         let response = try await inner.send(request, maxBodyBytes: maxBodyBytes)
         await withCheckedContinuation { (answer: CheckedContinuation<Void, Never>) in
             let held = state.withLock { state in
-                if state.holdingAnswers { state.answers.append(answer) }
-                return state.holdingAnswers
+                let holds = state.holdingAnswers && state.answerHeld(request)
+                if holds { state.answers.append(answer) }
+                return holds
             }
             if !held { answer.resume() }
         }
