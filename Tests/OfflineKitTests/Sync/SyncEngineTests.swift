@@ -213,51 +213,28 @@ struct SyncEngineTests {
 
     @Test("a pull under way when the user's write is acknowledged settles nothing for it: its page may predate the write")
     func pullDuringAcknowledgment() async throws {
-        try await Self.withServer { url, feed, wire in
-            try await feed.set("a", Self.body("first"))
-            let notes = try Notes()
-            let operation = OutboxOperation(name: "setNote", method: .put, change: .update)
-            let outbox = Outbox(database: notes.database, operations: [operation])
-            let transport = HeldStreams(wire)
-            let engine = SyncEngine(database: notes.database, baseURL: url, transport: transport, connectivity: FakeConnectivityMonitor(.online),
-                                    collections: [notes.collection()], outbox: outbox, liveStream: false)
-            let pulls = engine.progress()
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await engine.run() }
-                defer { group.cancelAll() }
-                _ = try await pulls.first("the first pull", within: .seconds(10)) { !$0.isPulling && $0.lastSyncedAt != nil }
-                try await outbox.write(operation, path: "/api/records/notes/a", payload: Self.text("mine"), record: Self.note("a")) { db in
-                    try db.execute(sql: "UPDATE note SET text = 'mine' WHERE id = 'a'")
-                }
-                // Another device changes the row; the pull that brings it holds it for the write.
-                try await feed.set("a", Self.body("theirs"))
-                try await engine.pull()
-                #expect(try await notes.rows()["a"] == "mine")
-                #expect(try await notes.database.writer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM offlinekit_sync_held") } == 1)
-
-                // A pull is answered before the write reaches the server; its answer arrives
-                // after the write was acknowledged.
-                transport.holdAnswers(to: Self.isPull)
-                engine.pullNow()
-                try await eventually("the pull's answer held back", within: .seconds(10)) { transport.answersHeld == 1 }
-                try await feed.set("a", Self.body("mine, saved"))
-                let accepting = RecordingTransport()
-                accepting.allow(.put, "/api/records/notes/a") { _ in TransportResponse(status: 200, body: Self.text("mine, saved")) }
-                try await OutboxDrainer(outbox: outbox, baseURL: url, transport: accepting, connectivity: FakeConnectivityMonitor(.online)).drain()
-                transport.releaseAnswers()
-
-                try await eventually("the saved version pulled", within: .seconds(10)) { notes.history("a").last == "mine, saved" }
-                #expect(try await notes.rows()["a"] == "mine, saved")
-                #expect(notes.history("a") == ["first", "mine, saved"], "the version held for the write never reached the table")
-            }
-        }
+        let notes = try await Self.deliverDuringPull(theirsPulledFirst: true)
+        #expect(try await notes.rows()["a"] == "mine, saved")
+        #expect(notes.history("a") == ["first", "mine, saved"], "the version held for the write never reached the table")
     }
 
     @Test("a version read before the user's write reached the server, landing after its ack, waits for the saved one")
     func staleVersionAfterAcknowledgment() async throws {
-        try await Self.withServer { url, feed, wire in
-            try await feed.set("a", Self.body("first"))
-            let notes = try Notes()
+        let notes = try await Self.deliverDuringPull(theirsPulledFirst: false)
+        #expect(try await notes.rows()["a"] == "mine, saved")
+        #expect(notes.history("a") == ["first", "mine, saved"], "the version the write replaced never reached the table")
+        #expect(try await notes.database.writer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM offlinekit_sync_held") } == 0,
+                "nothing stays held once settled")
+    }
+
+    /// Ana's note "a" is written on the device while the engine runs, and changed by another
+    /// device: pulled while the write is on its way (`theirsPulledFirst`), or only read by the
+    /// pull below. A pull is answered before the write reaches the server, and its answer held
+    /// back until the write was acknowledged. Returns the notes once the saved version landed.
+    static func deliverDuringPull(theirsPulledFirst: Bool) async throws -> Notes {
+        let notes = try Notes()
+        try await withServer { url, feed, wire in
+            try await feed.set("a", body("first"))
             let operation = OutboxOperation(name: "setNote", method: .put, change: .update)
             let outbox = Outbox(database: notes.database, operations: [operation])
             let transport = HeldStreams(wire)
@@ -267,28 +244,28 @@ struct SyncEngineTests {
                 group.addTask { try await engine.run() }
                 defer { group.cancelAll() }
                 try await engine.pull()
-                try await outbox.write(operation, path: "/api/records/notes/a", payload: Self.text("mine"), record: Self.note("a")) { db in
+                try await outbox.write(operation, path: "/api/records/notes/a", payload: text("mine"), record: note("a")) { db in
                     try db.execute(sql: "UPDATE note SET text = 'mine' WHERE id = 'a'")
                 }
-                // Another device's change is read by a pull whose answer arrives only after the
-                // user's write was acknowledged: nothing holds the row any more when it lands.
-                try await feed.set("a", Self.body("theirs"))
-                transport.holdAnswers(to: Self.isPull)
+                try await feed.set("a", body("theirs"))
+                if theirsPulledFirst {
+                    // The pull that brings it holds it for the write.
+                    try await engine.pull()
+                    #expect(try await notes.rows()["a"] == "mine")
+                    #expect(try await notes.database.writer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM offlinekit_sync_held") } == 1)
+                }
+                transport.holdAnswers(to: isPull)
                 engine.pullNow()
                 try await eventually("the pull's answer held back", within: .seconds(10)) { transport.answersHeld == 1 }
-                try await feed.set("a", Self.body("mine, saved"))
+                try await feed.set("a", body("mine, saved"))
                 let accepting = RecordingTransport()
-                accepting.allow(.put, "/api/records/notes/a") { _ in TransportResponse(status: 200, body: Self.text("mine, saved")) }
+                accepting.allow(.put, "/api/records/notes/a") { _ in TransportResponse(status: 200, body: text("mine, saved")) }
                 try await OutboxDrainer(outbox: outbox, baseURL: url, transport: accepting, connectivity: FakeConnectivityMonitor(.online)).drain()
                 transport.releaseAnswers()
-
                 try await eventually("the saved version pulled", within: .seconds(10)) { notes.history("a").last == "mine, saved" }
-                #expect(try await notes.rows()["a"] == "mine, saved")
-                #expect(notes.history("a") == ["first", "mine, saved"], "the version the write replaced never reached the table")
-                #expect(try await notes.database.writer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM offlinekit_sync_held") } == 0,
-                        "nothing stays held once settled")
             }
         }
+        return notes
     }
 
     @Test("a refused write rolls back, and the server's latest version (held meanwhile) takes the row")
