@@ -263,6 +263,9 @@ struct SyncEngineTests {
                 try await OutboxDrainer(outbox: outbox, baseURL: url, transport: accepting, connectivity: FakeConnectivityMonitor(.online)).drain()
                 transport.releaseAnswers()
                 try await eventually("the saved version pulled", within: .seconds(10)) { notes.history("a").last == "mine, saved" }
+                // The write that brought it commits before the engine stops (a write cancelled
+                // midway rolls back).
+                try await notes.database.writer.write { _ in }
             }
         }
         return notes
