@@ -223,9 +223,14 @@ extension SyncEngine {
                 try conflicts.keepBase(change.id, change.value, in: db)
                 continue
             }
-            // A queued write holds the row: keep the server's version for when it settles.
-            try db.execute(sql: "INSERT OR REPLACE INTO offlinekit_sync_held (collection, id, value) VALUES (?, ?, ?)",
-                           arguments: [collection.name, change.id, change.value])
+            // A queued write holds the row: keep the server's version for when it settles. When
+            // an earlier write to the row was acknowledged, that version may predate it: the row
+            // keeps that write's count, and settles no sooner than it would have, even if the
+            // queued write is refused.
+            try db.execute(sql: """
+                INSERT INTO offlinekit_sync_held (collection, id, value) VALUES (?, ?, ?)
+                ON CONFLICT (collection, id) DO UPDATE SET value = excluded.value, pulled = 1
+                """, arguments: [collection.name, change.id, change.value])
             guard let value = change.value else { continue }
             let server = SyncedRow(id: change.id, value: value)
             try conflicts.judge(server, against: pending, at: now, in: db)
@@ -271,7 +276,7 @@ extension SyncEngine {
         }
     }
 
-    /// The device's count of acknowledged writes to rows a pulled version was held for.
+    /// The device's count of acknowledged writes to rows of synced collections.
     static func acknowledgedWrites(_ db: Database) throws -> Int64 {
         try Int64.fetchOne(db, sql: "SELECT count FROM offlinekit_sync_acknowledged") ?? 0
     }
