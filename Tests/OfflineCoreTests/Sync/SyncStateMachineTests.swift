@@ -27,7 +27,14 @@ struct SyncHarness {
     mutating func applied() { record(machine.pageApplied(now: now)) }
     mutating func fail(_ failure: SyncFailure) { record(machine.pullFailed(failure, now: now)) }
     mutating func settled() { record(machine.writesSettled(now: now)) }
-    mutating func checkpoint(_ value: Int64, acknowledged: Int64 = 0) { record(machine.checkpointFetched(value, acknowledged: acknowledged, now: now)) }
+    mutating func checkpoint(_ value: Int64?, acknowledged: Int64 = 0) { record(machine.checkpointFetched(value, acknowledged: acknowledged, now: now)) }
+    /// Online, a delta pull whose page was captured through `through` lands, then writes settle.
+    mutating func writesSettledAfterPull(through: Int64?) {
+        online()
+        page(hasMore: false, through: through)
+        applied()
+        settled()
+    }
     mutating func opened() { record(machine.streamOpened(now: now)) }
     mutating func ended(_ end: EventStreamReconnect.Ending) { record(machine.streamEnded(end, now: now)) }
 
@@ -167,10 +174,7 @@ struct SyncStateMachineTests {
     @Test("held rows settle only with a page captured through the checkpoint taken after the writes settled")
     func readYourWrites() {
         var sync = SyncHarness(hasCursor: true)
-        sync.online()
-        sync.page(hasMore: false, through: 90)
-        sync.applied()
-        sync.settled()
+        sync.writesSettledAfterPull(through: 90)
         #expect(sync.last == [.fetchCheckpoint])
         sync.checkpoint(100, acknowledged: 3)
         #expect(sync.last == [.fetchPage])
@@ -193,10 +197,7 @@ struct SyncStateMachineTests {
     @Test("a page pulled before the machine hears of a settled write settles only writes a checkpoint covered")
     func pageBeforeWritesSettled() {
         var sync = SyncHarness(hasCursor: true)
-        sync.online()
-        sync.page(hasMore: false, through: 90)
-        sync.applied()
-        sync.settled()
+        sync.writesSettledAfterPull(through: 90)
         sync.checkpoint(100, acknowledged: 2)
         sync.page(hasMore: false, through: 100)
         #expect(sync.last == [.applyPage(settlingHeldRows: 2)])
@@ -217,12 +218,9 @@ struct SyncStateMachineTests {
     @Test("a server without a checkpoint lets the writes acknowledged before asking settle with the next page")
     func noCheckpoint() {
         var sync = SyncHarness(hasCursor: true)
-        sync.online()
-        sync.page(hasMore: false)
-        sync.applied()
-        sync.settled()
+        sync.writesSettledAfterPull(through: nil)
         #expect(sync.last == [.fetchCheckpoint])
-        sync.record(sync.machine.checkpointFetched(nil, acknowledged: 4, now: sync.now))
+        sync.checkpoint(nil, acknowledged: 4)
         #expect(sync.last == [.fetchPage])
         sync.page(hasMore: false)
         #expect(sync.last == [.applyPage(settlingHeldRows: 4)])
