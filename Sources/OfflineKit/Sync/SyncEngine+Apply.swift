@@ -118,18 +118,20 @@ extension SyncEngine {
     /// landing after this, would otherwise show the version the write replaced.
     static func noteAcknowledged(_ record: RecordKey, in db: Database) throws {
         guard try db.tableExists("offlinekit_sync_seen") else { return }
-        let synced = "EXISTS (SELECT 1 FROM offlinekit_sync_cursor WHERE instr(',' || engine || ',', ',' || ? || ',') > 0)"
-        try db.cachedStatement(sql: "UPDATE offlinekit_sync_acknowledged SET count = count + 1 WHERE \(synced)")
-            .execute(arguments: [record.collection])
+        // Whether an engine pulls the collection (nil: none does), and whether one runs a resync.
+        guard let resyncing = try Bool.fetchOne(db.cachedStatement(sql: """
+            SELECT max(resyncing) FROM offlinekit_sync_cursor WHERE instr(',' || engine || ',', ',' || ? || ',') > 0
+            """), arguments: [record.collection]) else { return }
+        try db.cachedStatement(sql: "UPDATE offlinekit_sync_acknowledged SET count = count + 1").execute()
         try db.cachedStatement(sql: """
             INSERT INTO offlinekit_sync_held (collection, id, value, pulled, acknowledged)
-            SELECT ?, ?, NULL, 0, count FROM offlinekit_sync_acknowledged WHERE \(synced)
+            VALUES (?, ?, NULL, 0, (SELECT count FROM offlinekit_sync_acknowledged))
             ON CONFLICT (collection, id) DO UPDATE SET acknowledged = excluded.acknowledged
-            """).execute(arguments: [record.collection, record.id, record.collection])
-        try db.execute(sql: """
-            INSERT OR IGNORE INTO offlinekit_sync_seen (collection, id) SELECT ?, ?
-            WHERE EXISTS (SELECT 1 FROM offlinekit_sync_cursor WHERE resyncing = 1 AND instr(',' || engine || ',', ',' || ? || ',') > 0)
-            """, arguments: [record.collection, record.id, record.collection])
+            """).execute(arguments: [record.collection, record.id])
+        if resyncing {
+            try db.execute(sql: "INSERT OR IGNORE INTO offlinekit_sync_seen (collection, id) VALUES (?, ?)",
+                           arguments: [record.collection, record.id])
+        }
     }
 
     /// A pull completed: at the end of a full resync, rows the server no longer has go (except
