@@ -319,6 +319,18 @@ enum Sampling {
         return pages * 4096 / 1_048_576
     }
 
+    /// User and system CPU time of this process so far, in microseconds.
+    static func processCPUMicroseconds() -> Double {
+        var usage = rusage()
+        #if canImport(Glibc)
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        #else
+        getrusage(RUSAGE_SELF, &usage)
+        #endif
+        func microseconds(_ time: timeval) -> Double { Double(time.tv_sec) * 1e6 + Double(time.tv_usec) }
+        return microseconds(usage.ru_utime) + microseconds(usage.ru_stime)
+    }
+
     /// The 1, 5 and 15-minute load averages.
     static func loadAverage() -> String {
         (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))

@@ -192,11 +192,11 @@ private func measureCost(_ request: CostRequest, wrk: String, port: Int, token: 
     let output = Pipe()
     process.standardOutput = output
     process.standardError = output
-    let before = processCPU()
+    let before = Sampling.processCPUMicroseconds()
     try process.run()
     let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     process.waitUntilExit()
-    let cpu = processCPU() - before
+    let cpu = Sampling.processCPUMicroseconds() - before
     var requests = 0
     var statuses = ""
     for line in text.split(separator: "\n") {
@@ -206,18 +206,6 @@ private func measureCost(_ request: CostRequest, wrk: String, port: Int, token: 
     }
     guard text.contains("requests in") else { throw CostFailure(output: text) }
     return CostResult(request: request, requests: requests, cpuMicroseconds: cpu, statuses: statuses)
-}
-
-/// User and system CPU time of this process so far, in microseconds.
-private func processCPU() -> Double {
-    var usage = rusage()
-    #if canImport(Glibc)
-    getrusage(RUSAGE_SELF.rawValue, &usage)
-    #else
-    getrusage(RUSAGE_SELF, &usage)
-    #endif
-    func microseconds(_ time: timeval) -> Double { Double(time.tv_sec) * 1e6 + Double(time.tv_usec) }
-    return microseconds(usage.ru_utime) + microseconds(usage.ru_stime)
 }
 
 private struct CostFailure: Error, CustomStringConvertible {

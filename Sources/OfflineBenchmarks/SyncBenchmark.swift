@@ -22,11 +22,13 @@ import OfflineServer
 /// - change propagation between two clients through two server instances
 ///   (``runSyncPropagationBenchmark()``).
 ///
-/// `OFFLINEKIT_BENCH_SYNC_ROWS` and `OFFLINEKIT_BENCH_SYNC_STORED` change the two sizes.
+/// `OFFLINEKIT_BENCH_SYNC_ROWS` and `OFFLINEKIT_BENCH_SYNC_STORED` change the two sizes, and
+/// `OFFLINEKIT_BENCH_SYNC_ROUNDS` the first syncs' rounds (3): more give steadier medians.
 func runSyncBenchmark() async throws {
     let environment = ProcessInfo.processInfo.environment
     let initialRows = environment["OFFLINEKIT_BENCH_SYNC_ROWS"].flatMap(Int.init) ?? 100_000
     let storedRows = environment["OFFLINEKIT_BENCH_SYNC_STORED"].flatMap(Int.init) ?? 1_000_000
+    let rounds = max(1, environment["OFFLINEKIT_BENCH_SYNC_ROUNDS"].flatMap(Int.init) ?? 3)
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("offline-bench-sync-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
@@ -37,13 +39,14 @@ func runSyncBenchmark() async throws {
     var start = ContinuousClock.now
     try await seedSyncedRecords(first, user: ana.id, collection: "items", count: initialRows, value: row)
     print("sync: \(initialRows) rows written and captured into the server's feed in \(seconds(since: start)) s (setup, not measured); load \(Sampling.loadAverage())")
-    let firsts = try await firstSyncRounds(first, rows: initialRows, in: directory, named: "first")
+    let firsts = try await firstSyncRounds(first, rows: initialRows, rounds: rounds, in: directory, named: "first")
     let syncRate = Double(initialRows) / Sampling.percentile(firsts.syncs, 0.5)
     let rawRate = Double(initialRows) / Sampling.percentile(firsts.raws, 0.5)
-    let rounds = { (times: [Double]) in times.map { String(format: "%.2f", $0) }.joined(separator: ", ") }
-    print("  first sync, pages of 1,000     \(Int(syncRate)) rows/s  (\(initialRows) rows in \(rounds(firsts.syncs)) s; median)  memory growth \(String(format: "%.1f", firsts.growth)) MiB at most")
-    print("  raw GRDB bulk insert           \(Int(rawRate)) rows/s  (\(initialRows) rows in \(rounds(firsts.raws)) s; median; one transaction, no network;")
-    print("                                 the log's checkpoint into the file took \(rounds(firsts.checkpoints)) s of it, as the sync's own last one does)")
+    let listed = { (times: [Double]) in times.map { String(format: "%.2f", $0) }.joined(separator: ", ") }
+    print("  first sync, pages of 1,000     \(Int(syncRate)) rows/s  (\(initialRows) rows in \(listed(firsts.syncs)) s; median)  memory growth \(String(format: "%.1f", firsts.growth)) MiB at most")
+    print("  raw GRDB bulk insert           \(Int(rawRate)) rows/s  (\(initialRows) rows in \(listed(firsts.raws)) s; median; one transaction, no network;")
+    print("                                 the log's checkpoint into the file took \(listed(firsts.checkpoints)) s of it, as the sync's own last one does)")
+    print(firsts.cpu(rows: initialRows))
     print("  ratio to raw \(String(format: "%.2f", syncRate / rawRate))x   (targets: >= 50,000 rows/s, >= 0.5x raw, <= 32 MiB)")
 
     // A first sync of a workspace: the same number of rows, shared (the workspace's audience,
@@ -54,11 +57,13 @@ func runSyncBenchmark() async throws {
     print("sync: \(initialRows) messages of workspace northwind written and captured into the server's feed in \(seconds(since: start)) s (setup, not measured)")
     // The workspace's seeded history (4 messages) comes with the messages.
     let workspaceRows = initialRows + 4
-    let workspace = try await firstSyncRounds(shared, collections: ["messages"], rows: workspaceRows, in: directory, named: "workspace")
+    let workspace = try await firstSyncRounds(shared, collections: ["messages"], rows: workspaceRows, rounds: rounds, in: directory,
+                                              named: "workspace")
     let workspaceRate = Double(workspaceRows) / Sampling.percentile(workspace.syncs, 0.5)
     let workspaceRawRate = Double(workspaceRows) / Sampling.percentile(workspace.raws, 0.5)
-    print("  first sync of a workspace      \(Int(workspaceRate)) rows/s  (\(workspaceRows) rows in \(rounds(workspace.syncs)) s; median)  memory growth \(String(format: "%.1f", workspace.growth)) MiB at most")
-    print("  raw GRDB bulk insert           \(Int(workspaceRawRate)) rows/s  (\(rounds(workspace.raws)) s; median; rounds interleaved)")
+    print("  first sync of a workspace      \(Int(workspaceRate)) rows/s  (\(workspaceRows) rows in \(listed(workspace.syncs)) s; median)  memory growth \(String(format: "%.1f", workspace.growth)) MiB at most")
+    print("  raw GRDB bulk insert           \(Int(workspaceRawRate)) rows/s  (\(listed(workspace.raws)) s; median; rounds interleaved)")
+    print(workspace.cpu(rows: workspaceRows))
     print("  ratio to raw \(String(format: "%.2f", workspaceRate / workspaceRawRate))x   (target: >= 0.65x)")
 
     // The same first sync from a server serving its metrics (a Prometheus registry counting
@@ -81,8 +86,8 @@ func runSyncBenchmark() async throws {
     }
     let plainRate = Double(initialRows) / Sampling.percentile(plain, 0.5)
     let metricsRate = Double(initialRows) / Sampling.percentile(withMetrics, 0.5)
-    print("  first sync, server without metrics \(Int(plainRate)) rows/s  (\(rounds(plain)) s; median)")
-    print("  first sync, metrics served         \(Int(metricsRate)) rows/s  (\(rounds(withMetrics)) s; median; rounds interleaved)")
+    print("  first sync, server without metrics \(Int(plainRate)) rows/s  (\(listed(plain)) s; median)")
+    print("  first sync, metrics served         \(Int(metricsRate)) rows/s  (\(listed(withMetrics)) s; median; rounds interleaved)")
     print("  metrics cost \(String(format: "%+.1f", (1 - metricsRate / plainRate) * 100))% of the rate   (target: <= 2%)")
 
     // One change among a million.
@@ -184,38 +189,53 @@ private struct FirstSyncRounds {
     var syncs: [Double] = []
     var raws: [Double] = []
     var checkpoints: [Double] = []
+    /// The CPU time of this process (the server's and the client's) each took, in seconds.
+    var syncCPU: [Double] = []
+    var rawCPU: [Double] = []
     /// The most resident memory grew during a first sync, in MiB.
     var growth = 0.0
+
+    /// The medians of the CPU time per 1,000 rows, both sides of a sync together: what a page
+    /// costs the machine, apart from how well its steps overlap on the cores.
+    func cpu(rows: Int) -> String {
+        let perPage = { (seconds: [Double]) in Sampling.percentile(seconds, 0.5) * 1e6 / Double(rows) }
+        return String(format: "  CPU per 1,000 rows: first sync %.2f ms (server and client), raw insert %.2f ms; medians", perPage(syncCPU),
+                      perPage(rawCPU))
+    }
 }
 
-/// Three rounds, each a first sync of `collections` from `configuration`'s server into a fresh
+/// `rounds` rounds (three by default), each a first sync of `collections` from `configuration`'s server into a fresh
 /// file, then the raw insert of as many rows into another. The caller prints the medians: the
 /// machine's speed varies from one second to the next (a virtual machine's neighbours), and one
 /// round each put the ratio anywhere from 0.3 to 0.6.
 ///
 /// - Throws: when a first sync brings other than `rows` rows.
 private func firstSyncRounds(_ configuration: ServerConfiguration, collections: [String] = recordCollections,
-                             rows: Int, in directory: URL, named name: String) async throws -> FirstSyncRounds {
+                             rows: Int, rounds count: Int, in directory: URL, named name: String) async throws -> FirstSyncRounds {
     var rounds = FirstSyncRounds()
-    for round in 1...3 {
+    for round in 1...count {
         let file = directory.appendingPathComponent("\(name)-\(round).sqlite")
-        let (pulled, elapsed, grown) = try await withClient(configuration, file, collections: collections) { engine, _ in
+        let (pulled, elapsed, cpu, grown) = try await withClient(configuration, file, collections: collections) { engine, _ in
             let before = Sampling.residentMiB()
             let peak = PeakMemory()
             let sampling = Task { await peak.sample() }
             let start = ContinuousClock.now
+            let cpu = Sampling.processCPUMicroseconds()
             try await engine.pull()
             let elapsed = ContinuousClock.now - start
+            let used = (Sampling.processCPUMicroseconds() - cpu) / 1e6
             sampling.cancel()
             let rows = try await engine.database.writer.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM item") ?? 0 }
-            return (rows, elapsed, await peak.value - before)
+            return (rows, elapsed, used, await peak.value - before)
         }
         guard pulled == rows else { throw BenchmarkFailure(description: "the first sync brought \(pulled) rows, not \(rows)") }
         rounds.syncs.append(elapsed.timeInterval)
+        rounds.syncCPU.append(cpu)
         rounds.growth = max(rounds.growth, grown)
         let raw = try rawBulkInsert(rows, into: directory.appendingPathComponent("\(name)-raw-\(round).sqlite"))
         rounds.raws.append((raw.insert + raw.checkpoint).timeInterval)
         rounds.checkpoints.append(raw.checkpoint.timeInterval)
+        rounds.rawCPU.append(raw.cpu)
         for file in ["\(name)-\(round).sqlite", "\(name)-raw-\(round).sqlite"] {
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(at: directory.appendingPathComponent(file + suffix)) }
         }
@@ -225,19 +245,22 @@ private func firstSyncRounds(_ configuration: ServerConfiguration, collections: 
 
 /// The same rows inserted straight into the same kind of file, one prepared statement, one
 /// transaction, then the log checkpointed into the file, as a first sync does before it returns:
-/// what SQLite alone costs. Returns the insert's time and the checkpoint's.
-private func rawBulkInsert(_ count: Int, into file: URL) throws -> (insert: Duration, checkpoint: Duration) {
+/// what SQLite alone costs. Returns the insert's time and the checkpoint's, and the CPU time of
+/// both in seconds.
+private func rawBulkInsert(_ count: Int, into file: URL) throws -> (insert: Duration, checkpoint: Duration, cpu: Double) {
     let database = try OfflineDatabase.open(at: file)
     try database.writer.write { db in try db.execute(sql: "CREATE TABLE item (id TEXT PRIMARY KEY, body BLOB NOT NULL)") }
     let rows = (1...count).map { ("r\($0)", row) }
     let start = ContinuousClock.now
+    let cpu = Sampling.processCPUMicroseconds()
     try database.writer.write { db in
         let statement = try db.makeStatement(sql: "INSERT OR REPLACE INTO item (id, body) VALUES (?, ?)")
         for (id, value) in rows { try statement.execute(arguments: [id, value]) }
     }
     let inserted = ContinuousClock.now
     try database.writer.writeWithoutTransaction { db in _ = try db.checkpoint(.passive) }
-    return (inserted - start, ContinuousClock.now - inserted)
+    let checkpointed = ContinuousClock.now
+    return (inserted - start, checkpointed - inserted, (Sampling.processCPUMicroseconds() - cpu) / 1e6)
 }
 
 /// The highest resident memory seen while sampling every 10 ms.
