@@ -232,6 +232,32 @@ struct SQLRow: Sendable {
     }
 }
 
+extension SQLRow: SQLColumns {
+    func text(_ index: Int) throws -> String {
+        guard case .text(let value) = try value(at: index) else { throw StorageError.unexpectedValue(column: names[index]) }
+        return value
+    }
+
+    func integer(_ index: Int) throws -> Int64 {
+        guard case .integer(let value) = try value(at: index) else { throw StorageError.unexpectedValue(column: names[index]) }
+        return value
+    }
+
+    func bytes(_ index: Int) throws -> [UInt8]? {
+        switch try value(at: index) {
+        case .null: nil
+        case .blob(let value): Array(value)
+        case .text(let value): Array(value.utf8)
+        default: throw StorageError.unexpectedValue(column: names[index])
+        }
+    }
+
+    private func value(at index: Int) throws -> SQLValue {
+        guard values.indices.contains(index) else { throw StorageError.unexpectedValue(column: "#\(index)") }
+        return values[index]
+    }
+}
+
 /// What went wrong in the storage layer itself (database errors pass through unchanged).
 enum StorageError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A column was missing or held a value of another type than the store expects.

@@ -24,6 +24,12 @@ protocol SQLDatabase {
 
     func rows(_ statement: SQL) throws -> [SQLRow]
 
+    /// Hands `body` each row of one statement that reads, as it is read, by column index, and
+    /// keeps none: `body` copies out what it needs. Reading stops when `body` returns false.
+    /// For the few reads that take many rows (a sync page): a row read with ``rows(_:)`` costs
+    /// an array of values, each a copy, before the caller copies them again.
+    func scan(_ statement: SQL, _ body: (any SQLColumns) throws -> Bool) throws
+
     /// Sends `payload` to the storage's listeners on `channel` (``StorageNotifications``) if and
     /// when this write commits; never when it rolls back.
     ///
@@ -33,6 +39,19 @@ protocol SQLDatabase {
 
 extension SQLDatabase {
     func row(_ statement: SQL) throws -> SQLRow? { try rows(statement).first }
+
+    func scan(_ statement: SQL, _ body: (any SQLColumns) throws -> Bool) throws {
+        for row in try rows(statement) where try !body(row) { break }
+    }
+}
+
+/// A row being read, its values by column index (``SQLDatabase/scan(_:_:)``). Each accessor
+/// throws ``StorageError/unexpectedValue(column:)`` for a value of another type.
+protocol SQLColumns {
+    func text(_ index: Int) throws -> String
+    func integer(_ index: Int) throws -> Int64
+    /// A blob's or a text's bytes; nil for NULL.
+    func bytes(_ index: Int) throws -> [UInt8]?
 }
 
 extension ServerStorage {
