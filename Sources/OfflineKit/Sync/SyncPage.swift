@@ -39,7 +39,13 @@ struct SyncPage: Sendable, Equatable {
 
     /// Reads `{"changes":[{"collection","id","value"|"deleted"}…],"cursor","hasMore","through"?,"progress"?,"from"?}`.
     init(json: Data) throws {
-        var reader = JSONSpanReader(bytes: [UInt8](json))
+        self = try json.withUnsafeBytes { raw in try Self(json: raw.assumingMemoryBound(to: UInt8.self)) }
+    }
+
+    /// ``init(json:)`` over the body's bytes in place: read without a copy or a bounds check per
+    /// byte (a first sync's page is some 200 KB).
+    private init(json bytes: UnsafeBufferPointer<UInt8>) throws {
+        var reader = JSONSpanReader(bytes: bytes)
         var changes: [Change]?
         var cursor: String?
         var hasMore: Bool?
@@ -108,8 +114,10 @@ struct SyncPage: Sendable, Equatable {
 /// what it only delimits: a row's value is skipped bracket by bracket, its keys never made into
 /// strings (a first sync reads a hundred thousand of them). Strings it returns are decoded by
 /// Foundation when they hold an escape; plain ones are the bytes between their quotes.
+///
+/// It reads the bytes in place, so it must not outlive the buffer it was given.
 struct JSONSpanReader {
-    let bytes: [UInt8]
+    let bytes: UnsafeBufferPointer<UInt8>
     var index = 0
     /// The brackets open around the value being skipped, innermost last (kept between values so
     /// that skipping allocates nothing).
@@ -117,7 +125,7 @@ struct JSONSpanReader {
     /// Deeper than any page the server writes; bounds the reader's work on hostile input.
     static let maximumDepth = 512
 
-    init(bytes: [UInt8]) {
+    init(bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
         open.reserveCapacity(16)
     }
@@ -156,7 +164,7 @@ struct JSONSpanReader {
         skipSpace()
         let start = index
         let plain = try skipString()
-        let inner = bytes[(start + 1)..<(index - 1)]
+        let inner = UnsafeBufferPointer(rebasing: bytes[(start + 1)..<(index - 1)])
         switch plain {
         case .ascii:
             return String(decoding: inner, as: UTF8.self)
@@ -166,7 +174,7 @@ struct JSONSpanReader {
             break
         }
         do {
-            return try JSONDecoder().decode(String.self, from: Data(bytes[start..<index]))
+            return try JSONDecoder().decode(String.self, from: Data(UnsafeBufferPointer(rebasing: bytes[start..<index])))
         } catch {
             throw SyncPage.Malformed(reason: "a string that is not valid JSON")
         }
@@ -197,12 +205,12 @@ struct JSONSpanReader {
         }
     }
 
-    /// The bytes of the next value, whatever it is.
-    mutating func span() throws -> ArraySlice<UInt8> {
+    /// The bytes of the next value, whatever it is: a part of the reader's buffer.
+    mutating func span() throws -> UnsafeBufferPointer<UInt8> {
         skipSpace()
         let start = index
         try skipValue()
-        return bytes[start..<index]
+        return UnsafeBufferPointer(rebasing: bytes[start..<index])
     }
 
     /// Moves past one value: its brackets must match and its strings end; what is between them is
