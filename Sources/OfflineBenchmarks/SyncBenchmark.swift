@@ -24,7 +24,8 @@ import OfflineServer
 ///   (``runSyncPropagationBenchmark()``).
 ///
 /// `OFFLINEKIT_BENCH_SYNC_ROWS` and `OFFLINEKIT_BENCH_SYNC_STORED` change the two sizes, and
-/// `OFFLINEKIT_BENCH_SYNC_ROUNDS` the first syncs' rounds (3): more give steadier medians.
+/// `OFFLINEKIT_BENCH_SYNC_ROUNDS` the rounds of the first syncs and of the metrics comparison (3):
+/// more give steadier medians.
 func runSyncBenchmark() async throws {
     let environment = ProcessInfo.processInfo.environment
     let initialRows = environment["OFFLINEKIT_BENCH_SYNC_ROWS"].flatMap(Int.init) ?? 100_000
@@ -73,7 +74,7 @@ func runSyncBenchmark() async throws {
     measured.metricsPort = 0
     var plain: [Double] = []
     var withMetrics: [Double] = []
-    for round in 1...3 {
+    for round in 1...rounds {
         for (configuration, metrics) in [(first, false), (measured, true)] {
             let name = "metrics-\(round)-\(metrics).sqlite"
             let elapsed = try await withClient(configuration, directory.appendingPathComponent(name)) { engine, _ in
