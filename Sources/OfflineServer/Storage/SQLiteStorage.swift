@@ -142,7 +142,9 @@ private struct StatementColumns: SQLColumns {
         if type == SQLITE_NULL { return nil }
         guard type == SQLITE_BLOB || type == SQLITE_TEXT else { throw StorageError.unexpectedValue(column: names[index]) }
         // The pointer first, then the count, as SQLite asks.
-        let bytes = type == SQLITE_BLOB ? sqlite3_column_blob(statement, Int32(index)) : UnsafeRawPointer(sqlite3_column_text(statement, Int32(index)))
+        let bytes = type == SQLITE_BLOB
+            ? sqlite3_column_blob(statement, Int32(index))
+            : UnsafeRawPointer(sqlite3_column_text(statement, Int32(index)))
         let count = Int(sqlite3_column_bytes(statement, Int32(index)))
         guard let bytes, count > 0 else { return [] }
         return Array(UnsafeRawBufferPointer(start: bytes, count: count))
