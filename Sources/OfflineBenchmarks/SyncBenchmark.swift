@@ -209,10 +209,10 @@ private struct FirstSyncRounds {
     }
 }
 
-/// `rounds` rounds (three by default), each a first sync of `collections` from `configuration`'s server into a fresh
-/// file, then the raw insert of as many rows into another. The caller prints the medians: the
-/// machine's speed varies from one second to the next (a virtual machine's neighbours), and one
-/// round each put the ratio anywhere from 0.3 to 0.6.
+/// `rounds` rounds (three by default), each a first sync of `collections` from `configuration`'s
+/// server into a fresh file, then the raw insert of as many rows into another. The caller prints
+/// the medians: the machine's speed varies from one second to the next (a virtual machine's
+/// neighbours), and one round each put the ratio anywhere from 0.3 to 0.6.
 ///
 /// - Throws: when a first sync brings other than `rows` rows.
 private func firstSyncRounds(_ configuration: ServerConfiguration, collections: [String] = recordCollections,
