@@ -127,7 +127,7 @@ extension SyncEngine {
         if !once { state.demanded = demands.latest }
         try await withThrowingTaskGroup(of: Void.self) { group in
             defer { group.cancelAll() }
-            defer { state.prefetch?.task.cancel() }
+            defer { state.ahead.cancelAll() }
             defer { state.stream?.cancel() }
             group.addTask {
                 for await _ in switches {
@@ -188,8 +188,7 @@ extension SyncEngine {
                     // A page written, or a request signed, for an account no longer signed in.
                     if error is AccountSwitched || error is AccountSwitchedError { throw AccountSwitched() }
                     actions = machine.pullFailed(Self.failure(of: error), now: instant)
-                    state.prefetch?.task.cancel()
-                    state.prefetch = nil
+                    state.ahead.cancelAll()
                     if !actions.contains(.forgetCursor) {
                         // The pull is over: the next starts from the saved cursor.
                         log(error)
@@ -279,20 +278,20 @@ extension SyncEngine {
             }
             state.pageNumber += 1
             let cursor = state.cursor
-            if let prefetch = state.prefetch, prefetch.cursor == cursor {
-                state.prefetch = nil
-                group.addTask { input.yield(.fetched(await prefetch.task.result)) }
-            } else {
-                state.prefetch?.task.cancel()
-                state.prefetch = nil
-                group.addTask {
+            let ahead = state.ahead.removeFirst()
+            group.addTask {
+                // The page asked for ahead, when it was asked after this very cursor; else
+                // (none was, or the pull moved elsewhere) it is asked for now.
+                if let ahead, case .page(let after, let fetched) = await ahead.value, after == cursor, !fetched.isCancellation {
+                    input.yield(.fetched(fetched))
+                } else {
                     input.yield(.fetched(await result { try await self.fetch(after: cursor, for: signedIn) }))
                 }
             }
         case .applyPage(let settling):
             guard let fetched = state.fetched else { return }
             state.fetched = nil
-            prefetchNext(after: fetched.page, &state)
+            askAhead(after: fetched.page, &state)
             let resyncing = state.resyncing
             let done = !fetched.page.hasMore
             let bulk = state.pageNumber > 1
@@ -323,7 +322,7 @@ extension SyncEngine {
         case .stagePage:
             guard let fetched = state.fetched else { return }
             state.fetched = nil
-            prefetchNext(after: fetched.page, &state)
+            askAhead(after: fetched.page, &state)
             group.addTask {
                 input.yield(.written(await result {
                     try await self.database.writer.write { db in
@@ -358,8 +357,7 @@ extension SyncEngine {
                 try signedIn.check(in: db)
                 try SyncCursorRow.restart(db, engineKey, collections: collections.keys)
             }
-            state.prefetch?.task.cancel()
-            state.prefetch = nil
+            state.ahead.cancelAll()
             state.cursor = nil
             state.savedCursor = nil
             state.resyncing = true
@@ -399,13 +397,11 @@ extension SyncEngine {
         state.lastSyncedAt = now()
     }
 
-    /// Asks for the page after `page` while it is written, so the server, the network and the
-    /// page reader work beside the database instead of in turn. Only used if the machine then
-    /// asks for that very page; dropped otherwise.
-    private func prefetchNext(after page: SyncPage, _ state: inout LoopState) {
-        guard page.hasMore else { return }
-        let cursor = page.cursor
-        state.prefetch = (cursor, Task { [signedIn = state.signedIn] in try await self.fetch(after: cursor, for: signedIn) })
+    /// Keeps the pages after `page` asked for while it is written (``PagesAhead/depth`` of
+    /// them), so the server, the network and the page reader work beside the database instead of
+    /// in turn. A page asked for ahead is used only if the machine then asks for that very page.
+    private func askAhead(after page: SyncPage, _ state: inout LoopState) {
+        state.ahead.keep(after: page) { [signedIn = state.signedIn] cursor in try await self.fetch(after: cursor, for: signedIn) }
     }
 
     /// Hands a page the stream sent to the pull the machine starts now, when that pull starts
@@ -414,8 +410,8 @@ extension SyncEngine {
     /// a change: the machine's pull asks for its own.
     private func offer(_ page: Fetched?, to actions: [SyncStateMachine<LoopInstant>.Action], _ state: inout LoopState) {
         guard let page, let from = page.page.from, actions.contains(.fetchPage), state.pageNumber == 0,
-              from == state.cursor, state.prefetch == nil else { return }
-        state.prefetch = (from, Task { page })
+              from == state.cursor, state.ahead.isEmpty else { return }
+        state.ahead.hold(page, after: from)
     }
 
     /// Wakes the loop at the machine's next deadline, replacing the timer set before.
@@ -516,7 +512,8 @@ struct LoopState {
     var savedCursor: String?
     var resyncing: Bool
     var fetched: SyncEngine.Fetched?
-    var prefetch: (cursor: String, task: Task<SyncEngine.Fetched, any Error>)?
+    /// Pages asked for after the one being written.
+    var ahead = PagesAhead()
     /// The last page the stream sent, until the loop decides on it (`judge`).
     var streamed: SyncEngine.Fetched?
     /// The live stream being followed, and how many were opened: the number names the current one.
@@ -560,4 +557,67 @@ struct LoopInstant: InstantProtocol {
     func advanced(by duration: Duration) -> LoopInstant { LoopInstant(offset + duration) }
     func duration(to other: LoopInstant) -> Duration { other.offset - offset }
     static func < (lhs: LoopInstant, rhs: LoopInstant) -> Bool { lhs.offset < rhs.offset }
+}
+
+/// The pages a pull asks for ahead of the one being written, each after the cursor of the page
+/// before it, ``depth`` at most: with one, the next page's request waited for the page before it
+/// to be handed over, and the write waited for it at about half the pages of a first sync.
+/// At most `depth + 1` pages are held in memory (each `maxPageBytes` at most).
+struct PagesAhead {
+    /// A page asked for ahead: the cursor it was asked after and what came, or nothing (the page
+    /// before it was the pull's last, failed, or was dropped).
+    enum Ahead: Sendable {
+        case page(after: String, Result<SyncEngine.Fetched, any Error>)
+        case none
+    }
+
+    static let depth = 2
+    private var tasks: [Task<Ahead, Never>] = []
+
+    var isEmpty: Bool { tasks.isEmpty }
+
+    /// The oldest page asked for, no longer kept.
+    mutating func removeFirst() -> Task<Ahead, Never>? {
+        tasks.isEmpty ? nil : tasks.removeFirst()
+    }
+
+    /// Drops every page asked for.
+    mutating func cancelAll() {
+        for task in tasks { task.cancel() }
+        tasks.removeAll()
+    }
+
+    /// A page already here (the live stream's), handed to the next request after `cursor`.
+    mutating func hold(_ page: SyncEngine.Fetched, after cursor: String) {
+        cancelAll()
+        tasks.append(Task { .page(after: cursor, .success(page)) })
+    }
+
+    /// Keeps ``depth`` pages asked for after `page`, which is being written: the first after its
+    /// cursor, unless already asked for; each next after the cursor of the one before it, once
+    /// that one came and has more after it.
+    mutating func keep(after page: SyncPage, fetch: @escaping @Sendable (String) async throws -> SyncEngine.Fetched) {
+        guard page.hasMore else { return cancelAll() }
+        if tasks.contains(where: \.isCancelled) { cancelAll() }
+        if tasks.isEmpty {
+            let cursor = page.cursor
+            tasks.append(Task { .page(after: cursor, await result { try await fetch(cursor) }) })
+        }
+        while tasks.count < Self.depth, let previous = tasks.last {
+            tasks.append(Task {
+                guard case .page(_, .success(let before)) = await previous.value, before.page.hasMore, !Task.isCancelled else {
+                    return .none
+                }
+                let cursor = before.page.cursor
+                return .page(after: cursor, await result { try await fetch(cursor) })
+            })
+        }
+    }
+}
+
+extension Result where Failure == any Error {
+    /// The task that asked was cancelled: nothing came, and nothing failed.
+    var isCancellation: Bool {
+        if case .failure(let error) = self { error is CancellationError } else { false }
+    }
 }

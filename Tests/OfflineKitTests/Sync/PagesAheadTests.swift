@@ -1,0 +1,128 @@
+import Foundation
+import OfflineCore
+@testable import OfflineKit
+import Testing
+
+/// The pages a pull asks for ahead of the one being written: each after the cursor of the page
+/// before it, two at most, none past the pull's last page or a failed one.
+@Suite("Sync engine, pages asked for ahead", .timeLimit(.minutes(1)))
+struct PagesAheadTests {
+    struct Refused: Error {}
+
+    /// A feed of pages `c1`, `c2`, …: the page after `cN` ends at `cN+1`, and has more after it
+    /// while N + 1 is below `last`. After `failing`, the request fails.
+    final class Feed: Sendable {
+        let last: Int
+        let failing: String?
+        private let asked = Locked<[String]>([])
+        var askedAfter: [String] { asked.current }
+
+        init(last: Int, failing: String? = nil) {
+            self.last = last
+            self.failing = failing
+        }
+
+        func fetch(after cursor: String) async throws -> SyncEngine.Fetched {
+            asked.withLock { $0.append(cursor) }
+            if cursor == failing { throw Refused() }
+            let next = Int(cursor.dropFirst())! + 1
+            return SyncEngine.Fetched(page: SyncPage(changes: [], cursor: "c\(next)", hasMore: next < last), bytes: 0)
+        }
+    }
+
+    static func page(_ cursor: String, hasMore: Bool = true) -> SyncPage {
+        SyncPage(changes: [], cursor: cursor, hasMore: hasMore)
+    }
+
+    /// What the oldest page asked for brought: its cursor asked after and the cursor it ends at.
+    static func take(_ ahead: inout PagesAhead) async throws -> (after: String, cursor: String)? {
+        guard let task = ahead.removeFirst() else { return nil }
+        guard case .page(let after, let fetched) = await task.value else { return nil }
+        return (after, try fetched.get().page.cursor)
+    }
+
+    @Test("asks after the page being written, then after the page that came, and no further")
+    func twoDeep() async throws {
+        let feed = Feed(last: 10)
+        var ahead = PagesAhead()
+        ahead.keep(after: Self.page("c1"), fetch: feed.fetch)
+        let first = try #require(try await Self.take(&ahead))
+        #expect(first.after == "c1" && first.cursor == "c2")
+        let second = try #require(try await Self.take(&ahead))
+        #expect(second.after == "c2" && second.cursor == "c3")
+        #expect(feed.askedAfter == ["c1", "c2"])
+        #expect(ahead.isEmpty)
+    }
+
+    @Test("a page taken is replaced after the last one asked for, not asked for again")
+    func topsUp() async throws {
+        let feed = Feed(last: 10)
+        var ahead = PagesAhead()
+        ahead.keep(after: Self.page("c1"), fetch: feed.fetch)
+        let first = try #require(try await Self.take(&ahead))
+        // The page after c1 is written now: the page after c2 is already asked for.
+        ahead.keep(after: Self.page(first.cursor), fetch: feed.fetch)
+        let second = try #require(try await Self.take(&ahead))
+        let third = try #require(try await Self.take(&ahead))
+        #expect([second.after, third.after] == ["c2", "c3"])
+        #expect(feed.askedAfter == ["c1", "c2", "c3"])
+    }
+
+    @Test("nothing is asked for past the pull's last page")
+    func stopsAtTheLastPage() async throws {
+        // The page after c1 ends at c2, the pull's last.
+        let feed = Feed(last: 2)
+        var ahead = PagesAhead()
+        ahead.keep(after: Self.page("c1"), fetch: feed.fetch)
+        let first = try #require(try await Self.take(&ahead))
+        #expect(first.cursor == "c2")
+        let taken = ahead.removeFirst()
+        let task = try #require(taken)
+        guard case .none = await task.value else {
+            Issue.record("a page was asked for after the pull's last")
+            return
+        }
+        #expect(feed.askedAfter == ["c1"])
+
+        var done = PagesAhead()
+        done.keep(after: Self.page("c5", hasMore: false), fetch: feed.fetch)
+        #expect(done.isEmpty)
+        #expect(feed.askedAfter == ["c1"])
+    }
+
+    @Test("a failed request is handed over as it failed, and nothing is asked after it")
+    func stopsAtAFailure() async throws {
+        let feed = Feed(last: 10, failing: "c1")
+        var ahead = PagesAhead()
+        ahead.keep(after: Self.page("c1"), fetch: feed.fetch)
+        let taken = ahead.removeFirst()
+        let task = try #require(taken)
+        guard case .page("c1", .failure(let error)) = await task.value else {
+            Issue.record("the failed request was not handed over")
+            return
+        }
+        #expect(error is Refused)
+        let after = ahead.removeFirst()
+        let next = try #require(after)
+        guard case .none = await next.value else {
+            Issue.record("a page was asked for after a failed one")
+            return
+        }
+        #expect(feed.askedAfter == ["c1"])
+    }
+
+    @Test("a page without more drops the pages asked for; a page held is handed over as it is")
+    func dropsAndHolds() async throws {
+        let feed = Feed(last: 10)
+        var ahead = PagesAhead()
+        ahead.keep(after: Self.page("c1"), fetch: feed.fetch)
+        ahead.keep(after: Self.page("c7", hasMore: false), fetch: feed.fetch)
+        #expect(ahead.isEmpty)
+
+        let streamed = SyncEngine.Fetched(page: Self.page("c9", hasMore: false), bytes: 3)
+        ahead.hold(streamed, after: "c8")
+        let held = try #require(try await Self.take(&ahead))
+        #expect(held.after == "c8" && held.cursor == "c9")
+        #expect(ahead.isEmpty)
+    }
+}
