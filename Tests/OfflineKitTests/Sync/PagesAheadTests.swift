@@ -41,6 +41,13 @@ struct PagesAheadTests {
         return (after, try fetched.get().page.cursor)
     }
 
+    /// Expects the next page kept to have asked for nothing.
+    static func expectNothing(next ahead: inout PagesAhead, _ failure: Comment) async throws {
+        let taken = ahead.removeFirst()
+        let task = try #require(taken)
+        if case .page = await task.value { Issue.record(failure) }
+    }
+
     @Test("asks after the page being written, then after the page that came, and no further")
     func twoDeep() async throws {
         let feed = Feed(last: 10)
@@ -76,12 +83,7 @@ struct PagesAheadTests {
         ahead.keep(after: Self.page("c1"), fetch: feed.fetch)
         let first = try #require(try await Self.take(&ahead))
         #expect(first.cursor == "c2")
-        let taken = ahead.removeFirst()
-        let task = try #require(taken)
-        guard case .none = await task.value else {
-            Issue.record("a page was asked for after the pull's last")
-            return
-        }
+        try await Self.expectNothing(next: &ahead, "a page was asked for after the pull's last")
         #expect(feed.askedAfter == ["c1"])
 
         var done = PagesAhead()
@@ -102,12 +104,7 @@ struct PagesAheadTests {
             return
         }
         #expect(error is Refused)
-        let after = ahead.removeFirst()
-        let next = try #require(after)
-        guard case .none = await next.value else {
-            Issue.record("a page was asked for after a failed one")
-            return
-        }
+        try await Self.expectNothing(next: &ahead, "a page was asked for after a failed one")
         #expect(feed.askedAfter == ["c1"])
     }
 
