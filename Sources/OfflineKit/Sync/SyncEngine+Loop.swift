@@ -335,6 +335,8 @@ extension SyncEngine {
         case .applyStaged(let settling):
             guard let fetched = state.fetched else { return }
             state.fetched = nil
+            // The pull's last page: what was asked for past it is dropped, as after any other.
+            askAhead(after: fetched.page, &state)
             state.mayHoldRows = true
             let resyncing = state.resyncing
             group.addTask {
