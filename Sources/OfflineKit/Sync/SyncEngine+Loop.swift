@@ -600,7 +600,6 @@ struct PagesAhead {
     /// that one came and has more after it.
     mutating func keep(after page: SyncPage, fetch: @escaping @Sendable (String) async throws -> SyncEngine.Fetched) {
         guard page.hasMore else { return cancelAll() }
-        if tasks.contains(where: \.isCancelled) { cancelAll() }
         if tasks.isEmpty {
             let cursor = page.cursor
             tasks.append(Task { .page(after: cursor, await result { try await fetch(cursor) }) })
