@@ -29,6 +29,16 @@ extension SyncEngine {
     struct Fetched: Sendable {
         var page: SyncPage
         var bytes: Int
+
+        /// Adds the page fetched after this one: the two read as one page would.
+        mutating func append(_ next: Fetched) {
+            page.changes += next.page.changes
+            page.cursor = next.page.cursor
+            page.hasMore = next.page.hasMore
+            page.through = next.page.through ?? page.through
+            page.progress = next.page.progress ?? page.progress
+            bytes += next.bytes
+        }
     }
 
     /// How a pull ended, for ``pull()`` waiting on the running loop: the demands it covered.
@@ -175,7 +185,12 @@ extension SyncEngine {
                     // Their rows are held until a page captured after them lands.
                     state.mayHoldRows = true
                     actions = machine.writesSettled(now: instant)
-                case .fetched(.success(let fetched)):
+                case .fetched(.success(var fetched)):
+                    // Pages asked for ahead that already came are written with it, in one
+                    // transaction, as one larger page of the server's would be.
+                    while fetched.page.hasMore, let next = state.ahead.takeArrived(after: fetched.page.cursor) {
+                        fetched.append(next)
+                    }
                     state.fetched = fetched
                     state.rows += fetched.page.changes.count
                     state.bytes += fetched.bytes
@@ -564,7 +579,9 @@ struct LoopInstant: InstantProtocol {
 /// The pages a pull asks for ahead of the one being written, each after the cursor of the page
 /// before it, ``depth`` at most: with one, the next page's request waited for the page before it
 /// to be handed over, and the write waited for it at about half the pages of a first sync.
-/// At most `depth + 1` pages are held in memory (each `maxPageBytes` at most).
+/// A page that came before the loop asked for it is written with the one before it
+/// (``takeArrived(after:)``): at most `2 × depth` pages are held in memory (each `maxPageBytes`
+/// at most), `depth` being written and `depth` asked for after them.
 struct PagesAhead {
     /// A page asked for ahead: the cursor it was asked after and what came, or nothing (the page
     /// before it was the pull's last, failed, or was dropped).
@@ -573,26 +590,50 @@ struct PagesAhead {
         case none
     }
 
+    /// A page asked for, and what it brought once it came.
+    private struct Asked {
+        let task: Task<Ahead, Never>
+        let arrived: Locked<Ahead?>
+
+        init(_ body: @escaping @Sendable () async -> Ahead) {
+            let arrived = Locked<Ahead?>(nil)
+            self.arrived = arrived
+            task = Task {
+                let ahead = await body()
+                arrived.withLock { $0 = ahead }
+                return ahead
+            }
+        }
+    }
+
     static let depth = 2
-    private var tasks: [Task<Ahead, Never>] = []
+    private var tasks: [Asked] = []
 
     var isEmpty: Bool { tasks.isEmpty }
 
     /// The oldest page asked for, no longer kept.
     mutating func removeFirst() -> Task<Ahead, Never>? {
-        tasks.isEmpty ? nil : tasks.removeFirst()
+        tasks.isEmpty ? nil : tasks.removeFirst().task
+    }
+
+    /// The oldest page asked for, no longer kept, if it already came, was asked after `cursor`
+    /// and arrived whole; else nil, and it stays kept.
+    mutating func takeArrived(after cursor: String) -> SyncEngine.Fetched? {
+        guard let first = tasks.first, case .page(cursor, .success(let fetched))? = first.arrived.current else { return nil }
+        tasks.removeFirst()
+        return fetched
     }
 
     /// Drops every page asked for.
     mutating func cancelAll() {
-        for task in tasks { task.cancel() }
+        for asked in tasks { asked.task.cancel() }
         tasks.removeAll()
     }
 
     /// A page already here (the live stream's), handed to the next request after `cursor`.
     mutating func hold(_ page: SyncEngine.Fetched, after cursor: String) {
         cancelAll()
-        tasks.append(Task { .page(after: cursor, .success(page)) })
+        tasks.append(Asked { .page(after: cursor, .success(page)) })
     }
 
     /// Keeps ``depth`` pages asked for after `page`, which is being written: the first after its
@@ -602,10 +643,10 @@ struct PagesAhead {
         guard page.hasMore else { return cancelAll() }
         if tasks.isEmpty {
             let cursor = page.cursor
-            tasks.append(Task { .page(after: cursor, await result { try await fetch(cursor) }) })
+            tasks.append(Asked { .page(after: cursor, await result { try await fetch(cursor) }) })
         }
-        while tasks.count < Self.depth, let previous = tasks.last {
-            tasks.append(Task {
+        while tasks.count < Self.depth, let previous = tasks.last?.task {
+            tasks.append(Asked {
                 guard case .page(_, .success(let before)) = await previous.value, before.page.hasMore, !Task.isCancelled else {
                     return .none
                 }

@@ -1,6 +1,7 @@
 import Foundation
 import OfflineCore
 @testable import OfflineKit
+import OfflineKitTesting
 import Testing
 
 /// The pages a pull asks for ahead of the one being written: each after the cursor of the page
@@ -14,16 +15,23 @@ struct PagesAheadTests {
     final class Feed: Sendable {
         let last: Int
         let failing: String?
+        /// The request after this cursor answers only once ``release()`` is called.
+        let held: String?
         private let asked = Locked<[String]>([])
+        private let gate = AsyncStream.makeStream(of: Void.self)
         var askedAfter: [String] { asked.current }
 
-        init(last: Int, failing: String? = nil) {
+        init(last: Int, failing: String? = nil, held: String? = nil) {
             self.last = last
             self.failing = failing
+            self.held = held
         }
+
+        func release() { gate.continuation.finish() }
 
         func fetch(after cursor: String) async throws -> SyncEngine.Fetched {
             asked.withLock { $0.append(cursor) }
+            if cursor == held { for await _ in gate.stream {} }
             if cursor == failing { throw Refused() }
             let next = Int(cursor.dropFirst())! + 1
             return SyncEngine.Fetched(page: SyncPage(changes: [], cursor: "c\(next)", hasMore: next < last), bytes: 0)
@@ -121,5 +129,47 @@ struct PagesAheadTests {
         let held = try #require(try await Self.take(&ahead))
         #expect(held.after == "c8" && held.cursor == "c9")
         #expect(ahead.isEmpty)
+    }
+
+    @Test("a page that came is taken only when asked after its cursor; one on its way stays kept")
+    func takesWhatArrived() async throws {
+        let feed = Feed(last: 10, held: "c2")
+        var ahead = PagesAhead()
+        ahead.keep(after: Self.page("c1"), fetch: feed.fetch)
+        var taken: SyncEngine.Fetched?
+        try await eventually("the page after c1 came") {
+            // Asked after another cursor, the page is not taken, even once it came.
+            #expect(ahead.takeArrived(after: "c5") == nil)
+            taken = ahead.takeArrived(after: "c1")
+            return taken != nil
+        }
+        #expect(taken?.page.cursor == "c2")
+        // The page after c2 is asked for, and held back: it is not taken, and stays kept.
+        try await eventually("the page after c2 was asked for") { feed.askedAfter == ["c1", "c2"] }
+        #expect(ahead.takeArrived(after: "c2") == nil)
+        #expect(!ahead.isEmpty)
+        feed.release()
+        try await eventually("the page after c2 came") {
+            taken = ahead.takeArrived(after: "c2")
+            return taken != nil
+        }
+        #expect(taken?.page.cursor == "c3")
+        #expect(ahead.isEmpty)
+    }
+
+    @Test("pages appended read as one: every change in order, the last page's cursor and more")
+    func appends() {
+        let change = { (id: String) in SyncPage.Change(collection: "messages", id: id, value: Data("{}".utf8)) }
+        var first = SyncEngine.Fetched(page: SyncPage(changes: [change("a"), change("b")], cursor: "c2", hasMore: true, through: 7,
+                                                      progress: 0.2), bytes: 10)
+        first.append(SyncEngine.Fetched(page: SyncPage(changes: [change("b"), change("c")], cursor: "c3", hasMore: false,
+                                                       through: 9, progress: 1), bytes: 5))
+        #expect(first.page.changes.map(\.id) == ["a", "b", "b", "c"])
+        #expect(first.page.cursor == "c3" && !first.page.hasMore)
+        #expect(first.page.through == 9 && first.page.progress == 1)
+        #expect(first.bytes == 15)
+        // A page that does not say how far capture read keeps what the page before it said.
+        first.append(SyncEngine.Fetched(page: SyncPage(changes: [], cursor: "c4", hasMore: true), bytes: 0))
+        #expect(first.page.through == 9 && first.page.progress == 1 && first.page.hasMore)
     }
 }
