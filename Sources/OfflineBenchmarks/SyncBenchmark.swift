@@ -237,10 +237,10 @@ private func firstSyncRounds(_ configuration: ServerConfiguration, collections: 
             let grown = await peak.value - before
             // The rows as the sync wrote them, in the order it wrote them: the raw insert writes
             // exactly these, so both write the same bytes into the same B-tree.
-            let rows = try await engine.database.writer.read { db in
+            let written = try await engine.database.writer.read { db in
                 try Row.fetchAll(db, sql: "SELECT id, body FROM item ORDER BY rowid").map { row -> (String, Data) in (row["id"], row["body"]) }
             }
-            return (rows, elapsed, used, grown)
+            return (written, elapsed, used, grown)
         }
         guard pulled.count == rows else { throw BenchmarkFailure(description: "the first sync brought \(pulled.count) rows, not \(rows)") }
         rounds.syncs.append(elapsed.timeInterval)
