@@ -14,8 +14,8 @@ import PostgresNIO
 ///
 /// Each phase prints statements per second and the p50/p99 latency of a statement, baseline
 /// beside capture on, and the ratio of their throughputs. Also printed: how long after a phase's
-/// last statement the feed had all of it (the slot confirmed past the WAL's end, which capture
-/// does only once the feed holds the changes), and the WAL the slot held at the end and at most.
+/// last statement the feed had all of it (its `through` past the WAL's end, published with the
+/// rows of every change before it), and the WAL the slot held at the end and at most.
 /// Beside them, the same writes while PostgreSQL's own client (`pg_recvlogical`) streams a slot
 /// of the same tables and no OfflineKit runs: what decoding each commit as it is made costs by
 /// itself, the floor under capture streaming on the same machine. Baseline, capture on and that
@@ -397,16 +397,16 @@ private func waitForCapture(_ connection: PostgresConnection, logger: Logger) as
     throw CaptureBenchmarkFailure(description: "capture did not start within 60 s (no slot, publication or feed)")
 }
 
-/// Waits until the slot is confirmed past the WAL's end as of now: capture confirms a position
-/// only once the feed holds every change before it.
+/// Waits until the feed has read through the WAL's end as of now: capture publishes a position
+/// with the rows of every change before it. (The slot is confirmed there later: after a pass
+/// that recorded few rows, only up to a second later.)
 private func waitForFeed(_ connection: PostgresConnection, logger: Logger) async throws {
     var end = ""
     for try await (lsn) in try await connection.query("SELECT pg_current_wal_lsn()::text", logger: logger).decode(String.self) { end = lsn }
     let deadline = ContinuousClock.now + .seconds(60)
     while ContinuousClock.now < deadline {
         let caught = try await count(connection, """
-            SELECT COUNT(*) FROM pg_replication_slots
-            WHERE database = current_database() AND confirmed_flush_lsn >= \(end)::pg_lsn
+            SELECT COUNT(*) FROM sync_feed_state WHERE through >= pg_wal_lsn_diff(\(end)::pg_lsn, '0/0')
             """, logger: logger)
         if caught == 1 { return }
         try await Task.sleep(for: .milliseconds(2))
