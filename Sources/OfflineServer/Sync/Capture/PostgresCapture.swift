@@ -338,15 +338,8 @@ struct PostgresCapture: NamedService {
         // peek would decode the WAL from the restart point again to find nothing (the function
         // scan is then never executed).
         let peeked = clock.now
-        let rows = try await session.query("""
-            WITH upto AS MATERIALIZED (SELECT pg_current_wal_flush_lsn() AS lsn)
-            SELECT (SELECT lsn FROM upto)::text AS upto, NULL::bytea AS data
-            UNION ALL
-            SELECT NULL, c.data FROM upto, pg_logical_slot_peek_binary_changes(\(slot), upto.lsn, NULL,
-                'proto_version', '1', 'publication_names', \(Self.publication)) AS c
-            WHERE upto.lsn > \(PgOutput.lsnText(read))::pg_lsn
-            """, logger: logger)
-        for try await (uptoText, data) in rows.decode((String?, ByteBuffer?).self) {
+        let rows = try await session.execute(Peek(slot: slot, read: PgOutput.lsnText(read)), logger: logger)
+        for try await (uptoText, data) in rows {
             if let uptoText {
                 upto = PgOutput.lsn(uptoText)
                 continue
@@ -400,6 +393,35 @@ struct PostgresCapture: NamedService {
             confirmed = through
         }
         return reading
+    }
+
+    /// The slot's changes up to the flushed WAL's end, after the row that gives that end
+    /// (`upto`; `data` null), when it is past `read`. Prepared once a session: parsed anew at
+    /// every look, it took 0.5 ms to parse in a statement log, against 1.75 ms to decode.
+    private struct Peek: PostgresPreparedStatement {
+        static let sql = """
+            WITH upto AS MATERIALIZED (SELECT pg_current_wal_flush_lsn() AS lsn)
+            SELECT (SELECT lsn FROM upto)::text AS upto, NULL::bytea AS data
+            UNION ALL
+            SELECT NULL, c.data FROM upto, pg_logical_slot_peek_binary_changes($1::name, upto.lsn, NULL,
+                'proto_version', '1', 'publication_names', $2) AS c
+            WHERE upto.lsn > $3::pg_lsn
+            """
+        typealias Row = (String?, ByteBuffer?)
+        var slot: String
+        var read: String
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 3)
+            bindings.append(slot)
+            bindings.append(PostgresCapture.publication)
+            bindings.append(read)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            try row.decode(Row.self)
+        }
     }
 
     /// Records `changes` in the feed in one write. Published through `end`, the write pokes every
