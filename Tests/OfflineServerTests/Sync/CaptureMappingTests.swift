@@ -243,4 +243,44 @@ extension CaptureMappingTests {
         #expect(next(.milliseconds(400)) == .seconds(1), "pacing waits a second at most")
         #expect(next(.seconds(30)) == .seconds(1), "after a backlog read for 30 s, the next look is due at once")
     }
+
+    @Test("the slot is confirmed at the first pass, then once 4 rows were recorded since, or a second after")
+    func confirmsTheSlot() {
+        let start = Date(timeIntervalSince1970: 1_000)
+        var confirmation = SlotConfirmation()
+        #expect(!confirmation.due(through: 0, now: start), "nothing to confirm: the feed has read nothing")
+        #expect(confirmation.due(through: 100, now: start), "the first pass confirms where the feed had read through")
+        confirmation.confirmed(through: 100, now: start)
+        #expect(confirmation.position == 100)
+        // Commits now and then: one row a pass.
+        for pass in 1..<4 {
+            confirmation.recorded(1)
+            #expect(!confirmation.due(through: Int64(100 + pass), now: start.addingTimeInterval(0.01 * Double(pass))), "pass \(pass)")
+        }
+        confirmation.recorded(1)
+        #expect(confirmation.due(through: 104, now: start.addingTimeInterval(0.04)), "4 rows recorded since")
+        confirmation.confirmed(through: 104, now: start.addingTimeInterval(0.04))
+        #expect(confirmation.position == 104)
+        confirmation.recorded(1)
+        #expect(!confirmation.due(through: 105, now: start.addingTimeInterval(1.03)))
+        #expect(confirmation.due(through: 105, now: start.addingTimeInterval(1.05)), "a second since the last")
+        #expect(confirmation.due(through: 105, now: start.addingTimeInterval(-5)), "a clock set back does not stop it")
+    }
+
+    @Test("under writes that do not stop, the slot is confirmed after every pass; never behind where it was")
+    func confirmsUnderWrites() {
+        let start = Date(timeIntervalSince1970: 1_000)
+        var confirmation = SlotConfirmation()
+        confirmation.confirmed(through: 500, now: start)
+        for pass in 1...20 {
+            let now = start.addingTimeInterval(0.012 * Double(pass))
+            confirmation.recorded(30)
+            #expect(confirmation.due(through: Int64(500 + pass), now: now), "pass \(pass)")
+            confirmation.confirmed(through: Int64(500 + pass), now: now)
+        }
+        confirmation.recorded(100)
+        #expect(!confirmation.due(through: 520, now: start.addingTimeInterval(5)), "the feed has not moved past the slot")
+        confirmation.confirmed(through: 400, now: start.addingTimeInterval(5))
+        #expect(confirmation.position == 520)
+    }
 }

@@ -100,14 +100,14 @@ struct PostgresCapture: NamedService {
             var changes = PgOutputChanges(tables: rules.tables)
             var advanced: Date?
             let clock = ContinuousClock()
-            // Where the slot was last confirmed; the first pass confirms it to `through`.
-            var confirmed: Int64 = 0
+            // When the slot is confirmed; the first pass confirms it to `through`.
+            var confirmation = SlotConfirmation()
             // Where the last peek read the WAL to; nothing was read yet.
             var read: UInt64 = 0
             while !Task.isCancelled {
                 let started = clock.now
                 let reading = try await pass(session, slot: slot, &changes, advanced: &advanced, through: &through,
-                                               confirmed: &confirmed, read: &read)
+                                               confirmation: &confirmation, read: &read)
                 try await Task.sleep(until: Self.nextLook(started: started, reading: reading, pollInterval: pollInterval), clock: clock)
             }
             try await session.close()
@@ -247,7 +247,8 @@ struct PostgresCapture: NamedService {
     /// commits records them in one feed write. The feed's own writes are not counted. A read of
     /// an idle database's slot takes a fraction of a millisecond, so looks stay `pollInterval`
     /// apart; under light writes a read took 2.7 ms (p50: 1.65 peeking, 1.1 advancing), and looks
-    /// came 11 ms apart.
+    /// came 11 ms apart, when the slot was confirmed after every pass that recorded a commit; now
+    /// a look that finds one commit mostly reads the peek alone (``SlotConfirmation``).
     static func nextLook(started: ContinuousClock.Instant, reading: Duration,
                          pollInterval: Duration) -> ContinuousClock.Instant {
         started.advanced(by: max(pollInterval, min(reading * readingShare, longestPacing)))
@@ -295,22 +296,24 @@ struct PostgresCapture: NamedService {
     }
 
     /// Reads the slot up to the WAL's current end, records every transaction the feed does not
-    /// have yet, and confirms the position to the slot.
+    /// have yet, and confirms the position to the slot when that is due (``SlotConfirmation``).
     ///
     /// - Returns: how long the pass spent reading the slot (the peek with its rows, and the
     ///   advance; not the feed's writes), which paces the next look
     ///   (``nextLook(started:reading:pollInterval:)``).
     /// - Parameter through: where the feed has read through, moved on as the pass moves it.
-    /// - Parameter confirmed: where the slot was last confirmed, moved on as the pass moves it.
+    /// - Parameter confirmation: when the slot was last confirmed, and where to.
     /// - Parameter read: where the last peek read the WAL to, moved on as the pass moves it.
     private func pass(_ session: PostgresConnection, slot: String, _ changes: inout PgOutputChanges,
-                      advanced: inout Date?, through: inout Int64, confirmed: inout Int64,
+                      advanced: inout Date?, through: inout Int64, confirmation: inout SlotConfirmation,
                       read: inout UInt64) async throws -> Duration {
         let clock = ContinuousClock()
         let mapping = FeedMapping(rules: rules)
         let logger = logger
         let recorded = through
         var upto: UInt64?
+        // Whether the peek brought a change the feed did not have: not those of transactions
+        // it returns again because the slot was not confirmed past them (``SlotConfirmation``).
         var decoded = false
         // Whole transactions read and not yet recorded, and the commit position of the last:
         // recorded together, one feed write for many small source transactions, always ending
@@ -329,6 +332,7 @@ struct PostgresCapture: NamedService {
             defer { writing += clock.now - started }
             touched = try await Self.record(changes, publishing: end.map { Int64($0) }, touched: touched, mapping: mapping,
                                             now: now(), storage: storage, logger: logger)
+            confirmation.recorded(changes.count)
             if let end { published = max(published ?? 0, Int64(end)) }
         }
         // Up to where the WAL is flushed, not written: decoding reads flushed WAL only, so a
@@ -345,7 +349,6 @@ struct PostgresCapture: NamedService {
                 continue
             }
             guard let data else { continue }
-            decoded = true
             for event in try changes.events(try PgOutput(data.readableBytesView)) {
                 switch event {
                 case .begin:
@@ -354,13 +357,16 @@ struct PostgresCapture: NamedService {
                     pending.append(change)
                     if committed.count + pending.count >= Self.chunk {
                         // A large transaction: its rows go in parts, published at its commit.
+                        decoded = true
                         try await record(committed + pending, publishing: nil)
                         committed.removeAll()
                         pending.removeAll()
                     }
                 case .commit(let end):
-                    // Recorded before a capturer was stopped: the feed has it.
+                    // Recorded by an earlier pass (the slot not yet confirmed past it), or before a
+                    // capturer was stopped: the feed has it.
                     guard Int64(end) > recorded else { pending.removeAll(); continue }
+                    decoded = true
                     committed += pending
                     committedThrough = end
                     pending.removeAll()
@@ -386,11 +392,11 @@ struct PostgresCapture: NamedService {
             advanced = moment
             if let moved = try await storage.write({ db in try SyncFeed.advance(through: Int64(upto), in: db) }) { through = moved }
         }
-        if through > confirmed {
+        if confirmation.due(through: through, now: moment) {
             let started = clock.now
             try await session.query("SELECT pg_replication_slot_advance(\(slot), \(PgOutput.lsnText(UInt64(through)))::pg_lsn)", logger: logger)
             reading += clock.now - started
-            confirmed = through
+            confirmation.confirmed(through: through, now: moment)
         }
         return reading
     }
