@@ -231,6 +231,15 @@ extension CaptureMappingTests {
         #expect(advances(120, false, start, -1), "a clock set back does not stop it")
     }
 
+    @Test("what capture spaces out is due when never done, once its interval passed, or when the clock went back")
+    func spacing() {
+        let last = Date(timeIntervalSince1970: 1_000)
+        #expect(last.isDue(after: nil, every: 1))
+        #expect(!last.addingTimeInterval(0.999).isDue(after: last, every: 1))
+        #expect(last.addingTimeInterval(1).isDue(after: last, every: 1))
+        #expect(last.addingTimeInterval(-0.001).isDue(after: last, every: 1), "a clock set back would hold it back as long")
+    }
+
     @Test("the next look comes 5 ms after the last one's start, or four times its read of the slot when that took longer, a second at most")
     func pacedLooks() {
         let start = ContinuousClock.now

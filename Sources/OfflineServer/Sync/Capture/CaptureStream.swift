@@ -133,7 +133,7 @@ struct CaptureStream: Sendable {
 
     private mutating func due(now: Date) -> [Write] {
         if let end = committedThrough {
-            guard lastRecord.map({ now.timeIntervalSince($0) >= spacing || now < $0 }) ?? true else { return [] }
+            guard now.isDue(after: lastRecord, every: spacing) else { return [] }
             lastRecord = now
             committedThrough = nil
             defer { committed.removeAll() }
@@ -156,7 +156,7 @@ struct CaptureStream: Sendable {
     /// The status to send now, if any: at once when the feed moved or the server asked, and
     /// every `statusInterval` to ask for the server's position.
     mutating func status(now: Date) -> Status? {
-        let due = lastStatus.map { now.timeIntervalSince($0) >= statusInterval || now < $0 } ?? true
+        let due = now.isDue(after: lastStatus, every: statusInterval)
         guard through > confirmed || replyOwed || due else { return nil }
         confirmed = max(confirmed, through)
         replyOwed = false

@@ -265,8 +265,7 @@ struct PostgresCapture: NamedService {
     /// waiting for capture to pass a write that no rule reads waits that much longer at most.
     static func advances(upto: Int64, through: Int64, decoded: Bool, lastAdvance: Date?, now: Date) -> Bool {
         guard upto > through else { return false }
-        guard !decoded, let lastAdvance else { return true }
-        return now.timeIntervalSince(lastAdvance) >= idleAdvanceInterval || now < lastAdvance
+        return decoded || now.isDue(after: lastAdvance, every: idleAdvanceInterval)
     }
 
     struct Column: Sendable {

@@ -42,8 +42,7 @@ struct SlotConfirmation: Sendable {
     /// Whether to confirm the slot up to `through` (where the feed has read through) at `now`.
     func due(through: Int64, now: Date) -> Bool {
         guard through > position else { return false }
-        guard let at else { return true }
-        return recorded >= Self.rows || now.timeIntervalSince(at) >= Self.interval || now < at
+        return recorded >= Self.rows || now.isDue(after: at, every: Self.interval)
     }
 
     /// The slot was confirmed up to `through` at `now`.
