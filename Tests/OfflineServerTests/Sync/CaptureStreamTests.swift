@@ -204,3 +204,44 @@ struct CaptureStreamTests {
         #expect(ReplicationSignIn.md5(user: "user", password: "pencil", salt: [1, 2, 3, 4]) == "md54376eb6913b38f9aaff38dc7cf19ca76")
     }
 }
+
+@Suite("Capture: transactions put together from the slot's events")
+struct TransactionAssemblyTests {
+    static func change(_ id: String) -> CapturedChange { CaptureStreamTests.change(id) }
+
+    @Test("a transaction that ended where the feed had read through is passed over and brings nothing new; one past it is held whole until taken")
+    func passesOverRecorded() {
+        var assembly = TransactionAssembly(recorded: 300, chunk: 10)
+        for event: PgOutputChanges.Event in [.begin, .change(Self.change("a")), .commit(end: 300)] {
+            #expect(assembly.add(event) == nil)
+        }
+        #expect(!assembly.decoded, "a peek that returned only what the feed has decoded nothing new")
+        #expect(!assembly.holds && assembly.take() == nil)
+        _ = assembly.add(.begin)
+        _ = assembly.add(.change(Self.change("b")))
+        #expect(assembly.inTransaction && !assembly.holds, "a transaction not ended is not held whole")
+        #expect(assembly.add(.commit(end: 301)) == nil)
+        #expect(assembly.decoded && assembly.holds && !assembly.inTransaction)
+        _ = assembly.add(.begin)
+        _ = assembly.add(.change(Self.change("c")))
+        _ = assembly.add(.commit(end: 302))
+        let whole = assembly.take()
+        #expect(whole?.changes == [Self.change("b"), Self.change("c")] && whole?.end == 302, "several transactions, one write")
+        #expect(assembly.take() == nil && !assembly.holds)
+    }
+
+    @Test("rows reaching the chunk go at once, unpublished; the transaction they end in is published by the next take after its end")
+    func chunks() {
+        var assembly = TransactionAssembly(recorded: 0, chunk: 2)
+        #expect(assembly.add(.begin) == nil)
+        #expect(assembly.add(.change(Self.change("a"))) == nil)
+        #expect(assembly.add(.commit(end: 10)) == nil)
+        #expect(assembly.add(.begin) == nil)
+        #expect(assembly.add(.change(Self.change("b"))) == .record([Self.change("a"), Self.change("b")], publishThrough: nil))
+        #expect(assembly.add(.change(Self.change("c"))) == nil)
+        #expect(assembly.add(.change(Self.change("d"))) == .record([Self.change("c"), Self.change("d")], publishThrough: nil))
+        #expect(assembly.add(.commit(end: 20)) == nil)
+        let last = assembly.take()
+        #expect(last?.changes == [] && last?.end == 20, "published with nothing left to record")
+    }
+}

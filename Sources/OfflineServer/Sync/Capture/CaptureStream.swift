@@ -35,18 +35,12 @@ struct CaptureStream: Sendable {
 
     /// Where the feed has read through.
     private(set) var through: Int64
-    /// Where the feed had read through when the session started.
-    private let recorded: Int64
     private let statusInterval: TimeInterval
     private let spacing: TimeInterval
-    private let chunk: Int
     private var changes: PgOutputChanges
-    private var inTransaction = false
-    /// The changes of the transaction being read.
-    private var pending: [CapturedChange] = []
-    /// Whole transactions read and not yet recorded, and the end of the last.
-    private var committed: [CapturedChange] = []
-    private var committedThrough: UInt64?
+    /// The transactions read and not yet recorded; those that ended where the feed had read
+    /// through when the session started are passed over.
+    private var assembly: TransactionAssembly
     /// The server's position from its last keepalive.
     private var serverEnd: UInt64 = 0
     private var confirmed: Int64 = 0
@@ -63,10 +57,9 @@ struct CaptureStream: Sendable {
          spacing: TimeInterval = PostgresCapture.recordSpacing, chunk: Int = PostgresCapture.chunk) {
         changes = PgOutputChanges(tables: tables)
         self.through = through
-        recorded = through
+        assembly = TransactionAssembly(recorded: through, chunk: chunk)
         self.statusInterval = statusInterval
         self.spacing = spacing
-        self.chunk = chunk
     }
 
     /// The writes one batch of the stream calls for, in order.
@@ -82,31 +75,7 @@ struct CaptureStream: Sendable {
                 if reply { replyOwed = true }
             case .xLogData(_, _, let payload):
                 for event in try changes.events(try PgOutput(payload)) {
-                    switch event {
-                    case .begin:
-                        inTransaction = true
-                        pending.removeAll()
-                    case .change(let change):
-                        pending.append(change)
-                        if committed.count + pending.count >= chunk {
-                            // A large transaction: its rows go in parts, published at its commit.
-                            writes.append(.record(committed + pending, publishThrough: nil))
-                            committed.removeAll()
-                            pending.removeAll()
-                        }
-                    case .commit(let end):
-                        inTransaction = false
-                        // Recorded before this session began: the feed has it.
-                        guard Int64(end) > recorded else { pending.removeAll(); continue }
-                        committed += pending
-                        pending.removeAll()
-                        committedThrough = end
-                        if committed.count >= chunk {
-                            writes.append(.record(committed, publishThrough: end))
-                            committed.removeAll()
-                            committedThrough = nil
-                        }
-                    }
+                    if let write = assembly.add(event) { writes.append(write) }
                 }
             }
         }
@@ -132,16 +101,14 @@ struct CaptureStream: Sendable {
     }
 
     private mutating func due(now: Date) -> [Write] {
-        if let end = committedThrough {
-            guard now.isDue(after: lastRecord, every: spacing) else { return [] }
+        if assembly.holds {
+            guard now.isDue(after: lastRecord, every: spacing), let whole = assembly.take() else { return [] }
             lastRecord = now
-            committedThrough = nil
-            defer { committed.removeAll() }
             // Every transaction that ended before the server's last position was sent before its
             // keepalive: with none open, the feed has read through there too.
-            return [.record(committed, publishThrough: inTransaction ? end : max(end, serverEnd))]
+            return [.record(whole.changes, publishThrough: assembly.inTransaction ? whole.end : max(whole.end, serverEnd))]
         }
-        guard !inTransaction, committed.isEmpty,
+        guard !assembly.inTransaction,
               PostgresCapture.advances(upto: Int64(clamping: serverEnd), through: through, decoded: false, lastAdvance: lastAdvance, now: now)
         else { return [] }
         lastAdvance = now

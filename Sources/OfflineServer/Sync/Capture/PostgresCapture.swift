@@ -309,18 +309,10 @@ struct PostgresCapture: NamedService {
         let clock = ContinuousClock()
         let mapping = FeedMapping(rules: rules)
         let logger = logger
-        let recorded = through
         var upto: UInt64?
-        // Whether the peek brought a change the feed did not have: not those of transactions
-        // it returns again because the slot was not confirmed past them (``SlotConfirmation``).
-        var decoded = false
-        // Whole transactions read and not yet recorded, and the commit position of the last:
-        // recorded together, one feed write for many small source transactions, always ending
-        // on a commit so the feed never publishes part of one.
-        var committed: [CapturedChange] = []
-        var committedThrough: UInt64?
-        // The changes of the transaction being read.
-        var pending: [CapturedChange] = []
+        // The peek's transactions, recorded together: one feed write for many small source
+        // transactions, always ending on a commit so the feed never publishes part of one.
+        var assembly = TransactionAssembly(recorded: through)
         var touched = Set<String>()
         // The last commit position published: the feed's `through` is now at least there.
         var published: Int64?
@@ -349,45 +341,23 @@ struct PostgresCapture: NamedService {
             }
             guard let data else { continue }
             for event in try changes.events(try PgOutput(data.readableBytesView)) {
-                switch event {
-                case .begin:
-                    pending.removeAll()
-                case .change(let change):
-                    pending.append(change)
-                    if committed.count + pending.count >= Self.chunk {
-                        // A large transaction: its rows go in parts, published at its commit.
-                        decoded = true
-                        try await record(committed + pending, publishing: nil)
-                        committed.removeAll()
-                        pending.removeAll()
-                    }
-                case .commit(let end):
-                    // Recorded by an earlier pass (the slot not yet confirmed past it), or before a
-                    // capturer was stopped: the feed has it.
-                    guard Int64(end) > recorded else { pending.removeAll(); continue }
-                    decoded = true
-                    committed += pending
-                    committedThrough = end
-                    pending.removeAll()
-                    if committed.count >= Self.chunk {
-                        try await record(committed, publishing: end)
-                        committed.removeAll()
-                        committedThrough = nil
-                    }
-                }
+                if case .record(let rows, let end)? = assembly.add(event) { try await record(rows, publishing: end) }
             }
         }
         var reading = clock.now - peeked - writing
-        if let end = committedThrough {
+        if let whole = assembly.take() {
             // The peek read every transaction committed before `upto`: the feed has read through
             // there, published with the rows rather than by a write of its own after them.
-            try await record(committed, publishing: max(end, pending.isEmpty ? upto ?? 0 : 0))
+            try await record(whole.changes, publishing: max(whole.end, assembly.inTransaction ? 0 : upto ?? 0))
         }
         if let published { through = max(through, published) }
         guard let upto else { return reading }
         read = upto
         let moment = now()
-        if Self.advances(upto: Int64(upto), through: through, decoded: decoded, lastAdvance: advanced, now: moment) {
+        // A look that found only transactions the feed has (returned again because the slot was
+        // not confirmed past them) decoded nothing new: moving `through` at once would be a
+        // write, which moves the WAL, which the next look would read the slot for.
+        if Self.advances(upto: Int64(upto), through: through, decoded: assembly.decoded, lastAdvance: advanced, now: moment) {
             advanced = moment
             if let moved = try await storage.write({ db in try SyncFeed.advance(through: Int64(upto), in: db) }) { through = moved }
         }
