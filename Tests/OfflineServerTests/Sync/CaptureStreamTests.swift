@@ -209,6 +209,23 @@ struct CaptureStreamTests {
 struct TransactionAssemblyTests {
     static func change(_ id: String) -> CapturedChange { CaptureStreamTests.change(id) }
 
+    @Test("a large transaction's part that carries the whole transactions held is not published until the large one ends")
+    func partNotPublished() throws {
+        let start = Date(timeIntervalSince1970: 1_000)
+        var stream = CaptureStream(tables: ["messages"], through: 0, chunk: 2)
+        #expect(try stream.receive([CaptureStreamTests.relation, CaptureStreamTests.begin, CaptureStreamTests.insert("a"),
+                                    CaptureStreamTests.commit(end: 10)], now: start) == [.record([Self.change("a")], publishThrough: 10)])
+        stream.wrote(through: 10)
+        #expect(try stream.receive([CaptureStreamTests.begin, CaptureStreamTests.insert("b"), CaptureStreamTests.commit(end: 20)],
+                                   now: start.addingTimeInterval(0.001)).isEmpty, "held: 5 ms since the last write")
+        #expect(try stream.receive([CaptureStreamTests.begin, CaptureStreamTests.insert("c"), CaptureStreamTests.insert("d")],
+                                   now: start.addingTimeInterval(0.002)) == [.record([Self.change("b"), Self.change("c")], publishThrough: nil)])
+        #expect(try stream.tick(now: start.addingTimeInterval(0.01)).isEmpty,
+                "publishing through b's end would move the head past c, half of a transaction")
+        #expect(try stream.receive([CaptureStreamTests.commit(end: 30)], now: start.addingTimeInterval(0.011))
+            == [.record([Self.change("d")], publishThrough: 30)])
+    }
+
     @Test("a transaction that ended where the feed had read through is passed over and brings nothing new; one past it is held whole until taken")
     func passesOverRecorded() {
         var assembly = TransactionAssembly(recorded: 300, chunk: 10)
@@ -238,6 +255,7 @@ struct TransactionAssemblyTests {
         #expect(assembly.add(.commit(end: 10)) == nil)
         #expect(assembly.add(.begin) == nil)
         #expect(assembly.add(.change(Self.change("b"))) == .record([Self.change("a"), Self.change("b")], publishThrough: nil))
+        #expect(assembly.take() == nil, "a's rows went with part of a transaction that has not ended")
         #expect(assembly.add(.change(Self.change("c"))) == nil)
         #expect(assembly.add(.change(Self.change("d"))) == .record([Self.change("c"), Self.change("d")], publishThrough: nil))
         #expect(assembly.add(.commit(end: 20)) == nil)

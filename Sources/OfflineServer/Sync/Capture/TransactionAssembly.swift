@@ -8,7 +8,9 @@
 /// - Whole transactions are held until the capturer records them, several in one write
 ///   (``take()``), published through the last one's end.
 /// - Once the rows held and read reach `chunk`, they go at once, unpublished: a transaction of
-///   `chunk` rows or more goes in parts, published with its last part (``take()`` after its end).
+///   `chunk` rows or more goes in parts, published with its last part (``take()`` after its end),
+///   and so are the whole transactions that went with its first. Publishing moves the feed's head
+///   past every row recorded, so publishing those alone would show the part.
 struct TransactionAssembly: Sendable {
     /// Where the feed had read through.
     let recorded: Int64
@@ -46,6 +48,9 @@ struct TransactionAssembly: Sendable {
                 defer {
                     committed.removeAll()
                     pending.removeAll()
+                    // Publishing moves the feed's head past every row recorded: through the end
+                    // of the whole transactions that went with this part, it would show the part.
+                    committedThrough = nil
                 }
                 return .record(committed + pending, publishThrough: nil)
             }
