@@ -12,7 +12,10 @@ import Logging
 ///
 /// **Published whole.** Readers see rows up to the feed's head only. Capture moves the head past
 /// a source transaction once all of its rows are recorded, so a transaction too large for one
-/// feed write is recorded in several and still seen whole or not at all.
+/// feed write is recorded in several and still seen whole or not at all. Until then its rows wait
+/// in a table of their own (`sync_change_staged`) that no pull reads: written over the feed's
+/// rows, they would take the published versions they replace away from every page read
+/// meanwhile, and a first sync or a move-in would miss those rows.
 ///
 /// **Bounded.** A row keeps only its latest change, so the feed holds the live rows plus recent
 /// tombstones. Tombstones older than the retention are purged and the horizon moves past them: a
@@ -60,6 +63,15 @@ enum SyncFeed {
                 horizon \(.integer) NOT NULL, through \(.integer) NOT NULL, rules \(.text) NOT NULL)
             """,
         ]),
+        ("sync-feed.v3-staged", [
+            """
+            CREATE TABLE sync_change_staged (
+                collection \(.text) NOT NULL, audience \(.text) NOT NULL, id \(.text) NOT NULL,
+                position \(.integer) NOT NULL, value \(.blob), source \(.text) NOT NULL, changed_at \(.double) NOT NULL,
+                PRIMARY KEY (collection, audience, id))
+            """,
+            "CREATE INDEX sync_change_staged_source ON sync_change_staged (source)",
+        ]),
     ])
 
     // MARK: State
@@ -74,6 +86,7 @@ enum SyncFeed {
     /// another epoch, and its next pull starts again from nothing.
     static func reset(rules fingerprint: String, through: Int64, in db: any SQLDatabase) throws {
         try db.execute("DELETE FROM sync_change")
+        try db.execute("DELETE FROM sync_change_staged")
         try db.execute("DELETE FROM sync_feed_state")
         try db.execute("""
             INSERT INTO sync_feed_state (id, epoch, head, next, horizon, through, rules)
@@ -95,14 +108,17 @@ enum SyncFeed {
     /// update of columns nobody is sent costs clients nothing).
     ///
     /// - Parameter publishThrough: the source position these changes end at, when they complete
-    ///   their source transactions: the head then moves past them. Nil while a transaction's
-    ///   rows are still coming: they are recorded past the head, unseen.
+    ///   their source transactions: the head then moves past them and the rows staged before
+    ///   them. Nil while a transaction's rows are still coming: they are staged past the head,
+    ///   unseen.
     /// - Returns: the audiences whose rows changed.
     @discardableResult
     static func record(_ changes: some Sequence<CapturedChange>, mapping: FeedMapping, publishThrough: Int64?,
                        now: Date, in db: any SQLDatabase, logger: Logger) throws -> Set<String> {
         guard var state = try state(in: db) else { throw StorageError.unexpectedValue(column: "sync_feed_state") }
-        var rows = FeedRows()
+        let staging = publishThrough == nil
+        if !staging, state.next > state.head + 1 { try publishStaged(in: db) }
+        var rows = FeedRows(staging: staging)
         var pending: [CapturedChange] = []
         // Read and written in batches (a statement per 500 sources, one per 500 rows written): a
         // statement each was a round trip each, and capture kept up with 1,200 rows a second.
@@ -130,10 +146,8 @@ enum SyncFeed {
             try recordPending()
             try rows.flush(from: &state.next, now: now, in: db)
             let (from, to) = CapturedChange.sourceRange(table: change.table)
-            for row in try db.rows("""
-                SELECT collection, audience, id, source FROM sync_change
-                WHERE source >= \(from) AND source < \(to) AND value IS NOT NULL ORDER BY position
-                """) {
+            for row in try db.rows(rows.current("collection, audience, id, source, position",
+                                                where: "source >= \(from) AND source < \(to) AND value IS NOT NULL") + " ORDER BY position") {
                 rows.write(FeedRowKey(collection: try row.string("collection"), audience: try row.string("audience"), id: try row.string("id")),
                            nil, source: try row.string("source"))
             }
@@ -166,6 +180,19 @@ enum SyncFeed {
             UPDATE sync_feed_state SET through = \(Int(through)) WHERE id = 1 AND through < \(Int(through)) AND next = head + 1
             RETURNING through
             """).map { Int64(try $0.int("through")) }
+    }
+
+    /// Moves the staged rows into the feed, each at the position it was staged at (past the
+    /// head), over the rows they replace.
+    private static func publishStaged(in db: any SQLDatabase) throws {
+        // `WHERE true`: SQLite would read the upsert's `ON` as a join's.
+        try db.execute("""
+            INSERT INTO sync_change (collection, audience, id, position, value, source, changed_at)
+            SELECT collection, audience, id, position, value, source, changed_at FROM sync_change_staged WHERE true
+            ON CONFLICT (collection, audience, id) DO UPDATE SET position = excluded.position, value = excluded.value,
+                source = excluded.source, changed_at = excluded.changed_at
+            """)
+        try db.execute("DELETE FROM sync_change_staged")
     }
 
     /// The poke payload for `audiences`: few enough to name, or `*`.
@@ -205,6 +232,9 @@ enum SyncFeed {
 /// writes: read by source in batches, and written in statements of many rows, each row once at
 /// the position of its last write.
 private struct FeedRows {
+    /// Whether the writes are staged (their transaction is not whole yet): rows are then read
+    /// as staged where they are, and written to the staged rows.
+    let staging: Bool
     /// Every feed row of each source read so far, with the writes since.
     var bySource: [String: [FeedRowKey: [UInt8]?]] = [:]
     /// The source each row read or written belongs to.
@@ -216,6 +246,8 @@ private struct FeedRows {
 
     static let batch = 500
 
+    init(staging: Bool) { self.staging = staging }
+
     mutating func load(sources: [String], in db: any SQLDatabase) throws {
         let missing = Array(Set(sources).subtracting(bySource.keys)).sorted()
         var start = 0
@@ -223,13 +255,24 @@ private struct FeedRows {
             let chunk = Array(missing[start..<min(start + Self.batch, missing.count)])
             start += chunk.count
             for source in chunk { bySource[source] = [:] }
-            for row in try db.rows("SELECT collection, audience, id, value, source FROM sync_change WHERE source IN (\(list: chunk))") {
+            for row in try db.rows(current("collection, audience, id, value, source", where: "source IN (\(list: chunk))")) {
                 let key = FeedRowKey(collection: try row.string("collection"), audience: try row.string("audience"), id: try row.string("id"))
                 let source = try row.string("source")
                 bySource[source, default: [:]][key] = row["value"] == .null ? .some(nil) : .some(Array(try row.data("value")))
                 owner[key] = source
             }
         }
+    }
+
+    /// `columns` of the rows matching `condition`, as the writes see them: the feed's, and
+    /// while staging, the staged rows in place of the feed's they replace.
+    func current(_ columns: String, where condition: SQL) -> SQL {
+        guard staging else { return "SELECT \(raw: columns) FROM sync_change WHERE \(condition)" }
+        return """
+            SELECT \(raw: columns) FROM sync_change AS f WHERE \(condition) AND NOT EXISTS (
+                SELECT 1 FROM sync_change_staged AS s WHERE s.collection = f.collection AND s.audience = f.audience AND s.id = f.id)
+            UNION ALL SELECT \(raw: columns) FROM sync_change_staged WHERE \(condition)
+            """
     }
 
     mutating func write(_ key: FeedRowKey, _ value: [UInt8]?, source: String) {
@@ -251,7 +294,8 @@ private struct FeedRows {
         while start < rows.count {
             let chunk = rows[start..<min(start + Self.batch, rows.count)]
             start += chunk.count
-            var statement: SQL = "INSERT INTO sync_change (collection, audience, id, position, value, source, changed_at) VALUES "
+            let table = staging ? "sync_change_staged" : "sync_change"
+            var statement: SQL = "INSERT INTO \(raw: table) (collection, audience, id, position, value, source, changed_at) VALUES "
             for (offset, row) in chunk.enumerated() {
                 if offset > 0 { statement.append(", ") }
                 statement.append("""

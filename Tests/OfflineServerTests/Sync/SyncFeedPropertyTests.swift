@@ -6,8 +6,9 @@ import Testing
 
 /// The feed's pulls against a model of the rules, over random programs: messages written,
 /// moved between workspaces and deleted, memberships added and removed, alone or several in one
-/// source transaction, and three devices pulling one page at a time with random page sizes
-/// between them.
+/// source transaction, some recorded in two parts as a large transaction is (pulls in between
+/// must see the feed as it was before it), and three devices pulling one page at a time with
+/// random page sizes between them.
 @Suite("Sync feed property")
 struct SyncFeedPropertyTests {
     static let users = ["ana", "ben", "cy"]
@@ -41,7 +42,8 @@ struct SyncFeedPropertyTests {
     func pullsFollowTheRules() async {
         // A step n: n % 8 picks the change (0-2 write a message, 3 delete one, 4 a membership,
         // 5 a message and a membership in one transaction), 6-7 a device pulling one page; the
-        // rest of n picks the message, workspace, author, user and page size.
+        // rest of n picks the message, workspace, author, user and page size, and whether a
+        // message's write is a transaction's first part, published with the next change.
         await propertyCheck(count: 100, input: Gen.int(in: 0...9_999).array(of: 1...60)) { steps in
             // Each program runs on a thread of its own: its SQLite work, synchronous, held a thread
             // of the cooperative pool every other test shares for up to 5 s (a stall watch run).
@@ -55,6 +57,8 @@ struct SyncFeedPropertyTests {
     static func play(_ steps: [Int]) throws -> [String] {
         let feed = try SyncFeedTests.Feed()
         var model = Model()
+        // What the feed's head shows: the model without the part recorded and not published.
+        var published = Model()
         var devices = Self.users.map(SyncFeedTests.Device.init)
         var mismatches: [String] = []
 
@@ -72,7 +76,7 @@ struct SyncFeedPropertyTests {
             return feed.member(pair[0], pair[1], present)
         }
         func check(_ device: SyncFeedTests.Device, _ moment: String) {
-            let expected = model.visible(to: device.user)
+            let expected = published.visible(to: device.user)
             if Self.rows(device) != expected {
                 mismatches.append("\(device.user) \(moment): \(Self.rows(device)), expected \(expected)")
             }
@@ -80,13 +84,21 @@ struct SyncFeedPropertyTests {
 
         for n in steps {
             switch n % 8 {
-            case 0, 1, 2: try feed.commit(message(n))
+            case 0, 1, 2:
+                let part = n / 1_024 % 4 == 0
+                try feed.commit(message(n), publish: !part)
+                if !part { published = model }
             case 3:
                 let id = "m\(n / 8 % 4)"
                 model.messages[id] = nil
                 try feed.commit(feed.deleted(id))
-            case 4: try feed.commit(membership(n))
-            case 5: try feed.commit(message(n), membership(n / 3))
+                published = model
+            case 4:
+                try feed.commit(membership(n))
+                published = model
+            case 5:
+                try feed.commit(message(n), membership(n / 3))
+                published = model
             default:
                 let index = n / 8 % 3
                 let page = try devices[index].pullPage(feed, limit: 1 + n / 24 % 4)
@@ -94,6 +106,8 @@ struct SyncFeedPropertyTests {
             }
         }
         // Every device pulls to the head: the same holds for each.
+        try feed.commit()
+        published = model
         for index in devices.indices {
             try devices[index].pull(feed, limit: 3)
             check(devices[index], "at the end")

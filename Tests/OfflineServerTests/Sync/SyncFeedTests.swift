@@ -229,6 +229,33 @@ struct SyncFeedTests {
         #expect(ana.ids == ["m1", "m2"])
     }
 
+    @Test("rows a transaction still being recorded changes keep their published version until it is published")
+    func publishedVersionKept() throws {
+        let feed = try Feed()
+        try feed.commit(feed.member("ana", "w1"), feed.member("ben", "w1"))
+        try feed.commit(feed.message("m1", workspace: "w1"), feed.message("m2", workspace: "w1"), feed.message("m3", workspace: "w1"))
+        var ana = Device("ana")
+        try ana.pull(feed)
+        // A large transaction's first part: m1 edited, m2 moved out of w1, m3 deleted.
+        try feed.commit(feed.message("m1", workspace: "w1", body: "edited"), feed.message("m2", workspace: "w2"), feed.deleted("m3"),
+                        publish: false)
+        // A first sync and a delta, read while it is recorded, see the feed as it was published.
+        var ben = Device("ben")
+        try ben.pull(feed, limit: 1)
+        #expect(ben.rows == ["m1": #"{"id":"m1","body":"hi"}"#, "m2": #"{"id":"m2","body":"hi"}"#, "m3": #"{"id":"m3","body":"hi"}"#])
+        try ana.pull(feed)
+        #expect(ana.ids == ["m1", "m2", "m3"])
+        // Its last part changes m2 again, from what the first part made of it.
+        try feed.commit(feed.message("m2", workspace: "w2", body: "moved"))
+        for var device in [ana, ben] {
+            try device.pull(feed)
+            #expect(device.rows == ["m1": #"{"id":"m1","body":"edited"}"#])
+        }
+        try feed.commit(feed.member("ana", "w2"))
+        try ana.pull(feed)
+        #expect(ana.rows == ["m1": #"{"id":"m1","body":"edited"}"#, "m2": #"{"id":"m2","body":"moved"}"#])
+    }
+
     @Test("pages of any size bring the same rows, and a first sync lands every live row", arguments: [1, 2, 3, 100])
     func paging(limit: Int) throws {
         let feed = try Feed()
