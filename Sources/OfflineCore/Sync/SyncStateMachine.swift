@@ -416,8 +416,25 @@ public struct SyncPolicy: Sendable, Hashable {
     /// How many times a single pull (``SyncStateMachine/awaitsCapture``) pulls again for the
     /// server's capture to reach settled writes before it returns without them.
     public var capturePollsPerPull = 8
+    /// The most rows a pull's pages grow to (``pageLimit(after:pageSize:)``); a page size set
+    /// above it is kept.
+    public var largestPage = 2_000
 
     public init() {}
+
+    /// The rows to ask for in a pull's next page, after a page asked for `previous` rows (nil:
+    /// the pull's first page), in an engine whose page size is `pageSize`.
+    ///
+    /// A pull that goes on doubles its pages up to ``largestPage``. A pull ends only at the
+    /// feed's head (its pages then land together, of one moment of the server), and the head
+    /// moves while it reads: with pages of a fixed size, a device asking for few rows at a time
+    /// never caught up with a feed growing faster than it read, and showed nothing new all the
+    /// while (as after the sync server's capture was down and catches up).
+    public func pageLimit(after previous: Int?, pageSize: Int) -> Int {
+        guard let previous else { return max(1, pageSize) }
+        let ceiling = max(pageSize, largestPage)
+        return previous >= ceiling / 2 ? ceiling : max(1, previous * 2)
+    }
 }
 
 /// What sync is doing, for a status line or a settings screen.

@@ -5,11 +5,11 @@ import OfflineCore
 extension SyncEngine {
     // MARK: Asking the server
 
-    /// The page after `cursor`, read and held to the feed's rules, for `signedIn`'s account
-    /// (the request is not signed for another).
-    func fetch(after cursor: String?, for signedIn: Signed) async throws -> Fetched {
+    /// The page after `cursor`, at most `limit` rows, read and held to the feed's rules, for
+    /// `signedIn`'s account (the request is not signed for another).
+    func fetch(after cursor: String?, limit: Int, for signedIn: Signed) async throws -> Fetched {
         var components = URLComponents(url: baseURL.appendingPathComponent(syncPath), resolvingAgainstBaseURL: false)!
-        components.queryItems = [collectionsItem, URLQueryItem(name: "limit", value: String(pageSize))]
+        components.queryItems = [collectionsItem, URLQueryItem(name: "limit", value: String(limit))]
             + (cursor.map { [URLQueryItem(name: "cursor", value: $0)] } ?? [])
         let response: TransportResponse
         do {
@@ -24,7 +24,7 @@ extension SyncEngine {
         do {
             let page = try SyncPage(json: response.body)
             try page.validate(after: cursor, collections: Set(collections.keys))
-            return Fetched(page: page, bytes: response.body.count)
+            return Fetched(page: page, bytes: response.body.count, limit: limit)
         } catch {
             throw SyncError.malformedPage(String(describing: error))
         }

@@ -29,6 +29,8 @@ extension SyncEngine {
     struct Fetched: Sendable {
         var page: SyncPage
         var bytes: Int
+        /// The rows it was asked for; nil when not asked for by a pull (the live stream's).
+        var limit: Int? = nil
 
         /// Adds the page fetched after this one: the two read as one page would.
         mutating func append(_ next: Fetched) {
@@ -38,6 +40,7 @@ extension SyncEngine {
             page.through = next.page.through ?? page.through
             page.progress = next.page.progress ?? page.progress
             bytes += next.bytes
+            limit = next.limit
         }
     }
 
@@ -192,6 +195,7 @@ extension SyncEngine {
                         fetched.append(next)
                     }
                     state.fetched = fetched
+                    state.lastLimit = fetched.limit
                     state.rows += fetched.page.changes.count
                     state.bytes += fetched.bytes
                     actions = machine.pageFetched(.init(hasMore: fetched.page.hasMore, through: fetched.page.through,
@@ -290,9 +294,11 @@ extension SyncEngine {
                 state.startedAtDemand = state.demanded
                 state.failure = nil
                 (state.rows, state.bytes) = (0, 0)
+                state.lastLimit = nil
             }
             state.pageNumber += 1
             let cursor = state.cursor
+            let limit = policy.pageLimit(after: state.lastLimit, pageSize: pageSize)
             let ahead = state.ahead.removeFirst()
             group.addTask {
                 // The page asked for ahead, when it was asked after this very cursor; else
@@ -300,13 +306,13 @@ extension SyncEngine {
                 if let ahead, case .page(let after, let fetched) = await ahead.value, after == cursor, !fetched.isCancellation {
                     input.yield(.fetched(fetched))
                 } else {
-                    input.yield(.fetched(await result { try await self.fetch(after: cursor, for: signedIn) }))
+                    input.yield(.fetched(await result { try await self.fetch(after: cursor, limit: limit, for: signedIn) }))
                 }
             }
         case .applyPage(let settling):
             guard let fetched = state.fetched else { return }
             state.fetched = nil
-            askAhead(after: fetched.page, &state)
+            askAhead(after: fetched, &state)
             let resyncing = state.resyncing
             let done = !fetched.page.hasMore
             let bulk = state.pageNumber > 1
@@ -337,7 +343,7 @@ extension SyncEngine {
         case .stagePage:
             guard let fetched = state.fetched else { return }
             state.fetched = nil
-            askAhead(after: fetched.page, &state)
+            askAhead(after: fetched, &state)
             group.addTask {
                 input.yield(.written(await result {
                     try await self.database.writer.write { db in
@@ -351,7 +357,7 @@ extension SyncEngine {
             guard let fetched = state.fetched else { return }
             state.fetched = nil
             // The pull's last page: what was asked for past it is dropped, as after any other.
-            askAhead(after: fetched.page, &state)
+            askAhead(after: fetched, &state)
             state.mayHoldRows = true
             let resyncing = state.resyncing
             group.addTask {
@@ -417,8 +423,10 @@ extension SyncEngine {
     /// Keeps the pages after `page` asked for while it is written (``PagesAhead/depth`` of
     /// them), so the server, the network and the page reader work beside the database instead of
     /// in turn. A page asked for ahead is used only if the machine then asks for that very page.
-    private func askAhead(after page: SyncPage, _ state: inout LoopState) {
-        state.ahead.keep(after: page) { [signedIn = state.signedIn] cursor in try await self.fetch(after: cursor, for: signedIn) }
+    private func askAhead(after fetched: Fetched, _ state: inout LoopState) {
+        state.ahead.keep(after: fetched) { [signedIn = state.signedIn] cursor, previous in
+            try await self.fetch(after: cursor, limit: self.policy.pageLimit(after: previous, pageSize: self.pageSize), for: signedIn)
+        }
     }
 
     /// Hands a page the stream sent to the pull the machine starts now, when that pull starts
@@ -537,6 +545,8 @@ struct LoopState {
     var stream: Task<Void, Never>?
     var streams = 0
     var pageNumber = 0
+    /// The rows the pull's last page fetched was asked for.
+    var lastLimit: Int?
     var pagesWritten = 0
     var rows = 0
     var bytes = 0
@@ -636,14 +646,17 @@ struct PagesAhead {
         tasks.append(Asked { .page(after: cursor, .success(page)) })
     }
 
-    /// Keeps ``depth`` pages asked for after `page`, which is being written: the first after its
-    /// cursor, unless already asked for; each next after the cursor of the one before it, once
-    /// that one came and has more after it.
-    mutating func keep(after page: SyncPage, fetch: @escaping @Sendable (String) async throws -> SyncEngine.Fetched) {
+    /// Keeps ``depth`` pages asked for after `fetched`, which is being written: the first after
+    /// its cursor, unless already asked for; each next after the cursor of the one before it,
+    /// once that one came and has more after it. `fetch` is given the cursor to ask after and
+    /// the rows the page before it was asked for.
+    mutating func keep(after fetched: SyncEngine.Fetched,
+                       fetch: @escaping @Sendable (_ cursor: String, _ previousLimit: Int?) async throws -> SyncEngine.Fetched) {
+        let page = fetched.page
         guard page.hasMore else { return cancelAll() }
         if tasks.isEmpty {
-            let cursor = page.cursor
-            tasks.append(Asked { .page(after: cursor, await result { try await fetch(cursor) }) })
+            let (cursor, limit) = (page.cursor, fetched.limit)
+            tasks.append(Asked { .page(after: cursor, await result { try await fetch(cursor, limit) }) })
         }
         while tasks.count < Self.depth, let previous = tasks.last?.task {
             tasks.append(Asked {
@@ -651,7 +664,7 @@ struct PagesAhead {
                     return .none
                 }
                 let cursor = before.page.cursor
-                return .page(after: cursor, await result { try await fetch(cursor) })
+                return .page(after: cursor, await result { try await fetch(cursor, before.limit) })
             })
         }
     }

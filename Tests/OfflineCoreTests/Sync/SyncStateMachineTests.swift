@@ -348,4 +348,22 @@ struct SyncStateMachineTests {
         hard.offline(link: false)
         #expect(hard.last.isEmpty)
     }
+
+    @Test("a pull that goes on doubles its pages up to the largest page; a larger page size is kept")
+    func pagesGrow() {
+        let policy = SyncPolicy()
+        func limits(_ pageSize: Int, pages: Int) -> [Int] {
+            var previous: Int?
+            return (0..<pages).map { _ in
+                let limit = policy.pageLimit(after: previous, pageSize: pageSize)
+                previous = limit
+                return limit
+            }
+        }
+        #expect(limits(10, pages: 10) == [10, 20, 40, 80, 160, 320, 640, 1_280, 2_000, 2_000])
+        #expect(limits(500, pages: 4) == [500, 1_000, 2_000, 2_000])
+        #expect(limits(5_000, pages: 3) == [5_000, 5_000, 5_000])
+        #expect(limits(0, pages: 3) == [1, 2, 4])
+        #expect(policy.pageLimit(after: .max, pageSize: 10) == 2_000, "no overflow")
+    }
 }

@@ -18,8 +18,11 @@ struct PagesAheadTests {
         /// The request after this cursor answers only once ``release()`` is called.
         let held: String?
         private let asked = Locked<[String]>([])
+        private let previous = Locked<[Int?]>([])
         private let gate = AsyncStream.makeStream(of: Void.self)
         var askedAfter: [String] { asked.current }
+        /// The rows the page before each request was asked for, as handed to it.
+        var previousLimits: [Int?] { previous.current }
 
         init(last: Int, failing: String? = nil, held: String? = nil) {
             self.last = last
@@ -29,17 +32,25 @@ struct PagesAheadTests {
 
         func release() { gate.continuation.finish() }
 
-        func fetch(after cursor: String) async throws -> SyncEngine.Fetched {
+        /// Each page is asked for one row more than the page before it.
+        func fetch(after cursor: String, previousLimit: Int?) async throws -> SyncEngine.Fetched {
             asked.withLock { $0.append(cursor) }
+            previous.withLock { $0.append(previousLimit) }
             if cursor == held { for await _ in gate.stream {} }
             if cursor == failing { throw Refused() }
             let next = Int(cursor.dropFirst())! + 1
-            return SyncEngine.Fetched(page: SyncPage(changes: [], cursor: "c\(next)", hasMore: next < last), bytes: 0)
+            return SyncEngine.Fetched(page: SyncPage(changes: [], cursor: "c\(next)", hasMore: next < last), bytes: 0,
+                                      limit: (previousLimit ?? 0) + 1)
         }
     }
 
     static func page(_ cursor: String, hasMore: Bool = true) -> SyncPage {
         SyncPage(changes: [], cursor: cursor, hasMore: hasMore)
+    }
+
+    /// A page being written, asked for `limit` rows.
+    static func fetched(_ cursor: String, hasMore: Bool = true, limit: Int? = 5) -> SyncEngine.Fetched {
+        SyncEngine.Fetched(page: page(cursor, hasMore: hasMore), bytes: 0, limit: limit)
     }
 
     /// What the oldest page asked for brought: its cursor asked after and the cursor it ends at.
@@ -60,12 +71,13 @@ struct PagesAheadTests {
     func twoDeep() async throws {
         let feed = Feed(last: 10)
         var ahead = PagesAhead()
-        ahead.keep(after: Self.page("c1"), fetch: feed.fetch)
+        ahead.keep(after: Self.fetched("c1"), fetch: feed.fetch)
         let first = try #require(try await Self.take(&ahead))
         #expect(first.after == "c1" && first.cursor == "c2")
         let second = try #require(try await Self.take(&ahead))
         #expect(second.after == "c2" && second.cursor == "c3")
         #expect(feed.askedAfter == ["c1", "c2"])
+        #expect(feed.previousLimits == [5, 6], "each request knows the rows the page before it was asked for")
         #expect(ahead.isEmpty)
     }
 
@@ -73,10 +85,10 @@ struct PagesAheadTests {
     func topsUp() async throws {
         let feed = Feed(last: 10)
         var ahead = PagesAhead()
-        ahead.keep(after: Self.page("c1"), fetch: feed.fetch)
+        ahead.keep(after: Self.fetched("c1"), fetch: feed.fetch)
         let first = try #require(try await Self.take(&ahead))
         // The page after c1 is written now: the page after c2 is already asked for.
-        ahead.keep(after: Self.page(first.cursor), fetch: feed.fetch)
+        ahead.keep(after: Self.fetched(first.cursor), fetch: feed.fetch)
         let second = try #require(try await Self.take(&ahead))
         let third = try #require(try await Self.take(&ahead))
         #expect([second.after, third.after] == ["c2", "c3"])
@@ -88,14 +100,14 @@ struct PagesAheadTests {
         // The page after c1 ends at c2, the pull's last.
         let feed = Feed(last: 2)
         var ahead = PagesAhead()
-        ahead.keep(after: Self.page("c1"), fetch: feed.fetch)
+        ahead.keep(after: Self.fetched("c1"), fetch: feed.fetch)
         let first = try #require(try await Self.take(&ahead))
         #expect(first.cursor == "c2")
         try await Self.expectNothing(next: &ahead, "a page was asked for after the pull's last")
         #expect(feed.askedAfter == ["c1"])
 
         var done = PagesAhead()
-        done.keep(after: Self.page("c5", hasMore: false), fetch: feed.fetch)
+        done.keep(after: Self.fetched("c5", hasMore: false), fetch: feed.fetch)
         #expect(done.isEmpty)
         #expect(feed.askedAfter == ["c1"])
     }
@@ -104,7 +116,7 @@ struct PagesAheadTests {
     func stopsAtAFailure() async throws {
         let feed = Feed(last: 10, failing: "c1")
         var ahead = PagesAhead()
-        ahead.keep(after: Self.page("c1"), fetch: feed.fetch)
+        ahead.keep(after: Self.fetched("c1"), fetch: feed.fetch)
         let taken = ahead.removeFirst()
         let task = try #require(taken)
         guard case .page("c1", .failure(let error)) = await task.value else {
@@ -120,8 +132,8 @@ struct PagesAheadTests {
     func dropsAndHolds() async throws {
         let feed = Feed(last: 10)
         var ahead = PagesAhead()
-        ahead.keep(after: Self.page("c1"), fetch: feed.fetch)
-        ahead.keep(after: Self.page("c7", hasMore: false), fetch: feed.fetch)
+        ahead.keep(after: Self.fetched("c1"), fetch: feed.fetch)
+        ahead.keep(after: Self.fetched("c7", hasMore: false), fetch: feed.fetch)
         #expect(ahead.isEmpty)
 
         let streamed = SyncEngine.Fetched(page: Self.page("c9", hasMore: false), bytes: 3)
@@ -135,7 +147,7 @@ struct PagesAheadTests {
     func takesWhatArrived() async throws {
         let feed = Feed(last: 10, held: "c2")
         var ahead = PagesAhead()
-        ahead.keep(after: Self.page("c1"), fetch: feed.fetch)
+        ahead.keep(after: Self.fetched("c1"), fetch: feed.fetch)
         var taken: SyncEngine.Fetched?
         try await eventually("the page after c1 came") {
             // Asked after another cursor, the page is not taken, even once it came.

@@ -15,16 +15,21 @@ struct SyncPageRulesTests {
     final class ScriptedFeed: HTTPTransport {
         let page: @Sendable (_ cursor: String?) -> String
         private let cursors = Locked<[String?]>([])
+        private let limits = Locked<[String?: Int]>([:])
         var requests: Int { cursors.current.count }
         var askedAfter: [String?] { cursors.current }
+        /// The rows asked for after each cursor.
+        var limitAfter: [String?: Int] { limits.current }
 
         init(_ page: @escaping @Sendable (_ cursor: String?) -> String) {
             self.page = page
         }
 
         func send(_ request: TransportRequest, maxBodyBytes: Int) async throws -> TransportResponse {
-            let cursor = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "cursor" }?.value
+            let items = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems ?? []
+            let cursor = items.first { $0.name == "cursor" }?.value
             cursors.withLock { $0.append(cursor) }
+            if let limit = items.first(where: { $0.name == "limit" })?.value.flatMap(Int.init) { limits.withLock { $0[cursor] = limit } }
             let body = Data(page(cursor).utf8)
             guard body.count <= maxBodyBytes else { throw TransportError.responseTooLarge }
             return TransportResponse(status: 200, headerFields: [.contentType: "application/json"], body: body)
@@ -35,11 +40,27 @@ struct SyncPageRulesTests {
         }
     }
 
-    static func engine(_ notes: SyncEngineTests.Notes, _ feed: ScriptedFeed, maxPageBytes: Int = 32 << 20,
+    static func engine(_ notes: SyncEngineTests.Notes, _ feed: ScriptedFeed, pageSize: Int = 500, maxPageBytes: Int = 32 << 20,
                        clock: any Clock<Duration> = ContinuousClock()) -> SyncEngine {
         SyncEngine(database: notes.database, baseURL: URL(string: "http://127.0.0.1:9")!, transport: feed,
                    connectivity: FakeConnectivityMonitor(.online), collections: [notes.collection()],
-                   maxPageBytes: maxPageBytes, clock: clock, random: { 1 })
+                   pageSize: pageSize, maxPageBytes: maxPageBytes, clock: clock, random: { 1 })
+    }
+
+    @Test("a pull's pages ask for twice the rows of the page before them, up to the largest page, then the next pull starts small")
+    func pagesGrow() async throws {
+        let notes = try SyncEngineTests.Notes()
+        // Pages e.1 … e.6: each one row, more after it until e.6.
+        let feed = ScriptedFeed { cursor in
+            let next = (cursor.map { Int($0.dropFirst(2))! } ?? 0) + 1
+            return #"{"changes":[{"collection":"records/notes","id":"n\#(next)","value":{"body":{"text":"x"}}}],"cursor":"e.\#(next)","hasMore":\#(next < 6)}"#
+        }
+        let engine = Self.engine(notes, feed, pageSize: 300)
+        try await engine.pull()
+        #expect(feed.limitAfter == [nil: 300, "e.1": 600, "e.2": 1_200, "e.3": 2_000, "e.4": 2_000, "e.5": 2_000])
+        #expect(try await notes.rows().count == 6)
+        try await engine.pull()
+        #expect(feed.limitAfter["e.6"] == 300, "a new pull asks for the page size again")
     }
 
     static func cursor(_ notes: SyncEngineTests.Notes) async throws -> String? {
