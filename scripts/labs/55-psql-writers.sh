@@ -8,7 +8,8 @@
 # For SYNC_PSQL_SECONDS, several psql sessions insert batches of messages (one transaction each,
 # every row of a batch saying the batch's size, a random pg_sleep inside), rewrite bodies, delete
 # or move whole batches, and ben leaves w1 and comes back, joins w2 and leaves it (move-out,
-# move-in), sometimes with a batch of that workspace in the same transaction. Meanwhile ana and
+# move-in), sometimes with a batch of that workspace in the same transaction; another session
+# inserts, moves and deletes large batches, recorded by capture in parts. Meanwhile ana and
 # ben pull from the instances (each from its own, sometimes from the other) into SQLite files,
 # SIGKILLed at random points, and the lab SIGKILLs instances (sometimes both at once) and starts
 # them again on the same database: capture must go on from its slot, skipping nothing. The first
@@ -25,6 +26,8 @@
 #   SYNC_PSQL_SERVER_KILLS  server SIGKILLs during the writing (default 4)
 #   SYNC_PSQL_KILL_MS       longest time before a pull is SIGKILLed (default 1500; 6 pulls in 10 are)
 #   SYNC_PSQL_MAX_BATCH     most messages in one batch (default 8)
+#   SYNC_PSQL_LARGE_EVERY   mean seconds between two transactions of a large batch, 2,001 to 2,400
+#                           rows, which capture records in parts (default 8; 0: none)
 #   SYNC_PSQL_PAUSE_MS      a writer's mean pause between transactions (default 150: about 20
 #                           transactions a second in all, which capture keeps up with here)
 #   SYNC_PSQL_CAPTURE_WAIT  seconds capture may take to read the last commit once the writers stop (default 60)

@@ -10,7 +10,9 @@ For SECONDS seconds, psql sessions that know nothing of OfflineKit write to the 
 batches of messages inserted in one transaction (a random pg_sleep between two INSERTs), bodies
 rewritten, whole batches deleted or moved to another workspace, and ben's memberships changed
 (removed from w1 and added back, added to w2 for a while and removed), sometimes with a batch
-posted to that workspace in the same transaction. Meanwhile ana and ben pull `team_messages`
+posted to that workspace in the same transaction. Every LARGE_EVERY seconds one more session
+inserts, moves or deletes a large batch (2,001 to 2,400 rows, in one statement): capture records
+such a transaction in parts, and nobody may see it before its last. Meanwhile ana and ben pull `team_messages`
 from the two instances into SQLite files with `offline sync pull --synced` (one run in three then
 holds the live stream for up to 2 s, pulling what it announces), SIGKILLed at random points,
 and the lab SIGKILLs instances (sometimes both at once) and starts them again on the same
@@ -98,6 +100,7 @@ class Lab:
         self.capture_wait = float(env("SYNC_PSQL_CAPTURE_WAIT", "60"))
         self.max_batch = int(env("SYNC_PSQL_MAX_BATCH", "8"))
         self.pause_ms = int(env("SYNC_PSQL_PAUSE_MS", "150"))
+        self.large_every = float(env("SYNC_PSQL_LARGE_EVERY", "8"))
         self.seed = int(env("SYNC_PSQL_SEED", str(random.randrange(1 << 30))))
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -165,19 +168,53 @@ class Lab:
                     self.count("body updates")
                     self.count("transactions")
                 elif action < 0.84:
-                    session.run("DELETE FROM messages WHERE batch = (SELECT batch FROM messages ORDER BY random() LIMIT 1);")
+                    session.run("DELETE FROM messages WHERE batch = (SELECT batch FROM messages WHERE batch NOT LIKE 'L-%' "
+                                "ORDER BY random() LIMIT 1);")
                     self.count("batch deletions")
                     self.count("transactions")
                 else:
                     # A whole batch to another workspace: it leaves one audience and joins another.
                     session.run(f"UPDATE messages SET workspace_id = {sql_text(rng.choice(WORKSPACES))} "
-                                "WHERE batch = (SELECT batch FROM messages ORDER BY random() LIMIT 1);")
+                                "WHERE batch = (SELECT batch FROM messages WHERE batch NOT LIKE 'L-%' ORDER BY random() LIMIT 1);")
                     self.count("batch moves")
                     self.count("transactions")
                 time.sleep(rng.randint(0, 2 * self.pause_ms) / 1000)
         except Exception as error:
             if not self.stop.is_set():
                 self.fail(f"writer {index} stopped: {error}")
+        finally:
+            session.close()
+
+    def large(self):
+        """A large batch inserted, moved or deleted every LARGE_EVERY seconds: two at most at once
+        (the other writers leave them alone, but rewrite their bodies)."""
+        rng = random.Random(self.seed * 100 + 98)
+        session = self.psql("large")
+        number = 0
+        try:
+            while not self.stop.wait(rng.uniform(0.5, 1.5) * self.large_every):
+                held = session.run("SELECT DISTINCT batch FROM messages WHERE batch LIKE 'L-%' ORDER BY 1;")
+                action = "insert" if len(held) < 2 and (not held or rng.random() < 0.5) else rng.choice(["move", "move", "delete"])
+                if action == "insert":
+                    number += 1
+                    size = rng.randint(2_001, 2_400)
+                    session.run("INSERT INTO messages (id, workspace_id, author_id, body, batch, batch_size) "
+                                f"SELECT 'L-m{number}-' || i, {sql_text(rng.choice(WORKSPACES))}, 'bot', 'large #' || i, 'L-b{number}', {size} "
+                                f"FROM generate_series(0, {size - 1}) AS i;")
+                    self.count("batches inserted")
+                    self.count("rows inserted", size)
+                elif action == "move":
+                    session.run(f"UPDATE messages SET workspace_id = {sql_text(rng.choice(WORKSPACES))} WHERE batch = {sql_text(rng.choice(held))};")
+                    self.count("batch moves")
+                else:
+                    session.run(f"DELETE FROM messages WHERE batch = {sql_text(rng.choice(held))};")
+                    self.count("batch deletions")
+                self.count("large batch " + action + "s")
+                self.count("transactions")
+                self.note(f"large batch {action}")
+        except Exception as error:
+            if not self.stop.is_set():
+                self.fail(f"the large batches' writer stopped: {error}")
         finally:
             session.close()
 
@@ -505,6 +542,8 @@ class Lab:
         self.start = time.time()
         threads = [threading.Thread(target=self.writer, args=(i,), daemon=True) for i in range(self.writers)]
         threads.append(threading.Thread(target=self.memberships, daemon=True))
+        if self.large_every > 0:
+            threads.append(threading.Thread(target=self.large, daemon=True))
         clients = [threading.Thread(target=self.client, args=(user, home), daemon=True) for user, home in (("ana", 0), ("ben", 1))]
         killer = threading.Thread(target=self.server_killer, daemon=True)
         for thread in threads + clients + [killer]:
@@ -532,7 +571,8 @@ class Lab:
         c = self.counts
         print(f"{LAB}: {writing:.0f} s of writing ({c.get('transactions', 0) / writing:.0f} transactions/s): {c.get('batches inserted', 0)} batches ({c.get('rows inserted', 0)} rows) inserted, "
               f"{c.get('body updates', 0)} body updates, {c.get('batch deletions', 0)} batch deletions, {c.get('batch moves', 0)} batch moves, "
-              f"ben {c.get('ben move-outs', 0)} move-outs and {c.get('ben move-ins', 0)} move-ins; "
+              f"ben {c.get('ben move-outs', 0)} move-outs and {c.get('ben move-ins', 0)} move-ins; large batches (2,001-2,400 rows): "
+              f"{c.get('large batch inserts', 0)} inserted, {c.get('large batch moves', 0)} moved, {c.get('large batch deletes', 0)} deleted; "
               f"{errors} statements refused by PostgreSQL ({deadlocks} deadlocks, rolled back)")
         for user in ("ana", "ben"):
             print(f"{LAB}: {user}: {c.get(f'{user} pulls killed', 0)} pulls SIGKILLed, {c.get(f'{user} pulls done', 0)} ended on their own, "
