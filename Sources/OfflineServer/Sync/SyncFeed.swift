@@ -110,14 +110,21 @@ enum SyncFeed {
     /// - Parameter publishThrough: the source position these changes end at, when they complete
     ///   their source transactions: the head then moves past them and the rows staged before
     ///   them. Nil while a transaction's rows are still coming: they are staged past the head,
-    ///   unseen.
+    ///   unseen (written past it, before the feed's first publication).
+    /// - Parameter committedApart: whether changes recorded without `publishThrough` are
+    ///   committed before the database transaction that publishes them (a large source
+    ///   transaction written in several): they are then staged. False when one database
+    ///   transaction records and publishes them (SQLite's capture): no page sees it before its
+    ///   end, and they go straight into the feed.
     /// - Returns: the audiences whose rows changed.
     @discardableResult
-    static func record(_ changes: some Sequence<CapturedChange>, mapping: FeedMapping, publishThrough: Int64?,
+    static func record(_ changes: some Sequence<CapturedChange>, mapping: FeedMapping, publishThrough: Int64?, committedApart: Bool = true,
                        now: Date, in db: any SQLDatabase, logger: Logger) throws -> Set<String> {
         guard var state = try state(in: db) else { throw StorageError.unexpectedValue(column: "sync_feed_state") }
-        let staging = publishThrough == nil
-        if !staging, state.next > state.head + 1 { try publishStaged(in: db) }
+        // Until the feed's first publication (its build) no page reads a row of it: rows then go
+        // straight in too.
+        let staging = publishThrough == nil && committedApart && state.head > 0
+        if publishThrough != nil, state.next > state.head + 1 { try publishStaged(in: db) }
         var rows = FeedRows(staging: staging)
         var pending: [CapturedChange] = []
         // Read and written in batches (a statement per 500 sources, one per 500 rows written): a

@@ -70,7 +70,9 @@ enum SQLiteCapture {
             }
             after = Int64(try final.int("seq"))
             let done = after >= last
-            touched.formUnion(try SyncFeed.record(changes, mapping: mapping, publishThrough: done ? last : nil, now: now, in: db, logger: logger))
+            // One database transaction records and publishes every part: nothing to stage.
+            touched.formUnion(try SyncFeed.record(changes, mapping: mapping, publishThrough: done ? last : nil, committedApart: false,
+                                                  now: now, in: db, logger: logger))
             if done { break }
         }
         try db.execute("DELETE FROM sync_capture WHERE seq <= \(Int(last))")
