@@ -256,6 +256,27 @@ struct SyncFeedTests {
         #expect(ana.rows == ["m1": #"{"id":"m1","body":"edited"}"#, "m2": #"{"id":"m2","body":"moved"}"#])
     }
 
+    @Test("a table truncated in a transaction still being recorded empties it for devices only once it is published")
+    func truncatedWhileStaged() throws {
+        let feed = try Feed()
+        try feed.commit(feed.member("ana", "w1"))
+        try feed.commit(feed.message("m1", workspace: "w1"), feed.message("m2", workspace: "w1"))
+        var ana = Device("ana")
+        try ana.pull(feed)
+        // A first part that edits m1, a second that truncates the table and writes m3, then the end.
+        try feed.commit(feed.message("m1", workspace: "w1", body: "edited"), publish: false)
+        try feed.commit(CapturedChange(table: "messages", kind: .truncate, columns: [:], key: []), feed.message("m3", workspace: "w1"),
+                        publish: false)
+        // Ana's phone pulls on; her new tablet syncs for the first time.
+        var tablet = Device("ana")
+        try tablet.pull(feed)
+        try ana.pull(feed)
+        #expect(ana.ids == ["m1", "m2"] && tablet.ids == ["m1", "m2"], "nothing of the transaction shows before its end")
+        try feed.commit()
+        try ana.pull(feed)
+        #expect(ana.rows == ["m3": #"{"id":"m3","body":"hi"}"#])
+    }
+
     @Test("pages of any size bring the same rows, and a first sync lands every live row", arguments: [1, 2, 3, 100])
     func paging(limit: Int) throws {
         let feed = try Feed()
