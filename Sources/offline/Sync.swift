@@ -68,7 +68,7 @@ extension Offline.Sync {
 
         @OptionGroup var options: Options
         @OptionGroup var account: Offline.Outbox.AccountOptions
-        @Option(help: "Changes in a pull's first page; each further page of the pull asks for twice as many, up to 2,000.") var pageSize = 100
+        @Option(help: "Changes per page of a first sync, and in a later pull's first page; each further page of a later pull asks for twice as many, up to 2,000.") var pageSize = 100
         @Option(help: """
             Local edits to make first, as the app's user would: each rewrites a random row of the table and \
             waits in the outbox, unsent, so the pull meets writes on their way.

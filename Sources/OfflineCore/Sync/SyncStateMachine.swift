@@ -425,11 +425,12 @@ public struct SyncPolicy: Sendable, Hashable {
     /// The rows to ask for in a pull's next page, after a page asked for `previous` rows (nil:
     /// the pull's first page), in an engine whose page size is `pageSize`.
     ///
-    /// A pull that goes on doubles its pages up to ``largestPage``. A pull ends only at the
-    /// feed's head (its pages then land together, of one moment of the server), and the head
-    /// moves while it reads: with pages of a fixed size, a device asking for few rows at a time
-    /// never caught up with a feed growing faster than it read, and showed nothing new all the
-    /// while (as after the sync server's capture was down and catches up).
+    /// A pull after the first sync that goes on doubles its pages up to ``largestPage``. Such a
+    /// pull ends only at the feed's head (its pages then land together, of one moment of the
+    /// server), and the head moves while it reads: with pages of a fixed size, a device asking
+    /// for few rows at a time never caught up with a feed growing faster than it read, and
+    /// showed nothing new all the while (as after the sync server's capture was down and catches
+    /// up). A first sync shows each page as it lands and keeps the page size.
     public func pageLimit(after previous: Int?, pageSize: Int) -> Int {
         guard let previous else { return max(1, pageSize) }
         let ceiling = max(pageSize, largestPage)

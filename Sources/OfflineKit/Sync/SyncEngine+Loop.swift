@@ -298,7 +298,7 @@ extension SyncEngine {
             }
             state.pageNumber += 1
             let cursor = state.cursor
-            let limit = policy.pageLimit(after: state.lastLimit, pageSize: pageSize)
+            let limit = policy.pageLimit(after: state.pagesGrow ? state.lastLimit : nil, pageSize: pageSize)
             let ahead = state.ahead.removeFirst()
             group.addTask {
                 // The page asked for ahead, when it was asked after this very cursor; else
@@ -424,8 +424,9 @@ extension SyncEngine {
     /// them), so the server, the network and the page reader work beside the database instead of
     /// in turn. A page asked for ahead is used only if the machine then asks for that very page.
     private func askAhead(after fetched: Fetched, _ state: inout LoopState) {
-        state.ahead.keep(after: fetched) { [signedIn = state.signedIn] cursor, previous in
-            try await self.fetch(after: cursor, limit: self.policy.pageLimit(after: previous, pageSize: self.pageSize), for: signedIn)
+        state.ahead.keep(after: fetched) { [signedIn = state.signedIn, grows = state.pagesGrow] cursor, previous in
+            try await self.fetch(after: cursor, limit: self.policy.pageLimit(after: grows ? previous : nil, pageSize: self.pageSize),
+                                 for: signedIn)
         }
     }
 
@@ -535,6 +536,9 @@ struct LoopState {
     var cursor: String?
     /// The cursor saved in the database.
     var savedCursor: String?
+    /// Whether the running pull's pages grow (``SyncPolicy/pageLimit(after:pageSize:)``): a
+    /// later pull's, kept aside until its last, not a first sync's, each shown as it lands.
+    var pagesGrow: Bool { savedCursor != nil && !resyncing }
     var resyncing: Bool
     var fetched: SyncEngine.Fetched?
     /// Pages asked for after the one being written.

@@ -77,9 +77,10 @@ public final class SyncEngine: Sendable {
     ///     records of collection `notes`).
     ///   - outbox: the app's outbox, so pulls follow delivered writes (their rows then take the
     ///     server's version). Pending writes are found through the database either way.
-    ///   - pageSize: rows asked for in a pull's first page. A pull that goes on doubles its
-    ///     pages up to ``SyncPolicy/largestPage`` (2,000 rows), so it catches up with a feed that
-    ///     grows while it reads (``SyncPolicy/pageLimit(after:pageSize:)``).
+    ///   - pageSize: rows asked for in each page of a first sync, and in the first page of every
+    ///     later pull. A later pull that goes on doubles its pages up to
+    ///     ``SyncPolicy/largestPage`` (2,000 rows), so it catches up with a feed that grows while
+    ///     it reads (``SyncPolicy/pageLimit(after:pageSize:)``).
     ///   - maxPageBytes: the largest page read (32 MiB by default): a larger answer fails the
     ///     pull with ``SyncError/pageTooLarge(limit:)``, read no further than the limit.
     ///   - syncPath: the server's sync route, relative to `baseURL`: pages at `syncPath`, the

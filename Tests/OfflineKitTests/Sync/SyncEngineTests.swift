@@ -136,7 +136,7 @@ struct SyncEngineTests {
             let progress = engine.progress()
             try await engine.pull()
             #expect(try await notes.rows().count == 25)
-            #expect(wire.requests.count == 2, "25 rows in a page of 10, then one of 20: \(wire.requests.map(\.url))")
+            #expect(wire.requests.count == 3, "25 rows in pages of 10: \(wire.requests.map(\.url))")
             var updates = progress.makeAsyncIterator()
             var last: SyncProgress?
             while let update = await updates.next() {
@@ -151,7 +151,7 @@ struct SyncEngineTests {
             try await engine.pull()
             let rows = try await notes.rows()
             #expect(rows.count == 24 && rows["n3"] == "changed" && rows["n4"] == nil)
-            #expect(wire.requests.count == 3, "one page for two changes: \(wire.requests.map(\.url))")
+            #expect(wire.requests.count == 4, "one page for two changes: \(wire.requests.map(\.url))")
             #expect(wire.requests.last?.url.query?.contains("cursor=") == true)
         }
     }
@@ -159,8 +159,7 @@ struct SyncEngineTests {
     @Test("a pull cut off after two pages keeps them; the next one goes on from the saved cursor")
     func resumesAfterAnInterruption() async throws {
         try await Self.withServer { url, feed, wire in
-            // Pages of 10 and 20 rows before the cut.
-            try await feed.set((0..<35).map { ("n\($0)", Self.body("v\($0)")) })
+            try await feed.set((0..<25).map { ("n\($0)", Self.body("v\($0)")) })
             let notes = try Notes()
             struct CutOff: Error {}
             let pages = Locked(0)
@@ -171,13 +170,13 @@ struct SyncEngineTests {
             }
             let interrupted = notes.engine(url, failing, pageSize: 10)
             await #expect(throws: CutOff.self) { try await interrupted.pull() }
-            #expect(try await notes.rows().count == 30)
+            #expect(try await notes.rows().count == 20)
 
             let engine = notes.engine(url, wire, pageSize: 10)
             try await engine.pull()
-            #expect(try await notes.rows().count == 35)
+            #expect(try await notes.rows().count == 25)
             #expect(wire.requests.count == 3, "two pages before the cut, one after it")
-            #expect((0..<35).allSatisfy { notes.history("n\($0)").count == 1 }, "no page applied twice")
+            #expect((0..<25).allSatisfy { notes.history("n\($0)").count == 1 }, "no page applied twice")
         }
     }
 
@@ -404,7 +403,7 @@ struct SyncEngineTests {
             released.yield()
             try await first
             try await second
-            #expect(held.requests.count == 3, "two pages (of 10 rows, then 20), then one asking after the last of them")
+            #expect(held.requests.count == 4, "three pages, then one asking after the last of them")
             #expect(held.requests.last?.url.query?.contains("cursor=") == true)
             #expect((0..<25).allSatisfy { notes.history("n\($0)").count == 1 }, "no row written twice")
         }

@@ -47,20 +47,24 @@ struct SyncPageRulesTests {
                    pageSize: pageSize, maxPageBytes: maxPageBytes, clock: clock, random: { 1 })
     }
 
-    @Test("a pull's pages ask for twice the rows of the page before them, up to the largest page, then the next pull starts small")
+    @Test("a later pull's pages ask for twice the rows of the page before them, up to the largest page; a first sync's keep the page size")
     func pagesGrow() async throws {
         let notes = try SyncEngineTests.Notes()
-        // Pages e.1 … e.6: each one row, more after it until e.6.
+        // Pages e.1 … e.3 (the first sync), then e.4 … e.9 (a later pull): each one row, more
+        // after it until e.3 and e.9.
         let feed = ScriptedFeed { cursor in
             let next = (cursor.map { Int($0.dropFirst(2))! } ?? 0) + 1
-            return #"{"changes":[{"collection":"records/notes","id":"n\#(next)","value":{"body":{"text":"x"}}}],"cursor":"e.\#(next)","hasMore":\#(next < 6)}"#
+            return #"{"changes":[{"collection":"records/notes","id":"n\#(next)","value":{"body":{"text":"x"}}}],"cursor":"e.\#(next)","hasMore":\#(next != 3 && next < 9)}"#
         }
         let engine = Self.engine(notes, feed, pageSize: 300)
         try await engine.pull()
-        #expect(feed.limitAfter == [nil: 300, "e.1": 600, "e.2": 1_200, "e.3": 2_000, "e.4": 2_000, "e.5": 2_000])
-        #expect(try await notes.rows().count == 6)
+        #expect(feed.limitAfter == [nil: 300, "e.1": 300, "e.2": 300], "a first sync's pages keep the page size")
         try await engine.pull()
-        #expect(feed.limitAfter["e.6"] == 300, "a new pull asks for the page size again")
+        #expect(feed.limitAfter.filter { $0.key.map { $0 >= "e.3" } ?? false }
+                == ["e.3": 300, "e.4": 600, "e.5": 1_200, "e.6": 2_000, "e.7": 2_000, "e.8": 2_000])
+        #expect(try await notes.rows().count == 9)
+        try await engine.pull()
+        #expect(feed.limitAfter["e.9"] == 300, "a new pull asks for the page size again")
     }
 
     static func cursor(_ notes: SyncEngineTests.Notes) async throws -> String? {
