@@ -189,6 +189,12 @@ enum SyncFeed {
             """).map { Int64(try $0.int("through")) }
     }
 
+    /// Drops the staged rows: a capturer starting reads the transactions they belong to again,
+    /// from where the feed has read through.
+    static func dropStaged(in db: any SQLDatabase) throws {
+        try db.execute("DELETE FROM sync_change_staged")
+    }
+
     /// Moves the staged rows into the feed, each at the position it was staged at (past the
     /// head), over the rows they replace.
     private static func publishStaged(in db: any SQLDatabase) throws {

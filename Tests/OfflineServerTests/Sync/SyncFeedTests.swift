@@ -277,6 +277,27 @@ struct SyncFeedTests {
         #expect(ana.rows == ["m3": #"{"id":"m3","body":"hi"}"#])
     }
 
+    @Test("a capturer starting over drops the parts another left staged: the next transaction it publishes shows none of them")
+    func staleStagedDropped() throws {
+        let feed = try Feed()
+        try feed.commit(feed.member("ana", "w1"))
+        try feed.commit(feed.message("m1", workspace: "w1"))
+        var ana = Device("ana")
+        try ana.pull(feed)
+        // A large transaction's first part, then its capturer is killed.
+        try feed.commit(feed.message("m2", workspace: "w1"), feed.message("m1", workspace: "w1", body: "part"), publish: false)
+        // The next capturer reads the slot again from where the feed read through: first a
+        // transaction that committed before the large one, published on its own.
+        try feed.queue.write { db in try SyncFeed.dropStaged(in: TestDatabase(db: db)) }
+        try feed.commit(feed.message("m0", workspace: "w1"))
+        try ana.pull(feed)
+        #expect(ana.rows == ["m0": #"{"id":"m0","body":"hi"}"#, "m1": #"{"id":"m1","body":"hi"}"#], "nothing of the large transaction")
+        // Then the large one again, whole.
+        try feed.commit(feed.message("m2", workspace: "w1"), feed.message("m1", workspace: "w1", body: "part"))
+        try ana.pull(feed)
+        #expect(ana.rows == ["m0": #"{"id":"m0","body":"hi"}"#, "m1": #"{"id":"m1","body":"part"}"#, "m2": #"{"id":"m2","body":"hi"}"#])
+    }
+
     @Test("pages of any size bring the same rows, and a first sync lands every live row", arguments: [1, 2, 3, 100])
     func paging(limit: Int) throws {
         let feed = try Feed()

@@ -91,7 +91,13 @@ struct PostgresCapture: NamedService {
             try await prepare(session, slot: slot)
             // Where the feed has read through: only the capturer moves it, so it is read once and
             // then kept as each pass moves it, a round trip fewer before every look at the slot.
-            var through = try await storage.read { db in try SyncFeed.state(in: db)?.through } ?? 0
+            // Rows a capturer staged before it stopped inside a large transaction go: the slot
+            // gives that transaction again from `through` on, and left there, they would be
+            // published with the first transaction recorded before its end.
+            var through = try await storage.write { db -> Int64? in
+                try SyncFeed.dropStaged(in: db)
+                return try SyncFeed.state(in: db)?.through
+            } ?? 0
             if let endpoint {
                 try await stream(endpoint, slot: slot, through: through)
                 try await session.close()
