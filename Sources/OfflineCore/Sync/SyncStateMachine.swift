@@ -14,7 +14,9 @@
 ///   ``SyncStatus/isFirstSync`` says so. Every later pull is applied whole: a pull of one page
 ///   lands with its cursor; a pull of several keeps its pages aside and lands them together with
 ///   the last one, so a screen never shows part of a server transaction, nor rows from two
-///   different moments of the server.
+///   different moments of the server. What is kept aside is bounded
+///   (``SyncPolicy/stagedBytesPerPull``): a pull that would keep more lands what it has with
+///   the page that would pass the bound, and goes on.
 /// - **Retries** back off with full jitter (``SyncPolicy/retry``) after a transport failure, an
 ///   error status or a malformed page; a page the server no longer follows (`410`) starts the
 ///   pull again from nothing at once, and more than ``SyncPolicy/restartsPerPull`` of those in
@@ -50,6 +52,12 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         /// cursor after it; held rows settle as for ``applyPage(settlingHeldRows:)``. Report
         /// ``SyncStateMachine/pageApplied(now:)``.
         case applyStaged(settlingHeldRows: Int64?)
+        /// Apply what was kept aside (if anything) and the fetched page together, in one
+        /// transaction, with the cursor after it, and go on with the pull: kept aside too, its
+        /// pages would pass ``SyncPolicy/stagedBytesPerPull``. The pull is not over, so it
+        /// counts as no completed pull and no held row settles. Report
+        /// ``SyncStateMachine/pageApplied(now:)``.
+        case applyStagedSoFar
         /// Drop what was kept aside: the pull failed before its last page.
         case discardStaged
         /// The server no longer follows the cursor: forget it and start again from nothing,
@@ -76,20 +84,26 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         public var through: Int64?
         /// How far through the pull, `0...1`, when the server says.
         public var progress: Double?
+        /// The page's size as received, in bytes: what keeping it aside costs.
+        public var bytes: Int
 
-        public init(hasMore: Bool, through: Int64? = nil, progress: Double? = nil) {
+        public init(hasMore: Bool, through: Int64? = nil, progress: Double? = nil, bytes: Int = 0) {
             self.hasMore = hasMore
             self.through = through
             self.progress = progress
+            self.bytes = bytes
         }
     }
 
     private enum Pull: Sendable, Hashable {
         case idle
-        /// Waiting for a page; `first` when the pull applies its pages as they come.
-        case fetching(first: Bool, pages: Int, staged: Bool)
-        /// Waiting for the page's rows to be written (applied or staged).
-        case writing(first: Bool, pages: Int, staged: Bool, last: Bool)
+        /// Waiting for a page; `first` when the pull applies its pages as they come; `staged`
+        /// when pages are kept aside, `stagedBytes` their size.
+        case fetching(first: Bool, pages: Int, staged: Bool, stagedBytes: Int)
+        /// Waiting for the page's rows to be written (applied or staged); `staged` while pages
+        /// may be kept aside (a failed write leaves them there), `stagedAfter` and
+        /// `stagedBytes` once it is written.
+        case writing(first: Bool, pages: Int, staged: Bool, stagedAfter: Bool, stagedBytes: Int, last: Bool)
         /// Waiting for the checkpoint.
         case checkpointing
     }
@@ -237,7 +251,7 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
 
     /// A page arrived.
     public mutating func pageFetched(_ page: Page, now: Instant) -> [Action] {
-        guard case .fetching(let first, let pages, let staged) = pull else { return [] }
+        guard case .fetching(let first, let pages, let staged, var stagedBytes) = pull else { return [] }
         if let through = page.through { lastThrough = max(lastThrough ?? through, through) }
         let captured = requiredCheckpoint.map { required in page.through.map { $0 >= required } ?? false } ?? true
         if captured, requiredCheckpoint != nil { capturedAcknowledged = max(capturedAcknowledged, checkpointAcknowledged) }
@@ -246,13 +260,21 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         if first {
             action = .applyPage(settlingHeldRows: settling)
         } else if page.hasMore {
-            action = .stagePage
+            if stagedBytes + page.bytes > policy.stagedBytesPerPull {
+                action = .applyStagedSoFar
+                stagedBytes = 0
+            } else {
+                action = .stagePage
+                stagedBytes += page.bytes
+            }
         } else if staged {
             action = .applyStaged(settlingHeldRows: settling)
         } else {
             action = .applyPage(settlingHeldRows: settling)
         }
-        pull = .writing(first: first, pages: pages + 1, staged: staged || action == .stagePage, last: !page.hasMore)
+        pull = .writing(first: first, pages: pages + 1, staged: staged || action == .stagePage,
+                        stagedAfter: action == .stagePage, stagedBytes: stagedBytes,
+                        last: !page.hasMore)
         status.isPulling = true
         status.progress = page.hasMore ? page.progress : 1
         return [action, .publishStatus]
@@ -260,9 +282,9 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
 
     /// The fetched page was applied or staged.
     public mutating func pageApplied(now: Instant) -> [Action] {
-        guard case .writing(let first, let pages, let staged, let last) = pull else { return [] }
+        guard case .writing(let first, let pages, _, let staged, let stagedBytes, let last) = pull else { return [] }
         guard last else {
-            pull = .fetching(first: first, pages: pages, staged: staged)
+            pull = .fetching(first: first, pages: pages, staged: staged, stagedBytes: stagedBytes)
             return [.fetchPage]
         }
         pull = .idle
@@ -301,7 +323,7 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
     public mutating func pullFailed(_ failure: SyncFailure, now: Instant) -> [Action] {
         let wasStaged: Bool
         switch pull {
-        case .fetching(_, _, let staged), .writing(_, _, let staged, _): wasStaged = staged
+        case .fetching(_, _, let staged, _), .writing(_, _, let staged, _, _, _): wasStaged = staged
         case .checkpointing:
             wasStaged = false
             checkpointWanted = true
@@ -392,7 +414,7 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         }
         guard wanted else { return actions }
         wanted = false
-        pull = .fetching(first: !hasCursor, pages: 0, staged: false)
+        pull = .fetching(first: !hasCursor, pages: 0, staged: false, stagedBytes: 0)
         if !status.isPulling || status.progress != nil {
             status.isPulling = true
             status.progress = nil
@@ -419,6 +441,12 @@ public struct SyncPolicy: Sendable, Hashable {
     /// The most rows a pull's pages grow to (``pageLimit(after:pageSize:)``); a page size set
     /// above it is kept.
     public var largestPage = 2_000
+    /// The most bytes of pages (as received) a pull after the first sync keeps aside: 64 MiB
+    /// (`SyncEngine` sets twice its `maxPageBytes`, 32 MiB by default). A pull that would keep more (a device catching up after
+    /// a long time away, or a server that sends pages without end) lands what it kept with the
+    /// page that would pass the bound, and goes on; at that point one server transaction may
+    /// show in part until the pull ends, as during a first sync.
+    public var stagedBytesPerPull = 64 << 20
 
     public init() {}
 

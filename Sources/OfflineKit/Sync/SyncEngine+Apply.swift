@@ -83,9 +83,10 @@ extension SyncEngine {
         try db.execute(sql: "DELETE FROM offlinekit_sync_staged WHERE engine = ?", arguments: [engine])
     }
 
-    /// Lands what was kept aside, then `changes` (the pull's last page), and saves `cursor`: the
-    /// whole pull in the caller's transaction.
-    static func landStaged(then changes: [SyncPage.Change], cursor: String, resyncing: Bool, settling: Int64?,
+    /// Lands what was kept aside, then `changes`, and saves `cursor`, in the caller's
+    /// transaction: the whole pull when `done` (`changes` is its last page), or what it kept
+    /// aside so far when keeping more would pass ``SyncPolicy/stagedBytesPerPull``.
+    static func landStaged(then changes: [SyncPage.Change], cursor: String, done: Bool = true, resyncing: Bool, settling: Int64?,
                            collections: [String: SyncedCollection], at now: Date, in db: Database) throws {
         let engine = SyncCursorRow.key(collections.keys)
         var after: Int64 = 0
@@ -103,7 +104,7 @@ extension SyncEngine {
         try apply(changes, resyncing: resyncing, settling: first ? settling : nil, collections: collections, at: now, in: db)
         try discardStaged(engine: engine, in: db)
         try SyncCursorRow.save(db, engine, cursor: cursor)
-        try finishPull(resyncing: resyncing, collections: collections, at: now, in: db)
+        if done { try finishPull(resyncing: resyncing, collections: collections, at: now, in: db) }
     }
 
     /// A write to `record` was acknowledged (in the outbox's transaction): while a full resync

@@ -199,7 +199,7 @@ extension SyncEngine {
                     state.rows += fetched.page.changes.count
                     state.bytes += fetched.bytes
                     actions = machine.pageFetched(.init(hasMore: fetched.page.hasMore, through: fetched.page.through,
-                                                        progress: fetched.page.progress), now: instant)
+                                                        progress: fetched.page.progress, bytes: fetched.bytes), now: instant)
                 case .accountSwitched:
                     throw AccountSwitched()
                 case .fetched(.failure(let error)), .written(.failure(let error)), .checkpoint(.failure(let error)):
@@ -217,8 +217,15 @@ extension SyncEngine {
                         state.cursor = state.savedCursor
                         state.landing = false
                     }
+                    state.landingPart = nil
                 case .written(.success):
                     state.pagesWritten += 1
+                    if let part = state.landingPart {
+                        // What the pull kept aside so far is in, with its cursor: a failure from
+                        // here on starts again from there.
+                        state.savedCursor = part
+                        state.landingPart = nil
+                    }
                     actions = machine.pageApplied(now: instant)
                     if state.landing {
                         if once, machine.awaitsCapture {
@@ -371,6 +378,25 @@ extension SyncEngine {
             }
             state.cursor = fetched.page.cursor
             state.landing = true
+        case .applyStagedSoFar:
+            guard let fetched = state.fetched else { return }
+            state.fetched = nil
+            askAhead(after: fetched, &state)
+            state.mayHoldRows = true
+            let resyncing = state.resyncing
+            Self.logger.notice("A pull kept its most aside: landing what it has, then going on",
+                               metadata: ["cursor": "\(fetched.page.cursor)", "bytes": "\(fetched.bytes)"])
+            group.addTask {
+                input.yield(.written(await result {
+                    try await self.database.writer.write { db in
+                        try signedIn.check(in: db)
+                        try Self.landStaged(then: fetched.page.changes, cursor: fetched.page.cursor, done: false, resyncing: resyncing,
+                                            settling: nil, collections: self.collections, at: self.now(), in: db)
+                    }
+                }))
+            }
+            state.cursor = fetched.page.cursor
+            state.landingPart = fetched.page.cursor
         case .discardStaged:
             try await database.writer.write { [engineKey] db in try Self.discardStaged(engine: engineKey, in: db) }
             state.cursor = state.savedCursor
@@ -564,6 +590,9 @@ struct LoopState {
     var ended: SyncEngine.PullEnded?
     /// The page being written is the pull's last.
     var landing = false
+    /// The cursor of the page being written with what the pull kept aside so far
+    /// (``SyncStateMachine/Action/applyStagedSoFar``).
+    var landingPart: String?
     var timer: LoopInstant?
     var timerGeneration = 0
     /// When the last pull completed, for the status.

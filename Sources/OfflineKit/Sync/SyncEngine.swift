@@ -82,7 +82,8 @@ public final class SyncEngine: Sendable {
     ///     ``SyncPolicy/largestPage`` (2,000 rows), so it catches up with a feed that grows while
     ///     it reads (``SyncPolicy/pageLimit(after:pageSize:)``).
     ///   - maxPageBytes: the largest page read (32 MiB by default): a larger answer fails the
-    ///     pull with ``SyncError/pageTooLarge(limit:)``, read no further than the limit.
+    ///     pull with ``SyncError/pageTooLarge(limit:)``, read no further than the limit. A later
+    ///     pull keeps twice this aside at most (``SyncPolicy/stagedBytesPerPull``).
     ///   - syncPath: the server's sync route, relative to `baseURL`: pages at `syncPath`, the
     ///     checkpoint at `syncPath/checkpoint`, the live stream at `syncPath/events`.
     ///   - liveStream: hold the server's live stream while ``run()`` runs. A server without one
@@ -120,7 +121,9 @@ public final class SyncEngine: Sendable {
         self.syncPath = syncPath.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
         self.liveStream = liveStream
         self.eventsSilence = eventsSilence
-        self.policy = SyncPolicy()
+        var policy = SyncPolicy()
+        policy.stagedBytesPerPull = 2 * self.maxPageBytes
+        self.policy = policy
         self.clock = clock
         self.random = random
         self.now = now

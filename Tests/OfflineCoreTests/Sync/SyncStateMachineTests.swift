@@ -8,8 +8,9 @@ struct SyncHarness {
     var now = TestInstant.seconds(0)
     var log: [Machine.Action] = []
 
-    init(hasCursor: Bool = false, holdsRows: Bool = false, liveStream: Bool = false, random: Double = 0.5) {
-        machine = Machine(hasCursor: hasCursor, holdsRows: holdsRows, liveStream: liveStream, random: { random }, now: now)
+    init(hasCursor: Bool = false, holdsRows: Bool = false, liveStream: Bool = false, random: Double = 0.5,
+         policy: SyncPolicy = SyncPolicy()) {
+        machine = Machine(policy: policy, hasCursor: hasCursor, holdsRows: holdsRows, liveStream: liveStream, random: { random }, now: now)
     }
 
     /// The actions of the last event, without status publications.
@@ -23,7 +24,9 @@ struct SyncHarness {
     mutating func online() { record(machine.connectivityChanged(reachable: true, link: true, now: now)) }
     mutating func offline(link: Bool = false) { record(machine.connectivityChanged(reachable: false, link: link, now: now)) }
     mutating func want() { record(machine.pullRequested(now: now)) }
-    mutating func page(hasMore: Bool, through: Int64? = nil) { record(machine.pageFetched(.init(hasMore: hasMore, through: through), now: now)) }
+    mutating func page(hasMore: Bool, through: Int64? = nil, bytes: Int = 0) {
+        record(machine.pageFetched(.init(hasMore: hasMore, through: through, bytes: bytes), now: now))
+    }
     mutating func applied() { record(machine.pageApplied(now: now)) }
     mutating func fail(_ failure: SyncFailure) { record(machine.pullFailed(failure, now: now)) }
     mutating func settled() { record(machine.writesSettled(now: now)) }
@@ -92,6 +95,61 @@ struct SyncStateMachineTests {
         sync.want()
         sync.page(hasMore: false)
         #expect(sync.last == [.applyPage(settlingHeldRows: 0)])
+    }
+
+    @Test("a later pull keeps its pages aside up to the bound; the page that would pass it lands them, and the pull goes on")
+    func stagedIsBounded() {
+        var policy = SyncPolicy()
+        policy.stagedBytesPerPull = 100
+        var sync = SyncHarness(hasCursor: true, policy: policy)
+        sync.online()
+        sync.page(hasMore: true, bytes: 40)
+        #expect(sync.last == [.stagePage])
+        sync.applied()
+        sync.page(hasMore: true, bytes: 60)
+        #expect(sync.last == [.stagePage], "100 bytes aside: at the bound, not past it")
+        sync.applied()
+        sync.page(hasMore: true, bytes: 1)
+        #expect(sync.last == [.applyStagedSoFar])
+        sync.applied()
+        #expect(sync.last == [.fetchPage], "the pull goes on")
+        #expect(sync.machine.status.isPulling && sync.machine.status.lastSyncedAt == nil, "and is not over")
+        // A page larger than the bound with nothing aside lands at once too.
+        sync.page(hasMore: true, bytes: 101)
+        #expect(sync.last == [.applyStagedSoFar])
+        sync.applied()
+        sync.page(hasMore: true, bytes: 50)
+        #expect(sync.last == [.stagePage])
+        sync.applied()
+        sync.page(hasMore: false, bytes: 80)
+        #expect(sync.last == [.applyStaged(settlingHeldRows: 0)], "the last page lands whatever it brings")
+        sync.now = .seconds(2)
+        sync.applied()
+        #expect(sync.machine.status.lastSyncedAt == .seconds(2) && !sync.machine.status.isPulling)
+    }
+
+    @Test("a pull that fails while landing what it kept aside drops it; one that fails after drops nothing")
+    func stagedSoFarFails() {
+        var policy = SyncPolicy()
+        policy.stagedBytesPerPull = 100
+        var sync = SyncHarness(hasCursor: true, policy: policy)
+        sync.online()
+        sync.page(hasMore: true, bytes: 80)
+        sync.applied()
+        sync.page(hasMore: true, bytes: 80)
+        #expect(sync.last == [.applyStagedSoFar])
+        // The write failed: what was kept aside is still there.
+        sync.fail(.malformed)
+        #expect(sync.last == [.discardStaged])
+        sync.advance(by: .seconds(60))
+        #expect(sync.last == [.fetchPage])
+        sync.page(hasMore: true, bytes: 80)
+        sync.applied()
+        sync.page(hasMore: true, bytes: 80)
+        sync.applied()
+        // Landed: nothing is aside when the next page fails.
+        sync.fail(.unreachable)
+        #expect(sync.last.isEmpty)
     }
 
     @Test("pulls take turns: one asked for meanwhile starts when the running one ends")

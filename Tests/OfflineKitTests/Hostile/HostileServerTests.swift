@@ -199,6 +199,55 @@ struct HostileServerTests {
         }
     }
 
+    @Test("a later pull whose pages never end keeps at most twice the largest page aside, landing the rest as it goes")
+    func pagesWithoutEnd() async throws {
+        let value = String(repeating: "x", count: 2_000)
+        try await withHostileServer({ router, _ in
+            router.get("api/sync") { request, _ in
+                // The first sync: one page. Every later pull: 20 rows of 2 kB a page, each page
+                // after the one asked for, and always more.
+                guard let cursor = request.uri.queryParameters.get("cursor"), let at = Int(cursor.dropFirst(2)) else {
+                    return Self.page(#"{"changes":[{"collection":"notes","id":"first","value":{}}],"cursor":"e.1","hasMore":false}"#)
+                }
+                let changes = (0..<20).map { #"{"collection":"notes","id":"n\#(at)-\#($0)","value":"\#(value)"}"# }
+                return Self.page(#"{"changes":[\#(changes.joined(separator: ","))],"cursor":"e.\#(at + 1)","hasMore":true}"#)
+            }
+        }) { api in
+            try await HTTPClientTransport.withTransport { transport in
+                let database = try Self.labDatabase()
+                let maxPageBytes = 64 << 10
+                let engine = SyncEngine(database: database, baseURL: api.url, transport: transport,
+                                        connectivity: FakeConnectivityMonitor(.online), collections: [Self.labCollection()],
+                                        maxPageBytes: maxPageBytes, liveStream: false, random: { 0.5 })
+                try await engine.pull()
+                var mostAside = 0
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await engine.pull() }
+                    defer { group.cancelAll() }
+                    let end = ContinuousClock.now + .seconds(3)
+                    while ContinuousClock.now < end {
+                        let aside = try await database.writer.read { db in
+                            try Int.fetchOne(db, sql: "SELECT COALESCE(SUM(LENGTH(value)), 0) FROM offlinekit_sync_staged") ?? 0
+                        }
+                        mostAside = max(mostAside, aside)
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                }
+                let pages = api.requests(to: Self.syncPath).count - 1
+                let (rows, cursor) = try await database.writer.read { db in
+                    (try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM note") ?? 0,
+                     try String.fetchOne(db, sql: "SELECT cursor FROM offlinekit_sync_cursor") ?? "")
+                }
+                Self.figure("a later pull without end: \(pages) pages in 3 s, at most \(mostAside >> 10) KiB kept aside "
+                            + "(bound \((2 * maxPageBytes) >> 10) KiB), \(rows) rows landed, cursor saved at \(cursor)")
+                // 20 pages of 40 kB would pass the bound three times over.
+                #expect(pages >= 20, "the server was asked for \(pages) pages only")
+                #expect(mostAside <= 2 * maxPageBytes, "\(mostAside) bytes kept aside")
+                #expect(rows > 20 && cursor != "e.1", "nothing landed while the pull went on: \(rows) rows, cursor \(cursor)")
+            }
+        }
+    }
+
     @Test("a page of 200 MiB is refused past the engine's cap: memory stays bounded and the rest is not read")
     func hugePage() async throws {
         let chunk = [UInt8](repeating: UInt8(ascii: "a"), count: 1 << 20)
