@@ -123,10 +123,14 @@ struct PostgresStorage: ServerStorage {
     /// `BEGIN` … `COMMIT`, or `ROLLBACK` when `body` throws, each waited for on the calling thread
     /// (a thread of ``threads``). The error `body` threw is rethrown as is, so stores' own failures
     /// reach the routes unchanged.
+    ///
+    /// `BEGIN` is sent and not waited for: the connection runs it before `body`'s first
+    /// statement, and waiting for that statement waits for both (``Connection/result(_:)``). The
+    /// thread wakes once fewer per transaction.
     private static func transaction<T>(on connection: PostgresConnection, logger: Logger, begin: SQL = "BEGIN", isWrite: Bool = true,
                                        _ body: (any SQLDatabase) throws -> T) throws -> T {
         let db = Connection(connection: connection, logger: logger, isWrite: isWrite)
-        try db.execute(begin)
+        db.send(begin)
         do {
             let result = try body(db)
             // PostgreSQL answers COMMIT of a transaction in which a statement failed with ROLLBACK,
@@ -134,6 +138,7 @@ struct PostgresStorage: ServerStorage {
             guard try db.result("COMMIT").metadata.command == "COMMIT" else { throw StorageError.rolledBack }
             return result
         } catch {
+            db.settleUnanswered()
             do {
                 try db.execute("ROLLBACK")
             } catch {
@@ -150,6 +155,34 @@ struct PostgresStorage: ServerStorage {
         let logger: Logger
         /// Inside `BEGIN` … `COMMIT`, where a notification waits for the commit.
         let isWrite: Bool
+        /// Statements sent whose answers nobody waited for yet (``send(_:)``).
+        private let unanswered = Unanswered()
+
+        /// Statements sent and not waited for: used by one thread, the one running the access.
+        private final class Unanswered {
+            var results: [EventLoopFuture<PostgresQueryResult>] = []
+        }
+
+        init(connection: PostgresConnection, logger: Logger, isWrite: Bool) {
+            self.connection = connection
+            self.logger = logger
+            self.isWrite = isWrite
+        }
+
+        /// Sends `statement` without waiting for it: for statements whose answer says nothing but
+        /// whether they failed (`BEGIN`, a notification). The next statement waited for waits for
+        /// it first, and throws its error if it failed.
+        func send(_ statement: SQL) {
+            unanswered.results.append(connection.query(Self.query(statement), logger: logger))
+        }
+
+        /// Waits for the statements sent and not waited for, passing over their errors: before a
+        /// `ROLLBACK`, which undoes them anyway.
+        func settleUnanswered() {
+            let results = unanswered.results
+            unanswered.results.removeAll()
+            for result in results { _ = try? result.wait() }
+        }
 
         func execute(_ statement: SQL) throws {
             _ = try result(statement)
@@ -169,12 +202,19 @@ struct PostgresStorage: ServerStorage {
         func notify(_ channel: String, payload: String) throws {
             guard isWrite else { throw StorageError.notificationInRead }
             // PostgreSQL delivers it at commit, once per distinct payload, to every listener.
-            try execute("SELECT pg_notify(\(channel), \(payload))")
+            // Waited for with the next statement (at the latest `COMMIT`).
+            send("SELECT pg_notify(\(channel), \(payload))")
         }
 
-        /// Sends `statement` and waits, on this thread, for its whole result.
+        /// Sends `statement` and waits, on this thread, for its whole result, after the
+        /// answers of the statements sent before it and not waited for: the first of those that
+        /// failed is thrown instead (the transaction failed with it).
         func result(_ statement: SQL) throws -> PostgresQueryResult {
-            try connection.query(Self.query(statement), logger: logger).wait()
+            let result = connection.query(Self.query(statement), logger: logger)
+            let earlier = unanswered.results
+            unanswered.results.removeAll()
+            for sent in earlier { _ = try sent.wait() }
+            return try result.wait()
         }
 
         static func query(_ statement: SQL) -> PostgresQuery {
