@@ -248,6 +248,52 @@ struct HostileServerTests {
         }
     }
 
+    @Test("a pull that fails after landing what it kept aside starts again from the landed cursor")
+    func failureAfterLanding() async throws {
+        let value = String(repeating: "x", count: 2_000)
+        let failed = Locked(false)
+        try await withHostileServer({ router, _ in
+            router.get("api/sync") { request, _ in
+                guard let cursor = request.uri.queryParameters.get("cursor"), let at = Int(cursor.dropFirst(2)) else {
+                    return Self.page(#"{"changes":[{"collection":"notes","id":"first","value":{}}],"cursor":"e.1","hasMore":false}"#)
+                }
+                // Pages of 40 kB: the fourth of a pull passes the bound of 128 kB and lands the
+                // three kept aside, at e.5. The page after e.7 fails, once.
+                if at >= 7, !failed.withLock({ done in
+                    defer { done = true }
+                    return done
+                }) {
+                    return Response(status: .serviceUnavailable)
+                }
+                let changes = (0..<20).map { #"{"collection":"notes","id":"n\#(at)-\#($0)","value":"\#(value)"}"# }
+                return Self.page(#"{"changes":[\#(changes.joined(separator: ","))],"cursor":"e.\#(at + 1)","hasMore":true}"#)
+            }
+        }) { api in
+            try await HTTPClientTransport.withTransport { transport in
+                let engine = SyncEngine(database: try Self.labDatabase(), baseURL: api.url, transport: transport,
+                                        connectivity: FakeConnectivityMonitor(.online), collections: [Self.labCollection()],
+                                        maxPageBytes: 64 << 10, liveStream: false, random: { 0.5 })
+                try await engine.pull()
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await engine.run() }
+                    defer { group.cancelAll() }
+                    // The failure, the retry 0.5 s later, and pages after it.
+                    try await Task.sleep(for: .seconds(2))
+                }
+                let cursors = api.requests(to: Self.syncPath).compactMap { request in
+                    request.query.flatMap { URLComponents(string: "?\($0)")?.queryItems?.first { $0.name == "cursor" }?.value }
+                }
+                let failedAt = try #require(cursors.firstIndex(of: "e.7"), "the pull never reached the failing page: \(cursors)")
+                let retried = cursors.dropFirst(failedAt + 1).first
+                Self.figure("a pull failing after it landed at e.5: asked for \(cursors.prefix(failedAt + 1).joined(separator: " ")), "
+                            + "then again from \(retried ?? "nowhere")")
+                #expect(failed.current, "the page after e.7 never failed")
+                #expect(cursors.filter { $0 == "e.1" }.count == 1, "the landed pages were asked for again: \(cursors)")
+                #expect(retried == "e.5", "the retry started from \(retried ?? "nowhere"), not from the landed cursor e.5")
+            }
+        }
+    }
+
     @Test("a page of 200 MiB is refused past the engine's cap: memory stays bounded and the rest is not read")
     func hugePage() async throws {
         let chunk = [UInt8](repeating: UInt8(ascii: "a"), count: 1 << 20)
