@@ -214,17 +214,17 @@ extension SyncEngine {
                         state.failure = error
                         state.ended = PullEnded(demand: state.startedAtDemand, failure: error)
                         state.pageNumber = 0
-                        state.cursor = state.savedCursor
+                        state.cursor = state.resumeCursor ?? state.savedCursor
                         state.landing = false
                     }
-                    state.landingPart = nil
+                    state.writingCursor = nil
                 case .written(.success):
                     state.pagesWritten += 1
-                    if let part = state.landingPart {
-                        // What the pull kept aside so far is in, with its cursor: a failure from
-                        // here on starts again from there.
-                        state.savedCursor = part
-                        state.landingPart = nil
+                    if let written = state.writingCursor {
+                        // A page of a pull that goes on is in, with its cursor: a failure from
+                        // here on starts again from there, not from the pull's start.
+                        state.resumeCursor = written
+                        state.writingCursor = nil
                     }
                     actions = machine.pageApplied(now: instant)
                     if state.landing {
@@ -233,6 +233,7 @@ extension SyncEngine {
                             // server's capture has not read them yet, so the machine pulls again soon.
                             state.landing = false
                             state.savedCursor = state.cursor
+                            state.resumeCursor = nil
                             state.pageNumber = 0
                         } else {
                             // The pull's last page is in: the pull is over, and what waits for it may go on.
@@ -332,6 +333,7 @@ extension SyncEngine {
                 return
             }
             state.mayHoldRows = true
+            if !done { state.writingCursor = fetched.page.cursor }
             group.addTask {
                 input.yield(.written(await result {
                     try await self.database.writer.write { db in
@@ -396,10 +398,10 @@ extension SyncEngine {
                 }))
             }
             state.cursor = fetched.page.cursor
-            state.landingPart = fetched.page.cursor
+            state.writingCursor = fetched.page.cursor
         case .discardStaged:
             try await database.writer.write { [engineKey] db in try Self.discardStaged(engine: engineKey, in: db) }
-            state.cursor = state.savedCursor
+            state.cursor = state.resumeCursor ?? state.savedCursor
         case .forgetCursor:
             Self.logger.notice("The server no longer follows this device's cursor: pulling everything again from the start.")
             try await database.writer.write { [engineKey, collections] db in
@@ -409,6 +411,7 @@ extension SyncEngine {
             state.ahead.cancelAll()
             state.cursor = nil
             state.savedCursor = nil
+            state.resumeCursor = nil
             state.resyncing = true
             state.pageNumber = 0
         case .fetchCheckpoint:
@@ -440,6 +443,7 @@ extension SyncEngine {
     private func finish(_ state: inout LoopState) {
         state.landing = false
         state.savedCursor = state.cursor
+        state.resumeCursor = nil
         state.resyncing = false
         state.pageNumber = 0
         state.ended = PullEnded(demand: state.startedAtDemand, failure: nil)
@@ -590,9 +594,12 @@ struct LoopState {
     var ended: SyncEngine.PullEnded?
     /// The page being written is the pull's last.
     var landing = false
-    /// The cursor of the page being written with what the pull kept aside so far
-    /// (``SyncStateMachine/Action/applyStagedSoFar``).
-    var landingPart: String?
+    /// The cursor of the page being written when its pull goes on after it: a first sync's page,
+    /// or what a later pull kept aside so far (``SyncStateMachine/Action/applyStagedSoFar``).
+    var writingCursor: String?
+    /// Where a failed pull starts again when it wrote pages before failing (saved with them):
+    /// the last one's cursor. Nil: from ``savedCursor``, where the last completed pull ended.
+    var resumeCursor: String?
     var timer: LoopInstant?
     var timerGeneration = 0
     /// When the last pull completed, for the status.

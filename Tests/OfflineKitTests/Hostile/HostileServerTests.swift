@@ -294,6 +294,46 @@ struct HostileServerTests {
         }
     }
 
+    @Test("a first sync that fails midway starts again after the last page it applied")
+    func firstSyncFailsMidway() async throws {
+        let failed = Locked(false)
+        try await withHostileServer({ router, _ in
+            router.get("api/sync") { request, _ in
+                let at = request.uri.queryParameters.get("cursor").flatMap { Int($0.dropFirst(2)) } ?? 0
+                // Ten pages of 50 rows; the page after e.6 fails, once.
+                if at >= 6, !failed.withLock({ done in
+                    defer { done = true }
+                    return done
+                }) {
+                    return Response(status: .serviceUnavailable)
+                }
+                let changes = (0..<50).map { #"{"collection":"notes","id":"n\#(at)-\#($0)","value":{}}"# }
+                return Self.page(#"{"changes":[\#(changes.joined(separator: ","))],"cursor":"e.\#(at + 1)","hasMore":\#(at + 1 < 10)}"#)
+            }
+        }) { api in
+            try await HTTPClientTransport.withTransport { transport in
+                let database = try Self.labDatabase()
+                let engine = SyncEngine(database: database, baseURL: api.url, transport: transport,
+                                        connectivity: FakeConnectivityMonitor(.online), collections: [Self.labCollection()],
+                                        pageSize: 50, liveStream: false, random: { 0.5 })
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await engine.run() }
+                    defer { group.cancelAll() }
+                    try await Task.sleep(for: .seconds(2))
+                }
+                let cursors = api.requests(to: Self.syncPath).map { request in
+                    request.query.flatMap { URLComponents(string: "?\($0)")?.queryItems?.first { $0.name == "cursor" }?.value } ?? "none"
+                }
+                let rows = try await database.writer.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM note") ?? 0 }
+                Self.figure("a first sync failing after e.6: asked for \(cursors.joined(separator: " ")); \(rows) rows")
+                #expect(failed.current && rows == 500)
+                #expect(cursors.filter { $0 == "none" }.count == 1, "the first sync started again from nothing: \(cursors)")
+                // e.6 was asked for twice: the failure, then the retry after the page written last.
+                #expect(cursors.filter { $0 == "e.6" }.count == 2 && cursors.filter { $0 == "e.1" }.count == 1, "\(cursors)")
+            }
+        }
+    }
+
     @Test("a page of 200 MiB is refused past the engine's cap: memory stays bounded and the rest is not read")
     func hugePage() async throws {
         let chunk = [UInt8](repeating: UInt8(ascii: "a"), count: 1 << 20)
