@@ -442,10 +442,11 @@ public struct SyncPolicy: Sendable, Hashable {
     /// above it is kept.
     public var largestPage = 2_000
     /// The most bytes of pages (as received) a pull after the first sync keeps aside: 64 MiB
-    /// (`SyncEngine` sets twice its `maxPageBytes`, 32 MiB by default). A pull that would keep more (a device catching up after
-    /// a long time away, or a server that sends pages without end) lands what it kept with the
-    /// page that would pass the bound, and goes on; at that point one server transaction may
-    /// show in part until the pull ends, as during a first sync.
+    /// (`SyncEngine` sets twice its `maxPageBytes`, 32 MiB by default). A pull that would keep
+    /// more (a device catching up after a long time away, or a server that sends pages without
+    /// end) lands what it kept with the page that would pass the bound, and goes on; at that
+    /// point one server transaction may show in part until the pull ends, as during a first
+    /// sync.
     public var stagedBytesPerPull = 64 << 20
 
     public init() {}

@@ -86,7 +86,7 @@ extension SyncEngine {
     /// Lands what was kept aside, then `changes`, and saves `cursor`, in the caller's
     /// transaction: the whole pull when `done` (`changes` is its last page), or what it kept
     /// aside so far when keeping more would pass ``SyncPolicy/stagedBytesPerPull``.
-    static func landStaged(then changes: [SyncPage.Change], cursor: String, done: Bool = true, resyncing: Bool, settling: Int64?,
+    static func landStaged(then changes: [SyncPage.Change], cursor: String, done: Bool, resyncing: Bool, settling: Int64?,
                            collections: [String: SyncedCollection], at now: Date, in db: Database) throws {
         let engine = SyncCursorRow.key(collections.keys)
         var after: Int64 = 0

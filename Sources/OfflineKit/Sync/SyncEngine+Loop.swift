@@ -362,10 +362,20 @@ extension SyncEngine {
                 }))
             }
             state.cursor = fetched.page.cursor
-        case .applyStaged(let settling):
+        case .applyStaged, .applyStagedSoFar:
             guard let fetched = state.fetched else { return }
             state.fetched = nil
-            // The pull's last page: what was asked for past it is dropped, as after any other.
+            // The pull's last page (what was asked for past it is dropped, as after any other),
+            // or the page that would pass the bound on what a pull keeps aside: the pull goes on.
+            let done: Bool
+            let settling: Int64?
+            if case .applyStaged(let settled) = action {
+                (done, settling) = (true, settled)
+            } else {
+                (done, settling) = (false, nil)
+                Self.logger.notice("A pull kept its most aside: landing what it has, then going on",
+                                   metadata: ["cursor": "\(fetched.page.cursor)", "bytes": "\(fetched.bytes)"])
+            }
             askAhead(after: fetched, &state)
             state.mayHoldRows = true
             let resyncing = state.resyncing
@@ -373,32 +383,17 @@ extension SyncEngine {
                 input.yield(.written(await result {
                     try await self.database.writer.write { db in
                         try signedIn.check(in: db)
-                        try Self.landStaged(then: fetched.page.changes, cursor: fetched.page.cursor, resyncing: resyncing,
+                        try Self.landStaged(then: fetched.page.changes, cursor: fetched.page.cursor, done: done, resyncing: resyncing,
                                             settling: settling, collections: self.collections, at: self.now(), in: db)
                     }
                 }))
             }
             state.cursor = fetched.page.cursor
-            state.landing = true
-        case .applyStagedSoFar:
-            guard let fetched = state.fetched else { return }
-            state.fetched = nil
-            askAhead(after: fetched, &state)
-            state.mayHoldRows = true
-            let resyncing = state.resyncing
-            Self.logger.notice("A pull kept its most aside: landing what it has, then going on",
-                               metadata: ["cursor": "\(fetched.page.cursor)", "bytes": "\(fetched.bytes)"])
-            group.addTask {
-                input.yield(.written(await result {
-                    try await self.database.writer.write { db in
-                        try signedIn.check(in: db)
-                        try Self.landStaged(then: fetched.page.changes, cursor: fetched.page.cursor, done: false, resyncing: resyncing,
-                                            settling: nil, collections: self.collections, at: self.now(), in: db)
-                    }
-                }))
+            if done {
+                state.landing = true
+            } else {
+                state.writingCursor = fetched.page.cursor
             }
-            state.cursor = fetched.page.cursor
-            state.writingCursor = fetched.page.cursor
         case .discardStaged:
             try await database.writer.write { [engineKey] db in try Self.discardStaged(engine: engineKey, in: db) }
             state.cursor = state.resumeCursor ?? state.savedCursor

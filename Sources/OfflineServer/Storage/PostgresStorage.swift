@@ -179,9 +179,13 @@ struct PostgresStorage: ServerStorage {
         /// Waits for the statements sent and not waited for, passing over their errors: before a
         /// `ROLLBACK`, which undoes them anyway.
         func settleUnanswered() {
-            let results = unanswered.results
-            unanswered.results.removeAll()
-            for result in results { _ = try? result.wait() }
+            for result in takeUnanswered() { _ = try? result.wait() }
+        }
+
+        /// The statements sent and not waited for, no longer counted as such.
+        private func takeUnanswered() -> [EventLoopFuture<PostgresQueryResult>] {
+            defer { unanswered.results.removeAll() }
+            return unanswered.results
         }
 
         func execute(_ statement: SQL) throws {
@@ -211,9 +215,7 @@ struct PostgresStorage: ServerStorage {
         /// failed is thrown instead (the transaction failed with it).
         func result(_ statement: SQL) throws -> PostgresQueryResult {
             let result = connection.query(Self.query(statement), logger: logger)
-            let earlier = unanswered.results
-            unanswered.results.removeAll()
-            for sent in earlier { _ = try sent.wait() }
+            for sent in takeUnanswered() { _ = try sent.wait() }
             return try result.wait()
         }
 

@@ -97,12 +97,18 @@ struct SyncStateMachineTests {
         #expect(sync.last == [.applyPage(settlingHeldRows: 0)])
     }
 
-    @Test("a later pull keeps its pages aside up to the bound; the page that would pass it lands them, and the pull goes on")
-    func stagedIsBounded() {
+    /// Online, after a first sync, keeping at most `bytes` aside in a pull.
+    static func keepingAside(atMost bytes: Int) -> SyncHarness {
         var policy = SyncPolicy()
-        policy.stagedBytesPerPull = 100
+        policy.stagedBytesPerPull = bytes
         var sync = SyncHarness(hasCursor: true, policy: policy)
         sync.online()
+        return sync
+    }
+
+    @Test("a later pull keeps its pages aside up to the bound; the page that would pass it lands them, and the pull goes on")
+    func stagedIsBounded() {
+        var sync = Self.keepingAside(atMost: 100)
         sync.page(hasMore: true, bytes: 40)
         #expect(sync.last == [.stagePage])
         sync.applied()
@@ -130,10 +136,7 @@ struct SyncStateMachineTests {
 
     @Test("a pull that fails while landing what it kept aside drops it; one that fails after drops nothing")
     func stagedSoFarFails() {
-        var policy = SyncPolicy()
-        policy.stagedBytesPerPull = 100
-        var sync = SyncHarness(hasCursor: true, policy: policy)
-        sync.online()
+        var sync = Self.keepingAside(atMost: 100)
         sync.page(hasMore: true, bytes: 80)
         sync.applied()
         sync.page(hasMore: true, bytes: 80)

@@ -161,11 +161,28 @@ struct HostileServerTests {
     }
 
     static func labEngine(_ database: OfflineDatabase, _ api: HostileServer, _ transport: any HTTPTransport,
-                          liveStream: Bool = false) -> SyncEngine {
+                          pageSize: Int = 500, maxPageBytes: Int = 32 << 20, liveStream: Bool = false) -> SyncEngine {
         // Backoffs at the middle of their jitter (0.5 s, 1 s, 2 s…), so a count over seconds is
         // the policy's, not the luck of the draw.
         SyncEngine(database: database, baseURL: api.url, transport: transport, connectivity: FakeConnectivityMonitor(.online),
-                   collections: [labCollection()], liveStream: liveStream, random: { 0.5 })
+                   collections: [labCollection()], pageSize: pageSize, maxPageBytes: maxPageBytes, liveStream: liveStream,
+                   random: { 0.5 })
+    }
+
+    /// The cursor each request for a page asked after, in the order they came ("none": the first
+    /// page of a first sync).
+    static func cursorsAsked(_ api: HostileServer) -> [String] {
+        api.requests(to: syncPath).map { request in
+            request.query.flatMap { URLComponents(string: "?\($0)")?.queryItems?.first { $0.name == "cursor" }?.value } ?? "none"
+        }
+    }
+
+    /// True the first time it is asked, false after: a failure a route answers once.
+    static func firstTime(_ flag: Locked<Bool>) -> Bool {
+        flag.withLock { done in
+            defer { done = true }
+            return !done
+        }
     }
 
     static let syncPath = "/api/sync"
@@ -216,9 +233,7 @@ struct HostileServerTests {
             try await HTTPClientTransport.withTransport { transport in
                 let database = try Self.labDatabase()
                 let maxPageBytes = 64 << 10
-                let engine = SyncEngine(database: database, baseURL: api.url, transport: transport,
-                                        connectivity: FakeConnectivityMonitor(.online), collections: [Self.labCollection()],
-                                        maxPageBytes: maxPageBytes, liveStream: false, random: { 0.5 })
+                let engine = Self.labEngine(database, api, transport, maxPageBytes: maxPageBytes)
                 try await engine.pull()
                 var mostAside = 0
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -259,10 +274,7 @@ struct HostileServerTests {
                 }
                 // Pages of 40 kB: the fourth of a pull passes the bound of 128 kB and lands the
                 // three kept aside, at e.5. The page after e.7 fails, once.
-                if at >= 7, !failed.withLock({ done in
-                    defer { done = true }
-                    return done
-                }) {
+                if at >= 7, Self.firstTime(failed) {
                     return Response(status: .serviceUnavailable)
                 }
                 let changes = (0..<20).map { #"{"collection":"notes","id":"n\#(at)-\#($0)","value":"\#(value)"}"# }
@@ -270,9 +282,7 @@ struct HostileServerTests {
             }
         }) { api in
             try await HTTPClientTransport.withTransport { transport in
-                let engine = SyncEngine(database: try Self.labDatabase(), baseURL: api.url, transport: transport,
-                                        connectivity: FakeConnectivityMonitor(.online), collections: [Self.labCollection()],
-                                        maxPageBytes: 64 << 10, liveStream: false, random: { 0.5 })
+                let engine = Self.labEngine(try Self.labDatabase(), api, transport, maxPageBytes: 64 << 10)
                 try await engine.pull()
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await engine.run() }
@@ -280,9 +290,7 @@ struct HostileServerTests {
                     // The failure, the retry 0.5 s later, and pages after it.
                     try await Task.sleep(for: .seconds(2))
                 }
-                let cursors = api.requests(to: Self.syncPath).compactMap { request in
-                    request.query.flatMap { URLComponents(string: "?\($0)")?.queryItems?.first { $0.name == "cursor" }?.value }
-                }
+                let cursors = Self.cursorsAsked(api).filter { $0 != "none" }
                 let failedAt = try #require(cursors.firstIndex(of: "e.7"), "the pull never reached the failing page: \(cursors)")
                 let retried = cursors.dropFirst(failedAt + 1).first
                 Self.figure("a pull failing after it landed at e.5: asked for \(cursors.prefix(failedAt + 1).joined(separator: " ")), "
@@ -301,10 +309,7 @@ struct HostileServerTests {
             router.get("api/sync") { request, _ in
                 let at = request.uri.queryParameters.get("cursor").flatMap { Int($0.dropFirst(2)) } ?? 0
                 // Ten pages of 50 rows; the page after e.6 fails, once.
-                if at >= 6, !failed.withLock({ done in
-                    defer { done = true }
-                    return done
-                }) {
+                if at >= 6, Self.firstTime(failed) {
                     return Response(status: .serviceUnavailable)
                 }
                 let changes = (0..<50).map { #"{"collection":"notes","id":"n\#(at)-\#($0)","value":{}}"# }
@@ -313,17 +318,13 @@ struct HostileServerTests {
         }) { api in
             try await HTTPClientTransport.withTransport { transport in
                 let database = try Self.labDatabase()
-                let engine = SyncEngine(database: database, baseURL: api.url, transport: transport,
-                                        connectivity: FakeConnectivityMonitor(.online), collections: [Self.labCollection()],
-                                        pageSize: 50, liveStream: false, random: { 0.5 })
+                let engine = Self.labEngine(database, api, transport, pageSize: 50)
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await engine.run() }
                     defer { group.cancelAll() }
                     try await Task.sleep(for: .seconds(2))
                 }
-                let cursors = api.requests(to: Self.syncPath).map { request in
-                    request.query.flatMap { URLComponents(string: "?\($0)")?.queryItems?.first { $0.name == "cursor" }?.value } ?? "none"
-                }
+                let cursors = Self.cursorsAsked(api)
                 let rows = try await database.writer.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM note") ?? 0 }
                 Self.figure("a first sync failing after e.6: asked for \(cursors.joined(separator: " ")); \(rows) rows")
                 #expect(failed.current && rows == 500)
