@@ -63,12 +63,16 @@ public struct ServerConfiguration: Sendable {
     /// reading the slot takes more than a quarter of the time.
     public var capturePollInterval: Duration
     /// On PostgreSQL, whether capture streams the slot on a replication session of its own
-    /// rather than polling it through SQL: a commit reaches the feed without waiting for a poll,
-    /// and an idle database is asked nothing, but each commit wakes the session, which costs the
-    /// writers more on a machine of few cores (`docs/shared-sync.md`, "Capture"). The
-    /// session signs in as the storage's URL says (trust, password, MD5 or SCRAM-SHA-256), and
-    /// takes one of the database's `max_wal_senders`.
+    /// while commits are few, rather than always polling it through SQL: a commit reaches the
+    /// feed without waiting for a poll, and an idle database is asked nothing. Each streamed
+    /// commit wakes the session, which costs the writers more on a machine of few cores, so
+    /// while commits come faster than 400 a second capture polls instead, and streams again once
+    /// they are fewer than 100 a second (`docs/shared-sync.md`, "Capture"). The session signs in
+    /// as the storage's URL says (trust, password, MD5 or SCRAM-SHA-256), and takes one of the
+    /// database's `max_wal_senders`.
     public var captureStreams: Bool
+    /// When capture that streams gives way to polling and back (``CaptureCadence``).
+    var captureCadence = CaptureCadence.Policy()
     /// How many records, and how many bytes of them, each user may keep (`/api/records/…`).
     public var recordQuota: RecordQuota
     /// How many wrong passwords one client address may send in 15 minutes, whatever the names,

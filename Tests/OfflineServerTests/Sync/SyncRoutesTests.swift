@@ -91,6 +91,55 @@ struct SyncRoutesTests {
         }
     }
 
+    @Test("capture that streams polls the slot while commits come fast and streams again once they are few, every row once")
+    func cadence() async throws {
+        guard TemporaryPostgres.isEnabled else { return }
+        var configuration = ServerConfiguration.testing()
+        configuration.captureStreams = true
+        // Polls from 40 commits a second; streams again after 2 s of polling, once half a second
+        // saw fewer than 10 a second.
+        configuration.captureCadence = .init(busy: 40, quiet: 10, window: 0.05, quietWindow: 0.5, dwell: 2)
+        try await withSyncBackend(.postgres, configuration) { client, server in
+            try await Self.crew(["ana"], server)
+            let ana = try await signedInJSON(client, "ana")
+            try await server.capture()
+            var device = SyncDevice(ana, ["messages"])
+            try await device.pull(client)
+            let before = device.ids("messages")
+            let senders = {
+                try await server.storage.read { db in
+                    try db.row("""
+                        SELECT COUNT(*) AS n FROM pg_stat_activity
+                        WHERE backend_type = 'walsender' AND application_name = 'offlinekit-capture' AND datname = current_database()
+                        """)?.int("n")
+                }
+            }
+            try await waitUntil("capture streams", within: .seconds(20)) { try await senders() == 1 }
+            // Each its own transaction, one after the other: hundreds a second.
+            let burst = (0..<200).map { String(format: "burst-%03d", $0) }
+            for id in burst {
+                try await server.execute("""
+                    INSERT INTO chat_message (id, workspace_id, chat, author_id, text) VALUES (\(id), 'crew', 'general', 'ana', \(id))
+                    """)
+            }
+            try await waitUntil("capture polls", within: .seconds(2)) { try await senders() == 0 }
+            try await server.capture()
+            try await device.pull(client)
+            #expect(device.ids("messages") == (before + burst).sorted())
+            try await waitUntil("capture streams again", within: .seconds(20)) { try await senders() == 1 }
+            try await server.execute("""
+                INSERT INTO chat_message (id, workspace_id, chat, author_id, text) VALUES ('after', 'crew', 'general', 'ana', 'after')
+                """)
+            try await server.capture()
+            let delta = try await device.pull(client)
+            #expect(delta.map(\.id) == ["after"], "only the new row, once: \(delta.map(\.id))")
+            let feed = try await server.storage.read { db in
+                try db.row("SELECT COUNT(*) AS n FROM sync_change WHERE id LIKE 'burst-%' OR id = 'after'")?.int("n")
+            }
+            #expect(feed == burst.count + 1, "each row once in the feed")
+        }
+    }
+
     /// Makes the workspace `crew` with `members`, by plain SQL.
     static func crew(_ members: [String], _ server: SyncTestBackend) async throws {
         for member in members {

@@ -62,6 +62,9 @@ struct CaptureStream: Sendable {
         self.spacing = spacing
     }
 
+    /// How many transactions the feed did not have were read so far.
+    var commits: Int { assembly.commits }
+
     /// The writes one batch of the stream calls for, in order.
     ///
     /// - Throws: ``PgOutput/Malformed`` for a message that cannot be read.

@@ -22,14 +22,16 @@ import ServiceLifecycle
 ///   position it has read through in the same transaction as the rows; only then is the slot
 ///   advanced. A capturer killed in between reads the same transactions again and passes over
 ///   those the feed already has.
-/// - **Polled, or streamed.** By default the capturer asks through SQL every `pollInterval` (5 ms:
-///   an empty answer costs the database a fraction of a millisecond), or less often while reading
-///   the slot takes longer (``nextLook(started:reading:pollInterval:)``), so that reading takes a
-///   quarter of a core at most while each read is short. With an `endpoint`
-///   (``ServerConfiguration/captureStreams``), changes come instead on a replication session of
-///   their own (``ReplicationSession``) as PostgreSQL decodes them: one decoding session while the
-///   capturer leads, each part of the WAL decoded once, a commit passed on without waiting for a
-///   poll; ``CaptureStream`` decides what each batch does.
+/// - **Polled, or streamed while commits are few.** By default the capturer asks through SQL
+///   every `pollInterval` (5 ms: an empty answer costs the database a fraction of a millisecond),
+///   or less often while reading the slot takes longer (``nextLook(started:reading:pollInterval:)``),
+///   so that reading takes a quarter of a core at most while each read is short. With an
+///   `endpoint` (``ServerConfiguration/captureStreams``), changes come instead on a replication
+///   session of their own (``ReplicationSession``) as PostgreSQL decodes them: one decoding
+///   session while the capturer leads, each part of the WAL decoded once, a commit passed on
+///   without waiting for a poll; ``CaptureStream`` decides what each batch does. While commits
+///   come fast, the session ends and the capturer polls until they are few again
+///   (``CaptureCadence``): each switch is a capturer starting from where the feed has read through.
 struct PostgresCapture: NamedService {
     let connection: PostgresConnection.Configuration
     let storage: any ServerStorage
@@ -37,6 +39,8 @@ struct PostgresCapture: NamedService {
     let pollInterval: Duration
     /// Where to open a replication session and stream the slot; nil polls it through SQL.
     let endpoint: PostgresEndpoint?
+    /// With an endpoint, when streaming gives way to polling and back.
+    var cadence = CaptureCadence.Policy()
     let logger: Logger
     var now: @Sendable () -> Date = { Date() }
 
@@ -89,37 +93,85 @@ struct PostgresCapture: NamedService {
             logger.notice("Capturing changes for sync")
             let slot = Self.slot(database: try await databaseOID(session))
             try await prepare(session, slot: slot)
-            // Where the feed has read through: only the capturer moves it, so it is read once and
-            // then kept as each pass moves it, a round trip fewer before every look at the slot.
-            // Rows a capturer staged before it stopped inside a large transaction go: the slot
-            // gives that transaction again from `through` on, and left there, they would be
-            // published with the first transaction recorded before its end.
-            var through = try await storage.write { db -> Int64? in
-                try SyncFeed.dropStaged(in: db)
-                return try SyncFeed.state(in: db)?.through
-            } ?? 0
-            if let endpoint {
-                try await stream(endpoint, slot: slot, through: through)
-                try await session.close()
-                return
-            }
-            var changes = PgOutputChanges(tables: rules.tables)
-            var advanced: Date?
-            let clock = ContinuousClock()
-            // When the slot is confirmed; the first pass confirms it to `through`.
-            var confirmation = SlotConfirmation()
-            // Where the last peek read the WAL to; nothing was read yet.
-            var read: UInt64 = 0
+            var through = try await Self.restart(storage)
+            var cadence = endpoint.map { _ in CaptureCadence(policy: self.cadence) }
             while !Task.isCancelled {
-                let started = clock.now
-                let reading = try await pass(session, slot: slot, &changes, advanced: &advanced, through: &through,
-                                               confirmation: &confirmation, read: &read)
-                try await Task.sleep(until: Self.nextLook(started: started, reading: reading, pollInterval: pollInterval), clock: clock)
+                if let endpoint, cadence?.mode == .streaming {
+                    try await stream(endpoint, slot: slot, through: through, cadence: &cadence!)
+                    if Task.isCancelled { break }
+                    // Commits came fast: polled from here on, as by a capturer starting.
+                    through = try await Self.restart(storage)
+                    try await released(session, slot: slot)
+                    logger.info("Sync capture polls the slot while commits come fast")
+                } else {
+                    try await poll(session, slot: slot, through: &through, cadence: &cadence)
+                    if Task.isCancelled { break }
+                    logger.info("Sync capture streams the slot while commits are few")
+                }
             }
             try await session.close()
         } catch {
             try? await session.close()
             throw error
+        }
+    }
+
+    /// Where the feed has read through, for a capturer starting to read the slot. Rows a
+    /// capturer staged before it stopped inside a large transaction go: the slot gives that
+    /// transaction again from `through` on, and left there, they would be published with the
+    /// first transaction recorded before its end.
+    private static func restart(_ storage: any ServerStorage) async throws -> Int64 {
+        try await storage.write { db -> Int64? in
+            try SyncFeed.dropStaged(in: db)
+            return try SyncFeed.state(in: db)?.through
+        } ?? 0
+    }
+
+    /// Polls the slot through SQL until cancelled, or, with a `cadence`, until commits are few
+    /// enough to stream them; the slot is then confirmed to where the feed has read through.
+    ///
+    /// - Parameter through: where the feed has read through; only the capturer moves it, so it
+    ///   is read once and then kept as each pass moves it, a round trip fewer before every look.
+    private func poll(_ session: PostgresConnection, slot: String, through: inout Int64,
+                      cadence: inout CaptureCadence?) async throws {
+        var changes = PgOutputChanges(tables: rules.tables)
+        var advanced: Date?
+        let clock = ContinuousClock()
+        // When the slot is confirmed; the first pass confirms it to `through`.
+        var confirmation = SlotConfirmation()
+        // Where the last peek read the WAL to; nothing was read yet.
+        var read: UInt64 = 0
+        while !Task.isCancelled {
+            let started = clock.now
+            let (reading, commits) = try await pass(session, slot: slot, &changes, advanced: &advanced, through: &through,
+                                                    confirmation: &confirmation, read: &read)
+            if cadence?.read(commits, now: now()) == .streaming {
+                // The session starts streaming from the slot's confirmed position: confirmed to
+                // `through`, it passes over nothing the feed has.
+                if confirmation.position < through {
+                    try await session.query("SELECT pg_replication_slot_advance(\(slot), \(PgOutput.lsnText(UInt64(through)))::pg_lsn)",
+                                            logger: logger)
+                }
+                return
+            }
+            try await Task.sleep(until: Self.nextLook(started: started, reading: reading, pollInterval: pollInterval), clock: clock)
+        }
+    }
+
+    /// Waits until the replication session that streamed the slot has let go of it: its
+    /// sender ends a moment after the connection, and until then the slot cannot be peeked.
+    private func released(_ session: PostgresConnection, slot: String) async throws {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: .seconds(10))
+        while true {
+            var active = false
+            for try await (inUse) in try await session.query("SELECT active FROM pg_replication_slots WHERE slot_name = \(slot)",
+                                                              logger: logger).decode(Bool.self) {
+                active = inUse
+            }
+            guard active else { return }
+            guard clock.now < deadline else { throw ReplicationSession.Failed(description: "the slot \(slot) stayed in use 10 s after its stream ended") }
+            try await Task.sleep(for: .milliseconds(1))
         }
     }
 
@@ -305,13 +357,13 @@ struct PostgresCapture: NamedService {
     ///
     /// - Returns: how long the pass spent reading the slot (the peek with its rows, and the
     ///   advance; not the feed's writes), which paces the next look
-    ///   (``nextLook(started:reading:pollInterval:)``).
+    ///   (``nextLook(started:reading:pollInterval:)``), and how many transactions it recorded.
     /// - Parameter through: where the feed has read through, moved on as the pass moves it.
     /// - Parameter confirmation: when the slot was last confirmed, and where to.
     /// - Parameter read: where the last peek read the WAL to, moved on as the pass moves it.
     private func pass(_ session: PostgresConnection, slot: String, _ changes: inout PgOutputChanges,
                       advanced: inout Date?, through: inout Int64, confirmation: inout SlotConfirmation,
-                      read: inout UInt64) async throws -> Duration {
+                      read: inout UInt64) async throws -> (reading: Duration, commits: Int) {
         let clock = ContinuousClock()
         let mapping = FeedMapping(rules: rules)
         let logger = logger
@@ -357,7 +409,7 @@ struct PostgresCapture: NamedService {
             try await record(whole.changes, publishing: max(whole.end, assembly.inTransaction ? 0 : upto ?? 0))
         }
         if let published { through = max(through, published) }
-        guard let upto else { return reading }
+        guard let upto else { return (reading, assembly.commits) }
         read = upto
         let moment = now()
         // A look that found only transactions the feed has (returned again because the slot was
@@ -373,7 +425,7 @@ struct PostgresCapture: NamedService {
             reading += clock.now - started
             confirmation.confirmed(through: through, now: moment)
         }
-        return reading
+        return (reading, assembly.commits)
     }
 
     /// The slot's changes up to the flushed WAL's end, after the row that gives that end
@@ -417,8 +469,9 @@ struct PostgresCapture: NamedService {
         }
     }
 
-    /// Streams the slot's changes into the feed until cancelled or the session fails.
-    private func stream(_ endpoint: PostgresEndpoint, slot: String, through: Int64) async throws {
+    /// Streams the slot's changes into the feed until cancelled, the session fails, or commits
+    /// come fast enough that `cadence` has them polled.
+    private func stream(_ endpoint: PostgresEndpoint, slot: String, through: Int64, cadence: inout CaptureCadence) async throws {
         let mapping = FeedMapping(rules: rules)
         let logger = logger
         let now = now
@@ -429,6 +482,8 @@ struct PostgresCapture: NamedService {
                                          tick: .milliseconds(Int64(Self.recordSpacing * 1000))) { inputs, send in
             // Feeds changed by recorded parts of a transaction not yet published.
             var touched = Set<String>()
+            // Transactions already told to `cadence`.
+            var counted = 0
             while !Task.isCancelled {
                 let input = try await inputs.next()
                 let moment = now()
@@ -460,6 +515,8 @@ struct PostgresCapture: NamedService {
                     }
                 }
                 if let status = machine.status(now: moment) { try await send(status.flushed, status.reply) }
+                if cadence.read(machine.commits - counted, now: moment) == .polling { return }
+                counted = machine.commits
             }
         }
     }

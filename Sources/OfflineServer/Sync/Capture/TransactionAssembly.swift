@@ -20,6 +20,8 @@ struct TransactionAssembly: Sendable {
     /// Whether anything the feed did not have came: a transaction that ended past `recorded`, or
     /// part of a large one.
     private(set) var decoded = false
+    /// How many transactions the feed did not have ended so far.
+    private(set) var commits = 0
     /// The changes of the transaction being read.
     private var pending: [CapturedChange] = []
     /// Whole transactions not yet recorded, and the end of the last.
@@ -61,6 +63,7 @@ struct TransactionAssembly: Sendable {
                 return nil
             }
             decoded = true
+            commits += 1
             committed += pending
             pending.removeAll()
             committedThrough = end
