@@ -7,6 +7,16 @@ import OfflineCore
 import OfflineServer
 import OfflineTestSupport
 
+/// What a member's client reads of a page: where it starts and ends, whether more follow, and
+/// the ids of its rows (the rest of the JSON is passed over).
+struct FanOutPage: Decodable {
+    struct Change: Decodable { var id: String }
+    var from: String?
+    var cursor: String?
+    var hasMore: Bool?
+    var changes: [Change]?
+}
+
 /// Fan-out: one message written to a workspace whose members all hold the live stream
 /// (`GET /api/sync/events`, one connection each on loopback), until every member's client has
 /// the page that holds it, sent on its stream (targets with 1,000 members: p50 ≤ 50 ms, p99 ≤ 250 ms). The
@@ -16,8 +26,10 @@ import OfflineTestSupport
 ///
 /// Members sign in with tokens of an identity provider the benchmark plays (no password checks
 /// to wait for); their memberships are rows another connection inserts into the server's
-/// database, as the app's own backend would. A client here is a stream and pulls, parsing the
-/// pages' JSON; it keeps no database (the sync benchmark measures applying).
+/// database, as the app's own backend would. A client here is a stream and pulls, reading from
+/// each page its cursor and its rows' ids; it keeps no database (the sync benchmark measures
+/// applying). The clients share the machine's cores with the server, so they read bytes and
+/// decode only those fields: devices would do their own work on their own cores.
 ///
 /// `OFFLINEKIT_BENCH_FANOUT_MEMBERS` (default 1,000) and `OFFLINEKIT_BENCH_FANOUT_ROUNDS` (20);
 /// `OFFLINEKIT_BENCH_FANOUT_PAGES=0` has the streams only announce, each member then pulling (the
@@ -151,42 +163,71 @@ private final class FanOut: Sendable {
         if pages, let cursor { request.headers.add(name: "Last-Event-ID", value: cursor) }
         let response = try await http.execute(request, timeout: .hours(1))
         guard response.status == .ok else { throw FanOutError(description: "stream of \(Self.name(member)): \(response.status.code)") }
-        var pending = ""
+        // The stream's bytes not yet cut into events: the client's parsing stays on bytes, as a
+        // device's would, and off the server's cores as far as it can on a shared machine.
+        var pending: [UInt8] = []
         var isOpen = false
+        let decoder = JSONDecoder()
         for try await chunk in response.body {
-            pending += String(buffer: chunk)
-            while let end = pending.range(of: "\n\n") {
-                let event = String(pending[..<end.lowerBound])
-                pending.removeSubrange(..<end.upperBound)
-                if !isOpen, event.contains(": connected") {
+            pending.append(contentsOf: chunk.readableBytesView)
+            var start = pending.startIndex
+            while let end = Self.eventEnd(in: pending, from: start) {
+                let event = pending[start..<end]
+                start = end + 2
+                if !isOpen, Self.contains(event, Self.connected) {
                     isOpen = true
                     opened.yield()
                 }
-                if let data = event.range(of: "event: page\ndata: ") {
-                    let page = try JSONSerialization.jsonObject(with: Data(event[data.upperBound...].utf8)) as? [String: Any] ?? [:]
-                    if let from = page["from"] as? String, from == cursor {
+                if Self.starts(event, with: Self.pageEvent) {
+                    let page = try decoder.decode(FanOutPage.self, from: Data(event.dropFirst(Self.pageEvent.count)))
+                    if page.from == cursor {
                         cursor = note(page, at: .now) ?? cursor
-                        if page["hasMore"] as? Bool == true { cursor = try await pull(member, after: cursor) }
+                        if page.hasMore == true { cursor = try await pull(member, after: cursor) }
                     } else {
                         cursor = try await pull(member, after: cursor)
                     }
-                } else if event.contains("event: change") {
+                } else if Self.starts(event, with: Self.changeEvent) {
                     cursor = try await pull(member, after: cursor)
                 }
             }
+            pending.removeSubrange(..<start)
         }
     }
 
+    static let connected = Array(": connected".utf8)
+    static let pageEvent = Array("event: page\ndata: ".utf8)
+    static let changeEvent = Array("event: change".utf8)
+
+    /// Where the event starting at `start` ends: the index of the blank line's first `\n`.
+    static func eventEnd(in bytes: [UInt8], from start: Int) -> Int? {
+        var index = start
+        while index + 1 < bytes.endIndex {
+            if bytes[index] == UInt8(ascii: "\n"), bytes[index + 1] == UInt8(ascii: "\n") { return index }
+            index += 1
+        }
+        return nil
+    }
+
+    static func starts(_ event: ArraySlice<UInt8>, with prefix: [UInt8]) -> Bool {
+        event.count >= prefix.count && event.prefix(prefix.count).elementsEqual(prefix)
+    }
+
+    static func contains(_ event: ArraySlice<UInt8>, _ needle: [UInt8]) -> Bool {
+        guard event.count >= needle.count else { return false }
+        return (event.startIndex...(event.endIndex - needle.count)).contains { event[$0..<($0 + needle.count)].elementsEqual(needle) }
+    }
+
     /// Notes when a page's messages arrived; its cursor.
-    private func note(_ page: [String: Any], at now: ContinuousClock.Instant) -> String? {
-        let ids = (page["changes"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
+    private func note(_ page: FanOutPage, at now: ContinuousClock.Instant) -> String? {
+        let ids = (page.changes ?? []).map(\.id)
         if !ids.isEmpty { arrivals.withLock { for id in ids { $0[id, default: []].append(now) } } }
-        return page["cursor"] as? String
+        return page.cursor
     }
 
     /// Pulls the workspace's messages after `cursor` until the feed's head; notes each arrival.
     private func pull(_ member: Int, after cursor: String?) async throws -> String? {
         var cursor = cursor
+        let decoder = JSONDecoder()
         while true {
             var url = base + "/api/sync?collections=messages"
             if let cursor { url += "&cursor=" + cursor }
@@ -194,11 +235,10 @@ private final class FanOut: Sendable {
             request.headers.add(name: "Authorization", value: "Bearer \(tokens[member])")
             let response = try await http.execute(request, timeout: .seconds(30))
             let body = try await response.body.collect(upTo: 32 << 20)
-            guard response.status == .ok, let page = try JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any] else {
-                throw FanOutError(description: "pull of \(Self.name(member)): \(response.status.code)")
-            }
+            guard response.status == .ok else { throw FanOutError(description: "pull of \(Self.name(member)): \(response.status.code)") }
+            let page = try decoder.decode(FanOutPage.self, from: Data(buffer: body))
             cursor = note(page, at: .now) ?? cursor
-            guard page["hasMore"] as? Bool == true else { return cursor }
+            guard page.hasMore == true else { return cursor }
         }
     }
 
