@@ -97,7 +97,8 @@ public struct LoopbackNginx: Sendable {
         }.closureResult
     }
 
-    static func freePort() throws -> Int {
+    /// A loopback port nothing listens on: bound a moment ago, and closed.
+    public static func freePort() throws -> Int {
         let fd = socket(AF_INET, streamSocketType, 0)
         guard fd >= 0 else { throw LoopbackNginxError.noFreePort }
         defer { close(fd) }

@@ -69,10 +69,14 @@ public struct ServerConfiguration: Sendable {
     /// while commits come faster than 400 a second capture polls instead, and streams again once
     /// they are fewer than 100 a second (`docs/shared-sync.md`, "Capture"). The session signs in
     /// as the storage's URL says (trust, password, MD5 or SCRAM-SHA-256), and takes one of the
-    /// database's `max_wal_senders`.
+    /// database's `max_wal_senders`. When it cannot start or breaks off (a proxy that does not
+    /// speak replication, a `pg_hba.conf` without a replication line), capture says why in its
+    /// log and polls for a minute before it tries again.
     public var captureStreams: Bool
     /// When capture that streams gives way to polling and back (``CaptureCadence``).
     var captureCadence = CaptureCadence.Policy()
+    /// Where capture opens its replication session; nil: where the storage's URL says.
+    var captureEndpoint: PostgresEndpoint?
     /// How many records, and how many bytes of them, each user may keep (`/api/records/…`).
     public var recordQuota: RecordQuota
     /// How many wrong passwords one client address may send in 15 minutes, whatever the names,

@@ -66,6 +66,21 @@ struct CaptureCadenceTests {
         #expect(cadence.read(0, now: at(5.6)) == .streaming)
     }
 
+    @Test("after a failed stream it polls, however quiet, until the wait after a failure has passed; then it streams again")
+    func afterFailure() {
+        var cadence = CaptureCadence(policy: .init(busy: 100, quiet: 20, window: 0.05, quietWindow: 0.5, dwell: 1, afterFailure: 10))
+        #expect(cadence.read(0, now: at(0)) == .streaming)
+        cadence.streamFailed(now: at(1))
+        #expect(cadence.mode == .polling)
+        for step in 1...17 {
+            #expect(cadence.read(0, now: at(1 + Double(step) * 0.5)) == .polling, "step \(step)")
+        }
+        #expect(cadence.read(0, now: at(11)) == .streaming)
+        // Polling for a burst afterwards lasts the dwell only, as before any failure.
+        #expect(cadence.read(10, now: at(11.01)) == .polling)
+        #expect(cadence.read(0, now: at(12.1)) == .streaming)
+    }
+
     @Test("a wall clock set back starts the count again rather than holding the mode")
     func clockBack() {
         var cadence = cadence()

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 @testable import OfflineServer
+import OfflineTestSupport
 import Testing
 
 /// `GET /api/sync` and `GET /api/sync/checkpoint` end to end: written through the routes (or by
@@ -63,15 +64,7 @@ struct SyncRoutesTests {
         var configuration = ServerConfiguration.testing()
         configuration.captureStreams = true
         try await withSyncBackend(.postgres, configuration) { client, server in
-            let ana = try await signedInJSON(client, "ana")
-            for (id, text) in [("a", "one"), ("b", "two")] {
-                try await client.execute(uri: "/api/records/notes/\(id)", method: .put, headers: keyed(ana),
-                                         body: ByteBuffer(string: #"{"text":"\#(text)"}"#)) { #expect($0.status == .ok) }
-            }
-            try await server.capture()
-            var device = SyncDevice(ana, ["records/notes"])
-            try await device.pull(client)
-            #expect(device.ids("records/notes") == ["a", "b"])
+            var (ana, device) = try await Self.twoNotes(client, server)
             try await client.execute(uri: "/api/records/notes/a", method: .patch, headers: keyed(ana),
                                      body: ByteBuffer(string: #"{"done":true}"#)) { #expect($0.status == .ok) }
             try await client.execute(uri: "/api/records/notes/b", method: .delete, headers: keyed(ana)) { #expect($0.status == .noContent) }
@@ -138,6 +131,42 @@ struct SyncRoutesTests {
             }
             #expect(feed == burst.count + 1, "each row once in the feed")
         }
+    }
+
+    @Test("capture told to stream where no replication session can be opened polls instead: every write still reaches the pull")
+    func streamRefused() async throws {
+        guard TemporaryPostgres.isEnabled else { return }
+        // A port nothing listens on, as a proxy that does not speak replication refuses.
+        let port = try LoopbackNginx.freePort()
+        var configuration = ServerConfiguration.testing()
+        configuration.captureStreams = true
+        configuration.captureEndpoint = try PostgresEndpoint(url: "postgres://postgres@127.0.0.1:\(port)/postgres")
+        configuration.captureCadence.afterFailure = 0.5
+        try await withSyncBackend(.postgres, configuration) { client, server in
+            var (ana, device) = try await Self.twoNotes(client, server)
+            // Meanwhile capture tries to stream again after its wait (here the dwell and a quiet
+            // window: 1.5 s), is refused again, and goes on polling.
+            try await Task.sleep(for: .seconds(2))
+            try await client.execute(uri: "/api/records/notes/b", method: .delete, headers: keyed(ana)) { #expect($0.status == .noContent) }
+            try await server.capture()
+            let delta = try await device.pull(client)
+            #expect(delta == [SyncPage.Change(collection: "records/notes", id: "b", value: nil)], "\(delta)")
+        }
+    }
+
+    /// Ana's notes `a` and `b`, written through the records routes, captured, and her device
+    /// that pulled them.
+    static func twoNotes(_ client: some TestClientProtocol, _ server: SyncTestBackend) async throws -> (HTTPFields, SyncDevice) {
+        let ana = try await signedInJSON(client, "ana")
+        for (id, text) in [("a", "one"), ("b", "two")] {
+            try await client.execute(uri: "/api/records/notes/\(id)", method: .put, headers: keyed(ana),
+                                     body: ByteBuffer(string: #"{"text":"\#(text)"}"#)) { #expect($0.status == .ok) }
+        }
+        try await server.capture()
+        var device = SyncDevice(ana, ["records/notes"])
+        try await device.pull(client)
+        #expect(device.ids("records/notes") == ["a", "b"])
+        return (ana, device)
     }
 
     /// Makes the workspace `crew` with `members`, by plain SQL.

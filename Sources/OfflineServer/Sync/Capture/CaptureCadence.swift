@@ -19,6 +19,8 @@ import Foundation
 /// - Polling gives way to streaming once a whole ``Policy/quietWindow`` saw fewer than
 ///   ``Policy/quiet`` a second, and no sooner than ``Policy/dwell`` after it began: a burst
 ///   with pauses does not open and close a replication session each time.
+/// - A stream that fails has capture poll for ``Policy/afterFailure`` at least
+///   (``streamFailed(now:)``).
 struct CaptureCadence: Sendable {
     enum Mode: Sendable, Equatable {
         case streaming
@@ -36,12 +38,16 @@ struct CaptureCadence: Sendable {
         var quietWindow: TimeInterval = 0.5
         /// The shortest time capture polls once it began to.
         var dwell: TimeInterval = 1
+        /// How long capture polls after its stream failed before it tries streaming again.
+        var afterFailure: TimeInterval = 60
     }
 
     let policy: Policy
     private(set) var mode: Mode = .streaming
     /// When the mode began.
     private var since: Date?
+    /// After a stream failed: polling lasts at least until then.
+    private var failedUntil: Date?
     /// When the current count began, and the commits counted since.
     private var counting: Date?
     private var commits = 0
@@ -66,13 +72,23 @@ struct CaptureCadence: Sendable {
         case .polling:
             commits += count
             guard elapsed >= policy.quietWindow else { break }
-            if Double(commits) / elapsed < policy.quiet, now.timeIntervalSince(since ?? now) >= policy.dwell {
+            if Double(commits) / elapsed < policy.quiet, now.timeIntervalSince(since ?? now) >= policy.dwell,
+               failedUntil.map({ now >= $0 }) ?? true {
+                failedUntil = nil
                 switchTo(.streaming, now: now)
             } else {
                 restart(now)
             }
         }
         return mode
+    }
+
+    /// The stream could not start or broke off (a database that refuses replication sessions,
+    /// a proxy that does not speak them, every sender taken): capture polls for
+    /// ``Policy/afterFailure`` at least before it tries again, so changes keep coming meanwhile.
+    mutating func streamFailed(now: Date) {
+        switchTo(.polling, now: now)
+        failedUntil = now.addingTimeInterval(policy.afterFailure)
     }
 
     private mutating func switchTo(_ next: Mode, now: Date) {

@@ -97,12 +97,21 @@ struct PostgresCapture: NamedService {
             var cadence = endpoint.map { _ in CaptureCadence(policy: self.cadence) }
             while !Task.isCancelled {
                 if let endpoint, cadence?.mode == .streaming {
-                    try await stream(endpoint, slot: slot, through: through, cadence: &cadence!)
-                    if Task.isCancelled { break }
-                    // Commits came fast: polled from here on, as by a capturer starting.
+                    do {
+                        try await stream(endpoint, slot: slot, through: through, cadence: &cadence!)
+                        if Task.isCancelled { break }
+                        logger.info("Sync capture polls the slot while commits come fast")
+                    } catch {
+                        if Task.isCancelled { throw error }
+                        // Polled meanwhile: a database that takes no replication session still
+                        // has its changes captured. A session this one cannot reach fails next.
+                        cadence?.streamFailed(now: now())
+                        logger.warning("Sync capture could not stream the slot; polling it for a while",
+                                       metadata: ["error": "\(String(reflecting: error))"])
+                    }
+                    // Polled from here on, as by a capturer starting.
                     through = try await Self.restart(storage)
                     try await released(session, slot: slot)
-                    logger.info("Sync capture polls the slot while commits come fast")
                 } else {
                     try await poll(session, slot: slot, through: &through, cadence: &cadence)
                     if Task.isCancelled { break }

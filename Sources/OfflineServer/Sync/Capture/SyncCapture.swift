@@ -30,7 +30,7 @@ struct SyncRuntime: Sendable {
             }
             let capture = PostgresCapture(connection: try PostgresStorage.configuration(from: url), storage: storage, rules: rules,
                                           pollInterval: configuration.capturePollInterval,
-                                          endpoint: configuration.captureStreams ? try PostgresEndpoint(url: url) : nil,
+                                          endpoint: configuration.captureStreams ? try configuration.captureEndpoint ?? PostgresEndpoint(url: url) : nil,
                                           cadence: configuration.captureCadence, logger: logger)
             return SyncRuntime(service: service, capture: capture)
         }
