@@ -157,14 +157,16 @@ struct PostgresCapture: NamedService {
             if cadence?.read(commits, now: now()) == .streaming {
                 // The session starts streaming from the slot's confirmed position: confirmed to
                 // `through`, it passes over nothing the feed has.
-                if confirmation.position < through {
-                    try await session.query("SELECT pg_replication_slot_advance(\(slot), \(PgOutput.lsnText(UInt64(through)))::pg_lsn)",
-                                            logger: logger)
-                }
+                if confirmation.position < through { try await confirm(session, slot: slot, through: through) }
                 return
             }
             try await Task.sleep(until: Self.nextLook(started: started, reading: reading, pollInterval: pollInterval), clock: clock)
         }
+    }
+
+    /// Tells the slot it may let go of the WAL before `through`, where the feed has read through.
+    private func confirm(_ session: PostgresConnection, slot: String, through: Int64) async throws {
+        try await session.query("SELECT pg_replication_slot_advance(\(slot), \(PgOutput.lsnText(UInt64(through)))::pg_lsn)", logger: logger)
     }
 
     /// Waits until the replication session that streamed the slot has let go of it: its
@@ -430,7 +432,7 @@ struct PostgresCapture: NamedService {
         }
         if confirmation.due(through: through, now: moment) {
             let started = clock.now
-            try await session.query("SELECT pg_replication_slot_advance(\(slot), \(PgOutput.lsnText(UInt64(through)))::pg_lsn)", logger: logger)
+            try await confirm(session, slot: slot, through: through)
             reading += clock.now - started
             confirmation.confirmed(through: through, now: moment)
         }
