@@ -5,9 +5,9 @@ import Foundation
 /// and switches when the answer changes.
 ///
 /// Streaming passes a commit on as PostgreSQL decodes it (a psql commit reached another
-/// instance's client in 5.6 ms at p50, against 14–18 polling), but each commit wakes
+/// instance's client in 6.5–8.6 ms at p50, against 14.9–17.2 polling), but each commit wakes
 /// PostgreSQL's sender and the session at once, which on a machine of few cores is taken from
-/// the writers (1.4–1.6× their time, against 1.3× polling, `offline-bench capture`). Polling
+/// the writers (1.73× their time, against 1.30× polling, `offline-bench capture`). Polling
 /// batches the commits of a look into one read and one write. So capture streams while commits
 /// are few, when latency is what a user sees, and polls while they come faster than
 /// ``Policy/busy`` a second, when the writers' time is at stake and a look finds many at once:
