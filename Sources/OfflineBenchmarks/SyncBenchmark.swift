@@ -14,7 +14,8 @@ import OfflineServer
 ///   it runs (target: ≥ 50,000 rows/s, ≥ 0.5× the raw insert, ≤ 32 MiB);
 /// - a first sync of a workspace of as many messages, shared through the sync rules (the
 ///   workspace's audience) and written into the app's chat table as its own backend would, beside
-///   the raw insert in interleaved rounds (target: ≥ 0.65× the raw insert);
+///   the raw insert in interleaved rounds (target: ≥ 0.65× the raw insert), and beside the first
+///   sync above, its rounds alternating with those (target: no slower, in rows a second);
 /// - the same first sync from a server serving its metrics, rounds interleaved with one without
 ///   (target: metrics cost at most 2% of the rate);
 /// - pulling one change from a feed of 1,000,000 rows (target: ≤ 5 ms), the change made by a real
@@ -25,7 +26,8 @@ import OfflineServer
 ///
 /// `OFFLINEKIT_BENCH_SYNC_ROWS` and `OFFLINEKIT_BENCH_SYNC_STORED` change the two sizes, and
 /// `OFFLINEKIT_BENCH_SYNC_ROUNDS` the rounds of the first syncs and of the metrics comparison (3):
-/// more give steadier medians.
+/// more give steadier medians. `OFFLINEKIT_BENCH_SYNC_PARTS` names the parts to run
+/// (`first,workspace,metrics,large,propagation`, all by default), to measure or profile one alone.
 func runSyncBenchmark() async throws {
     let environment = ProcessInfo.processInfo.environment
     let initialRows = environment["OFFLINEKIT_BENCH_SYNC_ROWS"].flatMap(Int.init) ?? 100_000
@@ -35,95 +37,124 @@ func runSyncBenchmark() async throws {
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
     let ana = AccountSeed.demo[0].user
+    let parts = Set((environment["OFFLINEKIT_BENCH_SYNC_PARTS"] ?? "first,workspace,metrics,large,propagation")
+        .split(separator: ",").map(String.init))
 
-    // A first sync.
+    let listed = { (times: [Double]) in times.map { String(format: "%.2f", $0) }.joined(separator: ", ") }
+
+    // A first sync of Ana's own rows (its server serves the metrics comparison too), and one of a
+    // workspace: as many rows, shared (the workspace's audience, through the sync rules), written by
+    // the app's own backend into its chat table. Their rounds alternate, so the two are compared at
+    // the same moments of a machine whose speed drifts.
     let first = try server(in: directory.appendingPathComponent("server-first"))
     var start = ContinuousClock.now
-    try await seedSyncedRecords(first, user: ana.id, collection: "items", count: initialRows, value: row)
-    print("sync: \(initialRows) rows written and captured into the server's feed in \(seconds(since: start)) s (setup, not measured); load \(Sampling.loadAverage())")
-    let firsts = try await firstSyncRounds(first, rows: initialRows, rounds: rounds, in: directory, named: "first")
-    let syncRate = Double(initialRows) / Sampling.percentile(firsts.syncs, 0.5)
-    let rawRate = Double(initialRows) / Sampling.percentile(firsts.raws, 0.5)
-    let listed = { (times: [Double]) in times.map { String(format: "%.2f", $0) }.joined(separator: ", ") }
-    print("  first sync, pages of 1,000     \(Int(syncRate)) rows/s  (\(initialRows) rows in \(listed(firsts.syncs)) s; median)  memory growth \(String(format: "%.1f", firsts.growth)) MiB at most")
-    print("  raw GRDB bulk insert           \(Int(rawRate)) rows/s  (the rows the sync wrote, \(firsts.rowBytes) bytes each on average, in \(listed(firsts.raws)) s;")
-    print("                                 median; one transaction, no network; the log's checkpoint into the file took \(listed(firsts.checkpoints)) s of it,")
-    print("                                 as the sync's own last one does)")
-    print(firsts.cpu(rows: initialRows))
-    print("  ratio to raw \(String(format: "%.2f", syncRate / rawRate))x   (targets: >= 50,000 rows/s, >= 0.5x raw, <= 32 MiB)")
-
-    // A first sync of a workspace: the same number of rows, shared (the workspace's audience,
-    // through the sync rules), written by the app's own backend into its chat table.
+    if !parts.isDisjoint(with: ["first", "metrics"]) {
+        try await seedSyncedRecords(first, user: ana.id, collection: "items", count: initialRows, value: row)
+        print("sync: \(initialRows) rows written and captured into the server's feed in \(seconds(since: start)) s (setup, not measured); load \(Sampling.loadAverage())")
+    }
     let shared = try server(in: directory.appendingPathComponent("server-workspace"))
-    start = ContinuousClock.now
-    try await seedWorkspaceMessages(shared, workspace: "northwind", count: initialRows)
-    print("sync: \(initialRows) messages of workspace northwind written and captured into the server's feed in \(seconds(since: start)) s (setup, not measured)")
     // The workspace's seeded history (4 messages) comes with the messages.
     let workspaceRows = initialRows + 4
-    let workspace = try await firstSyncRounds(shared, collections: ["messages"], rows: workspaceRows, rounds: rounds, in: directory,
-                                              named: "workspace")
-    let workspaceRate = Double(workspaceRows) / Sampling.percentile(workspace.syncs, 0.5)
-    let workspaceRawRate = Double(workspaceRows) / Sampling.percentile(workspace.raws, 0.5)
-    print("  first sync of a workspace      \(Int(workspaceRate)) rows/s  (\(workspaceRows) rows in \(listed(workspace.syncs)) s; median)  memory growth \(String(format: "%.1f", workspace.growth)) MiB at most")
-    print("  raw GRDB bulk insert           \(Int(workspaceRawRate)) rows/s  (the rows the sync wrote, \(workspace.rowBytes) bytes each on average, in \(listed(workspace.raws)) s;")
-    print("                                 median; rounds interleaved)")
-    print(workspace.cpu(rows: workspaceRows))
-    print("  ratio to raw \(String(format: "%.2f", workspaceRate / workspaceRawRate))x   (target: >= 0.65x)")
-
-    // The same first sync from a server serving its metrics (a Prometheus registry counting
-    // every pull and row), rounds interleaved with one from a server without: what metrics cost.
-    var measured = first
-    measured.metricsPort = 0
-    var plain: [Double] = []
-    var withMetrics: [Double] = []
+    if parts.contains("workspace") {
+        start = ContinuousClock.now
+        try await seedWorkspaceMessages(shared, workspace: "northwind", count: initialRows)
+        print("sync: \(initialRows) messages of workspace northwind written and captured into the server's feed in \(seconds(since: start)) s (setup, not measured)")
+    }
+    var firsts = FirstSyncRounds()
+    var workspace = FirstSyncRounds()
     for round in 1...rounds {
-        for (configuration, metrics) in [(first, false), (measured, true)] {
-            let name = "metrics-\(round)-\(metrics).sqlite"
-            let elapsed = try await withClient(configuration, directory.appendingPathComponent(name)) { engine, _ in
-                let start = ContinuousClock.now
-                try await engine.pull()
-                return ContinuousClock.now - start
-            }
-            if metrics { withMetrics.append(elapsed.timeInterval) } else { plain.append(elapsed.timeInterval) }
-            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(at: directory.appendingPathComponent(name + suffix)) }
+        if parts.contains("first") {
+            try await firsts.run(round: round, of: first, rows: initialRows, in: directory, named: "first")
+        }
+        if parts.contains("workspace") {
+            try await workspace.run(round: round, of: shared, collections: ["messages"], rows: workspaceRows, in: directory, named: "workspace")
         }
     }
-    let plainRate = Double(initialRows) / Sampling.percentile(plain, 0.5)
-    let metricsRate = Double(initialRows) / Sampling.percentile(withMetrics, 0.5)
-    print("  first sync, server without metrics \(Int(plainRate)) rows/s  (\(listed(plain)) s; median)")
-    print("  first sync, metrics served         \(Int(metricsRate)) rows/s  (\(listed(withMetrics)) s; median; rounds interleaved)")
-    print("  metrics cost \(String(format: "%+.1f", (1 - metricsRate / plainRate) * 100))% of the rate   (target: <= 2%)")
+    if parts.contains("first") {
+        let syncRate = Double(initialRows) / Sampling.percentile(firsts.syncs, 0.5)
+        let rawRate = Double(initialRows) / Sampling.percentile(firsts.raws, 0.5)
+        print("  first sync, pages of 1,000     \(Int(syncRate)) rows/s  (\(initialRows) rows in \(listed(firsts.syncs)) s; median)  memory growth \(String(format: "%.1f", firsts.growth)) MiB at most")
+        print("  raw GRDB bulk insert           \(Int(rawRate)) rows/s  (the rows the sync wrote, \(firsts.rowBytes) bytes each on average, in \(listed(firsts.raws)) s;")
+        print("                                 median; one transaction, no network; the log's checkpoint into the file took \(listed(firsts.checkpoints)) s of it,")
+        print("                                 as the sync's own last one does)")
+        print(firsts.cpu(rows: initialRows))
+        print("  ratio to raw \(String(format: "%.2f", syncRate / rawRate))x   (targets: >= 50,000 rows/s, >= 0.5x raw, <= 32 MiB)")
+    }
+    if parts.contains("workspace") {
+        let workspaceRate = Double(workspaceRows) / Sampling.percentile(workspace.syncs, 0.5)
+        let workspaceRawRate = Double(workspaceRows) / Sampling.percentile(workspace.raws, 0.5)
+        print("  first sync of a workspace      \(Int(workspaceRate)) rows/s  (\(workspaceRows) rows in \(listed(workspace.syncs)) s; median)  memory growth \(String(format: "%.1f", workspace.growth)) MiB at most")
+        print("  raw GRDB bulk insert           \(Int(workspaceRawRate)) rows/s  (the rows the sync wrote, \(workspace.rowBytes) bytes each on average, in \(listed(workspace.raws)) s;")
+        print("                                 median; rounds interleaved)")
+        print(workspace.cpu(rows: workspaceRows))
+        print("  ratio to raw \(String(format: "%.2f", workspaceRate / workspaceRawRate))x   (target: >= 0.65x)")
+        if parts.contains("first") {
+            // Each round's workspace sync beside the per-user one just before it, in rows a second.
+            let against = zip(workspace.syncs, firsts.syncs).map { (Double(workspaceRows) / $0) / (Double(initialRows) / $1) }
+            print("  beside the per-user sync       \(String(format: "%.2f", Sampling.percentile(against, 0.5)))x its rows/s  (rounds \(listed(against)); median; target: >= 1.00x)")
+        }
+    }
 
-    // One change among a million.
-    let large = try server(in: directory.appendingPathComponent("server-large"))
-    start = ContinuousClock.now
-    try await seedSyncedRecords(large, user: ana.id, collection: "large", count: storedRows, value: row)
-    print("sync: \(storedRows) rows written and captured into the server's feed in \(seconds(since: start)) s (setup, not measured)")
-    let samples = try await withClient(large, directory.appendingPathComponent("large.sqlite")) { engine, shop in
-        let start = ContinuousClock.now
-        try await engine.pull()
-        print("  first sync of \(storedRows) rows: \(format(ContinuousClock.now - start))")
-        var samples: [Double] = []
-        for round in 0..<200 {
-            try await shop.edit(round: round)
-            // Capture reads the write within milliseconds; a pull before it would bring nothing.
-            try await Task.sleep(for: .milliseconds(30))
+    if parts.contains("metrics") {
+        // The same first sync from a server serving its metrics (a Prometheus registry counting
+        // every pull and row), rounds interleaved with one from a server without: what metrics cost.
+        var measured = first
+        measured.metricsPort = 0
+        var plain: [Double] = []
+        var withMetrics: [Double] = []
+        for round in 1...rounds {
+            for (configuration, metrics) in [(first, false), (measured, true)] {
+                let name = "metrics-\(round)-\(metrics).sqlite"
+                let elapsed = try await withClient(configuration, directory.appendingPathComponent(name)) { engine, _ in
+                    let start = ContinuousClock.now
+                    try await engine.pull()
+                    return ContinuousClock.now - start
+                }
+                if metrics { withMetrics.append(elapsed.timeInterval) } else { plain.append(elapsed.timeInterval) }
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(at: directory.appendingPathComponent(name + suffix)) }
+            }
+        }
+        let plainRate = Double(initialRows) / Sampling.percentile(plain, 0.5)
+        let metricsRate = Double(initialRows) / Sampling.percentile(withMetrics, 0.5)
+        print("  first sync, server without metrics \(Int(plainRate)) rows/s  (\(listed(plain)) s; median)")
+        print("  first sync, metrics served         \(Int(metricsRate)) rows/s  (\(listed(withMetrics)) s; median; rounds interleaved)")
+        print("  metrics cost \(String(format: "%+.1f", (1 - metricsRate / plainRate) * 100))% of the rate   (target: <= 2%)")
+    }
+
+    if parts.contains("large") {
+        // One change among a million.
+        let large = try server(in: directory.appendingPathComponent("server-large"))
+        start = ContinuousClock.now
+        try await seedSyncedRecords(large, user: ana.id, collection: "large", count: storedRows, value: row)
+        print("sync: \(storedRows) rows written and captured into the server's feed in \(seconds(since: start)) s (setup, not measured)")
+        let samples = try await withClient(large, directory.appendingPathComponent("large.sqlite")) { engine, shop in
             let start = ContinuousClock.now
             try await engine.pull()
-            samples.append(Sampling.milliseconds(ContinuousClock.now - start))
-            // Each pull must have brought the change down, or the figure means nothing.
-            let record = try await engine.database.writer.read { db in try Data.fetchOne(db, sql: "SELECT body FROM item WHERE id = 'r1'") }
-            guard let record, String(decoding: record, as: UTF8.self).contains(#""round":\#(round)"#) else {
-                throw BenchmarkFailure(description: "pull \(round + 1) did not bring the change down")
+            print("  first sync of \(storedRows) rows: \(format(ContinuousClock.now - start))")
+            var samples: [Double] = []
+            for round in 0..<200 {
+                try await shop.edit(round: round)
+                // Capture reads the write within milliseconds; a pull before it would bring nothing.
+                try await Task.sleep(for: .milliseconds(30))
+                let start = ContinuousClock.now
+                try await engine.pull()
+                samples.append(Sampling.milliseconds(ContinuousClock.now - start))
+                // Each pull must have brought the change down, or the figure means nothing.
+                let record = try await engine.database.writer.read { db in try Data.fetchOne(db, sql: "SELECT body FROM item WHERE id = 'r1'") }
+                guard let record, String(decoding: record, as: UTF8.self).contains(#""round":\#(round)"#) else {
+                    throw BenchmarkFailure(description: "pull \(round + 1) did not bring the change down")
+                }
             }
+            return samples
         }
-        return samples
+        print(String(format: "  one change with %d rows stored: p50 %.2f ms  p99 %.2f ms  slowest %.2f ms over %d pulls (target: p99 <= 5 ms)",
+                     storedRows, Sampling.percentile(samples, 0.5), Sampling.percentile(samples, 0.99),
+                     samples.max() ?? .nan, samples.count))
     }
-    print(String(format: "  one change with %d rows stored: p50 %.2f ms  p99 %.2f ms  slowest %.2f ms over %d pulls (target: p99 <= 5 ms)",
-                 storedRows, Sampling.percentile(samples, 0.5), Sampling.percentile(samples, 0.99),
-                 samples.max() ?? .nan, samples.count))
 
-    try await runSyncPropagationBenchmark()
+    if parts.contains("propagation") {
+        try await runSyncPropagationBenchmark()
+    }
 }
 
 /// ~200 bytes of JSON, like a typical synced row.
@@ -190,7 +221,7 @@ private func withClient<T: Sendable>(
     }
 }
 
-/// Three rounds' first syncs and raw inserts (``firstSyncRounds(_:collections:rows:in:named:)``).
+/// The rounds' first syncs and raw inserts (``run(round:of:collections:rows:in:named:)``).
 private struct FirstSyncRounds {
     /// Each first sync's time, and each raw insert's (its checkpoint included, also apart), in seconds.
     var syncs: [Double] = []
@@ -213,16 +244,15 @@ private struct FirstSyncRounds {
     }
 }
 
-/// `rounds` rounds (three by default), each a first sync of `collections` from `configuration`'s
-/// server into a fresh file, then the raw insert of as many rows into another. The caller prints
-/// the medians: the machine's speed varies from one second to the next (a virtual machine's
-/// neighbours), and one round each put the ratio anywhere from 0.3 to 0.6.
-///
-/// - Throws: when a first sync brings other than `rows` rows.
-private func firstSyncRounds(_ configuration: ServerConfiguration, collections: [String] = recordCollections,
-                             rows: Int, rounds count: Int, in directory: URL, named name: String) async throws -> FirstSyncRounds {
-    var rounds = FirstSyncRounds()
-    for round in 1...count {
+extension FirstSyncRounds {
+    /// One round: a first sync of `collections` from `configuration`'s server into a fresh file,
+    /// then the raw insert of as many rows into another. The caller prints the medians of several:
+    /// the machine's speed varies from one second to the next (a virtual machine's neighbours),
+    /// and one round each put the ratio anywhere from 0.3 to 0.6.
+    ///
+    /// - Throws: when the first sync brings other than `rows` rows.
+    mutating func run(round: Int, of configuration: ServerConfiguration, collections: [String] = recordCollections,
+                      rows: Int, in directory: URL, named name: String) async throws {
         let file = directory.appendingPathComponent("\(name)-\(round).sqlite")
         let (pulled, elapsed, cpu, grown) = try await withClient(configuration, file, collections: collections) { engine, _ in
             let before = Sampling.residentMiB()
@@ -243,19 +273,18 @@ private func firstSyncRounds(_ configuration: ServerConfiguration, collections: 
             return (written, elapsed, used, grown)
         }
         guard pulled.count == rows else { throw BenchmarkFailure(description: "the first sync brought \(pulled.count) rows, not \(rows)") }
-        rounds.syncs.append(elapsed.timeInterval)
-        rounds.syncCPU.append(cpu)
-        rounds.growth = max(rounds.growth, grown)
-        rounds.rowBytes = pulled.reduce(0) { $0 + $1.0.utf8.count + $1.1.count } / max(1, pulled.count)
+        syncs.append(elapsed.timeInterval)
+        syncCPU.append(cpu)
+        growth = max(growth, grown)
+        rowBytes = pulled.reduce(0) { $0 + $1.0.utf8.count + $1.1.count } / max(1, pulled.count)
         let raw = try rawBulkInsert(pulled, into: directory.appendingPathComponent("\(name)-raw-\(round).sqlite"))
-        rounds.raws.append((raw.insert + raw.checkpoint).timeInterval)
-        rounds.checkpoints.append(raw.checkpoint.timeInterval)
-        rounds.rawCPU.append(raw.cpu)
+        raws.append((raw.insert + raw.checkpoint).timeInterval)
+        checkpoints.append(raw.checkpoint.timeInterval)
+        rawCPU.append(raw.cpu)
         for file in ["\(name)-\(round).sqlite", "\(name)-raw-\(round).sqlite"] {
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(at: directory.appendingPathComponent(file + suffix)) }
         }
     }
-    return rounds
 }
 
 /// The same rows inserted straight into the same kind of file, one prepared statement, one
