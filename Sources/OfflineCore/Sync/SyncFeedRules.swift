@@ -26,6 +26,14 @@ package enum SyncFeedRules {
     package static func problem(id: String) -> SyncPageProblem? {
         let bytes = id.utf8
         guard !bytes.isEmpty, bytes.count <= maximumIDBytes, id != ".", id != ".." else { return .malformedID(preview(id)) }
+        // Most ids are ASCII, their bytes their scalars: checked byte by byte, not scalar by
+        // scalar (a first sync checks a hundred thousand).
+        var isASCII = true
+        for byte in bytes {
+            guard byte < 0x80 else { isASCII = false; break }
+            if isUnsafeASCII(byte) { return .malformedID(preview(id)) }
+        }
+        if isASCII { return nil }
         let unsafe = id.unicodeScalars.contains { scalar in
             switch scalar.value {
             case 0x00...0x1F, 0x7F...0x9F: true
@@ -33,6 +41,15 @@ package enum SyncFeedRules {
             }
         }
         return unsafe ? .malformedID(preview(id)) : nil
+    }
+
+    /// Whether an ASCII byte may not be in an id: a control character, or one that ends or
+    /// splits a path segment.
+    private static func isUnsafeASCII(_ byte: UInt8) -> Bool {
+        switch byte {
+        case 0x00...0x1F, 0x7F, UInt8(ascii: "/"), UInt8(ascii: "\\"), UInt8(ascii: "?"), UInt8(ascii: "#"): true
+        default: false
+        }
     }
 
     /// Why `cursor` is not a well-formed cursor, or nil when it is one.

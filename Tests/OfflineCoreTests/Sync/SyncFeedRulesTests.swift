@@ -32,6 +32,25 @@ struct SyncFeedRulesTests {
         #expect(SyncFeedRules.problem(id: id) != nil)
     }
 
+    @Test("ids are judged by their scalars, whether or not they are ASCII")
+    func idsJudgedByScalars() {
+        // The rule, scalar by scalar, beside the check the feed runs on each id it reads.
+        let refused = { (id: String) in
+            id.isEmpty || id.utf8.count > 512 || id == "." || id == ".." || id.unicodeScalars.contains { scalar in
+                (0x00...0x1F).contains(scalar.value) || (0x7F...0x9F).contains(scalar.value) || "/\\?#".unicodeScalars.contains(scalar)
+            }
+        }
+        let alphabet: [Unicode.Scalar] = ["a", "Z", "0", ".", "-", " ", "/", "\\", "?", "#", "%", "\u{0}", "\u{1F}", "\u{7F}", "\u{80}",
+                                          "\u{85}", "\u{9F}", "\u{A0}", "é", "\u{2028}", "\u{1F600}"]
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<5_000 {
+            var id = String.UnicodeScalarView()
+            for _ in 0..<Int.random(in: 0...12, using: &generator) { id.append(alphabet.randomElement(using: &generator)!) }
+            let text = String(id)
+            #expect((SyncFeedRules.problem(id: text) != nil) == refused(text), "\(text.debugDescription)")
+        }
+    }
+
     @Test("cursors are opaque tokens of safe characters", arguments: [
         (".0", true), ("3f2a9c1b7d4e.12", true), ("abc", true), ("a~b_c-d.e", true), (String(repeating: "c", count: 16 << 10), true),
         ("", false), ("e.1\r\nX-Injected: 1", false), ("e 1", false), ("e/1", false), ("e.1&limit=0", false),

@@ -559,6 +559,35 @@ struct SyncEngineTests {
         #expect(wire.requests.isEmpty)
     }
 
+    @Test("strings are read whole wherever their quotes, escapes, controls and non-ASCII bytes fall")
+    func stringsWhole() throws {
+        // A value's strings are skipped by looking for their closing quote: a quote or backslash
+        // escaped at any place, even last, must not end one early or late. Ids are decoded.
+        let specials = ["\"", "\\", "\\\\", "\n", "\u{1}", "é", "\u{1F600}", "\u{7F}"]
+        for special in specials {
+            for offset in 0...24 {
+                let text = String(repeating: "x", count: offset) + special + String(repeating: "y", count: 24 - offset)
+                let value = try JSONSerialization.data(withJSONObject: ["text": text, "n": 1], options: [.sortedKeys])
+                let id = String(repeating: "a", count: offset) + special
+                let encodedID = String(decoding: try JSONSerialization.data(withJSONObject: id, options: [.fragmentsAllowed]), as: UTF8.self)
+                let json = #"{"changes":[{"collection":"n","id":\#(encodedID),"value":\#(String(decoding: value, as: UTF8.self))},"#
+                    + #"{"collection":"n","id":"z","value":"\#(special == "\"" || special == "\\" ? "\\" + special : "")"}],"cursor":"e1","hasMore":false}"#
+                let page = try SyncPage(json: Data(json.utf8))
+                #expect(page.changes.map(\.id) == [id, "z"], "\(special.debugDescription) at \(offset)")
+                #expect(page.changes.first?.value == value, "\(special.debugDescription) at \(offset)")
+                // Unescaped, a control character in an id is refused wherever it falls.
+                if special == "\n" || special == "\u{1}" {
+                    let raw = #"{"changes":[{"collection":"n","id":"\#(id)","value":{}}],"cursor":"e1","hasMore":false}"#
+                    #expect(throws: SyncPage.Malformed.self) { try SyncPage(json: Data(raw.utf8)) }
+                }
+            }
+        }
+        // A string whose last quote is escaped does not end.
+        for unended in [#"{"changes":[{"collection":"n","id":"a","value":"x\"}]}"#, #"{"changes":[{"collection":"n","id":"a","value":{"k":"\\\"}}]}"#] {
+            #expect(throws: SyncPage.Malformed(reason: "a string that does not end"), "\(unended)") { try SyncPage(json: Data(unended.utf8)) }
+        }
+    }
+
     @Test("pages are read as sent: values byte for byte, escapes in ids, deletions; broken pages are refused")
     func pageReading() throws {
         let json = #"{"changes":[{"collection":"records/notes","id":"a\"b","value":{"n":9007199254740993,"s":"x,}]"}},{"collection":"orders","id":"c","deleted":true}],"cursor":"e2","hasMore":false,"through":41,"progress":0.5}"#
