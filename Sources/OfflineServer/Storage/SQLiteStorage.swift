@@ -132,6 +132,14 @@ private struct StatementColumns: SQLColumns {
         return String(decoding: UnsafeRawBufferPointer(start: text, count: count), as: UTF8.self)
     }
 
+    func text(_ index: Int, sameAs previous: String?) throws -> String {
+        try check(index, SQLITE_TEXT)
+        guard let text = sqlite3_column_text(statement, Int32(index)) else { return "" }
+        let bytes = UnsafeRawBufferPointer(start: text, count: Int(sqlite3_column_bytes(statement, Int32(index))))
+        if var previous, previous.utf8.count == bytes.count, previous.withUTF8({ $0.elementsEqual(bytes) }) { return previous }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     func integer(_ index: Int) throws -> Int64 {
         try check(index, SQLITE_INTEGER)
         return sqlite3_column_int64(statement, Int32(index))

@@ -49,9 +49,23 @@ extension SQLDatabase {
 /// throws ``StorageError/unexpectedValue(column:)`` for a value of another type.
 protocol SQLColumns {
     func text(_ index: Int) throws -> String
+    /// ``text(_:)``, or `previous` itself when the column holds the same text: a column that
+    /// repeats one value down the rows (a page's collection, its audience) is not made into a new
+    /// string for each.
+    func text(_ index: Int, sameAs previous: String?) throws -> String
     func integer(_ index: Int) throws -> Int64
     /// A blob's or a text's bytes; nil for NULL.
     func bytes(_ index: Int) throws -> [UInt8]?
+}
+
+extension SQLColumns {
+    func text(_ index: Int, sameAs previous: String?) throws -> String {
+        let text = try text(index)
+        // Byte for byte: strings equal to Swift may differ in their bytes ("é", and "e" with its
+        // accent apart), and a row's id or name is its bytes.
+        if let previous, previous.utf8.elementsEqual(text.utf8) { return previous }
+        return text
+    }
 }
 
 extension ServerStorage {

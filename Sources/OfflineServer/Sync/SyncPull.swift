@@ -271,11 +271,13 @@ enum SyncPull {
         var rows: [FeedRow] = []
         rows.reserveCapacity(min(limit, 1_024))
         var bytes = 0
-        // Read in place: a page of a first sync reads a thousand rows.
+        // Read in place: a page of a first sync reads a thousand rows, most of one collection and
+        // audience, whose names are then made into strings once, not for each row.
         try db.scan(statement) { row in
             let value = try row.bytes(4)
-            rows.append(FeedRow(collection: try row.text(0), audience: try row.text(1), id: try row.text(2),
-                                position: try row.integer(3), value: value))
+            let last = rows.last
+            rows.append(FeedRow(collection: try row.text(0, sameAs: last?.collection), audience: try row.text(1, sameAs: last?.audience),
+                                id: try row.text(2), position: try row.integer(3), value: value))
             bytes += 48 + (value?.count ?? 0)
             return bytes < maxBytes
         }

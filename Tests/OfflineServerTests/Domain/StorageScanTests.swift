@@ -58,6 +58,25 @@ struct StorageScanTests {
         }
     }
 
+    @Test("a text read beside the row before's is that string when it is the same text, and its own otherwise, on both paths")
+    func textSameAsBefore() throws {
+        let names = ["audience:w", "audience:w", "audience:x", "audience:", "audience:x", "", "", "é", "e\u{301}", "é", "audience:w"]
+        try DatabaseQueue().write { db in
+            try db.execute(sql: "CREATE TABLE t (n INTEGER NOT NULL, name TEXT NOT NULL)")
+            for (n, name) in names.enumerated() { try db.execute(sql: "INSERT INTO t VALUES (?, ?)", arguments: [n, name]) }
+            for (path, sql) in [("SQLite's statement", SQLiteStorage.Connection(db: db, notifications: nil) as any SQLDatabase),
+                                ("rows read whole", TestDatabase(db: db))] {
+                var read: [String] = []
+                try sql.scan("SELECT name FROM t ORDER BY n") { row in
+                    read.append(try row.text(0, sameAs: read.last))
+                    return true
+                }
+                // Compared byte for byte: "é" and "e" with its accent apart are equal strings to Swift.
+                #expect(read.map { Array($0.utf8) } == names.map { Array($0.utf8) }, "\(path)")
+            }
+        }
+    }
+
     @Test("reading stops at the first row that says so, on both paths")
     func stops() throws {
         try Self.withRows { paths in
