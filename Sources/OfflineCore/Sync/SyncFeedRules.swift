@@ -28,12 +28,12 @@ package enum SyncFeedRules {
         guard !bytes.isEmpty, bytes.count <= maximumIDBytes, id != ".", id != ".." else { return .malformedID(preview(id)) }
         // Most ids are ASCII, their bytes their scalars: checked byte by byte, not scalar by
         // scalar (a first sync checks a hundred thousand).
-        var isASCII = true
-        for byte in bytes {
-            guard byte < 0x80 else { isASCII = false; break }
-            if isUnsafeASCII(byte) { return .malformedID(preview(id)) }
+        var text = id
+        // Nil when a byte is past ASCII.
+        let safeASCII: Bool? = text.withUTF8 { bytes in
+            bytes.allSatisfy { $0 < 0x80 } ? !bytes.contains(where: isUnsafeASCII) : nil
         }
-        if isASCII { return nil }
+        if let safeASCII { return safeASCII ? nil : .malformedID(preview(id)) }
         let unsafe = id.unicodeScalars.contains { scalar in
             switch scalar.value {
             case 0x00...0x1F, 0x7F...0x9F: true

@@ -98,9 +98,12 @@ struct SyncPage: Sendable, Equatable {
     ///
     /// - Throws: ``Malformed`` naming the first rule broken. Nothing of such a page is applied.
     func validate(after previous: String?, collections: Set<String>) throws {
+        var run: String?
         for change in changes {
             if let problem = SyncFeedRules.problem(id: change.id) { throw Malformed(reason: problem.description) }
-            guard collections.contains(change.collection) else {
+            // A page's changes come in runs of one collection: each run's is looked up once.
+            defer { run = change.collection }
+            guard change.collection == run || collections.contains(change.collection) else {
                 throw Malformed(reason: SyncPageProblem.unknownCollection(String(change.collection.prefix(40))).description)
             }
         }
