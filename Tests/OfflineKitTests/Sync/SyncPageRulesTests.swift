@@ -166,4 +166,24 @@ struct SyncPageRulesTests {
         #expect(try await notes.rows().isEmpty)
         #expect(try await Self.cursor(notes) == nil)
     }
+
+    @Test("a pull of a feed that never ends stops soon after its task is cancelled")
+    func endlessFeedCancelled() async throws {
+        let notes = try SyncEngineTests.Notes()
+        // Each page moves the cursor and says more follows: an honest feed, only endless.
+        let feed = ScriptedFeed { cursor in
+            let next = (cursor.flatMap { Int($0.dropFirst(2)) } ?? 0) + 1
+            return #"{"changes":[{"collection":"records/notes","id":"n\#(next % 50)","value":{"body":{"text":"\#(next)"}}}],"cursor":"e.\#(next)","hasMore":true}"#
+        }
+        let engine = Self.engine(notes, feed)
+        let pull = Task { try await engine.pull() }
+        try await Task.sleep(for: .milliseconds(300))
+        let pages = feed.requests
+        #expect(pages > 3, "the pull was under way")
+        let cancelled = ContinuousClock.now
+        pull.cancel()
+        _ = await pull.result
+        let took = ContinuousClock.now - cancelled
+        #expect(took < .seconds(2), "stopped \(took) after its task was cancelled, \(feed.requests - pages) pages later")
+    }
 }
