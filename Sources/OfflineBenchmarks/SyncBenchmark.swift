@@ -15,7 +15,8 @@ import OfflineServer
 /// - a first sync of a workspace of as many messages, shared through the sync rules (the
 ///   workspace's audience) and written into the app's chat table as its own backend would, beside
 ///   the raw insert in interleaved rounds (target: ≥ 0.65× the raw insert), and beside the first
-///   sync above, its rounds alternating with those (target: no slower, in rows a second);
+///   sync above, its rounds alternating with those (target: no slower, in rows a second); then
+///   the same with the app's upsert storing nothing, for what the sync costs beyond the inserts;
 /// - the same first sync from a server serving its metrics, rounds interleaved with one without
 ///   (target: metrics cost at most 2% of the rate);
 /// - pulling one change from a feed of 1,000,000 rows (target: ≤ 5 ms), the change made by a real
@@ -27,7 +28,8 @@ import OfflineServer
 /// `OFFLINEKIT_BENCH_SYNC_ROWS` and `OFFLINEKIT_BENCH_SYNC_STORED` change the two sizes, and
 /// `OFFLINEKIT_BENCH_SYNC_ROUNDS` the rounds of the first syncs and of the metrics comparison (3):
 /// more give steadier medians. `OFFLINEKIT_BENCH_SYNC_PARTS` names the parts to run
-/// (`first,workspace,metrics,large,propagation`, all by default), to measure or profile one alone.
+/// (`first,workspace,reading,metrics,large,propagation`, all by default), to measure or profile
+/// one alone.
 func runSyncBenchmark() async throws {
     let environment = ProcessInfo.processInfo.environment
     let initialRows = environment["OFFLINEKIT_BENCH_SYNC_ROWS"].flatMap(Int.init) ?? 100_000
@@ -37,7 +39,7 @@ func runSyncBenchmark() async throws {
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
     let ana = AccountSeed.demo[0].user
-    let parts = Set((environment["OFFLINEKIT_BENCH_SYNC_PARTS"] ?? "first,workspace,metrics,large,propagation")
+    let parts = Set((environment["OFFLINEKIT_BENCH_SYNC_PARTS"] ?? "first,workspace,reading,metrics,large,propagation")
         .split(separator: ",").map(String.init))
 
     let listed = { (times: [Double]) in times.map { String(format: "%.2f", $0) }.joined(separator: ", ") }
@@ -93,6 +95,24 @@ func runSyncBenchmark() async throws {
             let against = zip(workspace.syncs, firsts.syncs).map { (Double(workspaceRows) / $0) / (Double(initialRows) / $1) }
             print("  beside the per-user sync       \(String(format: "%.2f", Sampling.percentile(against, 0.5)))x its rows/s  (rounds \(listed(against)); median; target: >= 1.00x)")
         }
+    }
+
+    if parts.contains("reading") {
+        // The workspace's first sync with the app's upsert storing nothing: the server's pages,
+        // HTTP and the page reader alone, with the engine's transaction per page. What the
+        // sync costs beyond the inserts a raw insert would make too.
+        if !parts.contains("workspace") {
+            try await seedWorkspaceMessages(shared, workspace: "northwind", count: initialRows)
+        }
+        var reading = FirstSyncRounds()
+        for round in 1...rounds {
+            try await reading.run(round: round, of: shared, collections: ["messages"], rows: workspaceRows, storing: false, in: directory,
+                                  named: "reading")
+        }
+        let readingRate = Double(workspaceRows) / Sampling.percentile(reading.syncs, 0.5)
+        print("  the same, rows not stored      \(Int(readingRate)) rows/s  (\(listed(reading.syncs)) s; median)")
+        print(String(format: "  CPU per 1,000 rows read, not stored: %.2f ms (server and client); median",
+                     Sampling.percentile(reading.syncCPU, 0.5) * 1e6 / Double(workspaceRows)))
     }
 
     if parts.contains("metrics") {
@@ -189,8 +209,8 @@ private let recordCollections = ["records/items", "records/large"]
 /// Runs `body` with a sync engine signed in as Ana, pulling `collections` into the `item` table of
 /// a fresh app database.
 private func withClient<T: Sendable>(
-    _ configuration: ServerConfiguration, _ file: URL, collections: [String] = recordCollections,
-    _ body: @Sendable (SyncEngine, Shop) async throws -> T
+    _ configuration: ServerConfiguration, _ file: URL, collections: [String] = recordCollections, storing: Bool = true,
+    counted: Locked<Int> = Locked(0), _ body: @Sendable (SyncEngine, Shop) async throws -> T
 ) async throws -> T {
     try await withRunningServer(configuration) { server in
         let url = URL(string: "http://127.0.0.1:\(server.port)")!
@@ -204,6 +224,7 @@ private func withClient<T: Sendable>(
             try await database.writer.write { db in try db.execute(sql: "CREATE TABLE item (id TEXT PRIMARY KEY, body BLOB NOT NULL)") }
             let items = SyncedCollection("records/items",
                 upsert: { db, row in
+                    guard storing else { return counted.withLock { $0 += 1 } }
                     try db.cachedStatement(sql: "INSERT OR REPLACE INTO item (id, body) VALUES (?, ?)").execute(arguments: [row.id, row.value])
                 },
                 delete: { db, id in try db.execute(sql: "DELETE FROM item WHERE id = ?", arguments: [id]) },
@@ -252,9 +273,11 @@ extension FirstSyncRounds {
     ///
     /// - Throws: when the first sync brings other than `rows` rows.
     mutating func run(round: Int, of configuration: ServerConfiguration, collections: [String] = recordCollections,
-                      rows: Int, in directory: URL, named name: String) async throws {
+                      rows: Int, storing: Bool = true, in directory: URL, named name: String) async throws {
         let file = directory.appendingPathComponent("\(name)-\(round).sqlite")
-        let (pulled, elapsed, cpu, grown) = try await withClient(configuration, file, collections: collections) { engine, _ in
+        let counted = Locked(0)
+        let (pulled, elapsed, cpu, grown) = try await withClient(configuration, file, collections: collections, storing: storing,
+                                                                 counted: counted) { engine, _ in
             let before = Sampling.residentMiB()
             let peak = PeakMemory()
             let sampling = Task { await peak.sample() }
@@ -272,10 +295,12 @@ extension FirstSyncRounds {
             }
             return (written, elapsed, used, grown)
         }
-        guard pulled.count == rows else { throw BenchmarkFailure(description: "the first sync brought \(pulled.count) rows, not \(rows)") }
+        let brought = storing ? pulled.count : counted.current
+        guard brought == rows else { throw BenchmarkFailure(description: "the first sync brought \(brought) rows, not \(rows)") }
         syncs.append(elapsed.timeInterval)
         syncCPU.append(cpu)
         growth = max(growth, grown)
+        guard storing else { return }
         rowBytes = pulled.reduce(0) { $0 + $1.0.utf8.count + $1.1.count } / max(1, pulled.count)
         let raw = try rawBulkInsert(pulled, into: directory.appendingPathComponent("\(name)-raw-\(round).sqlite"))
         raws.append((raw.insert + raw.checkpoint).timeInterval)
