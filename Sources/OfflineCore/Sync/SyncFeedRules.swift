@@ -31,24 +31,21 @@ package enum SyncFeedRules {
         var text = id
         // Nil when a byte is past ASCII.
         let safeASCII: Bool? = text.withUTF8 { bytes in
-            bytes.allSatisfy { $0 < 0x80 } ? !bytes.contains(where: isUnsafeASCII) : nil
+            bytes.allSatisfy { $0 < 0x80 } ? !bytes.contains { isUnsafe(UInt32($0)) } : nil
         }
         if let safeASCII { return safeASCII ? nil : .malformedID(preview(id)) }
-        let unsafe = id.unicodeScalars.contains { scalar in
-            switch scalar.value {
-            case 0x00...0x1F, 0x7F...0x9F: true
-            default: scalar == "/" || scalar == "\\" || scalar == "?" || scalar == "#"
-            }
-        }
-        return unsafe ? .malformedID(preview(id)) : nil
+        return id.unicodeScalars.contains { isUnsafe($0.value) } ? .malformedID(preview(id)) : nil
     }
 
-    /// Whether an ASCII byte may not be in an id: a control character, or one that ends or
-    /// splits a path segment.
-    private static func isUnsafeASCII(_ byte: UInt8) -> Bool {
-        switch byte {
-        case 0x00...0x1F, 0x7F, UInt8(ascii: "/"), UInt8(ascii: "\\"), UInt8(ascii: "?"), UInt8(ascii: "#"): true
-        default: false
+    /// Whether a scalar (or an ASCII byte, its own scalar) may not be in an id: a control
+    /// character, or one that ends or splits a path segment.
+    private static func isUnsafe(_ scalar: UInt32) -> Bool {
+        switch scalar {
+        case 0x00...0x1F, 0x7F...0x9F, UInt32(UInt8(ascii: "/")), UInt32(UInt8(ascii: "\\")), UInt32(UInt8(ascii: "?")),
+             UInt32(UInt8(ascii: "#")):
+            true
+        default:
+            false
         }
     }
 
