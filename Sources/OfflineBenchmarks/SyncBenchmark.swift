@@ -207,10 +207,11 @@ private struct Shop: Sendable {
 private let recordCollections = ["records/items", "records/large"]
 
 /// Runs `body` with a sync engine signed in as Ana, pulling `collections` into the `item` table of
-/// a fresh app database.
+/// a fresh app database; or, given `counted`, counting there the rows pulled and storing none.
 private func withClient<T: Sendable>(
-    _ configuration: ServerConfiguration, _ file: URL, collections: [String] = recordCollections, storing: Bool = true,
-    counted: Locked<Int> = Locked(0), _ body: @Sendable (SyncEngine, Shop) async throws -> T
+    _ configuration: ServerConfiguration, _ file: URL, collections: [String] = recordCollections,
+    countingInstead counted: Locked<Int>? = nil,
+    _ body: @Sendable (SyncEngine, Shop) async throws -> T
 ) async throws -> T {
     try await withRunningServer(configuration) { server in
         let url = URL(string: "http://127.0.0.1:\(server.port)")!
@@ -224,7 +225,7 @@ private func withClient<T: Sendable>(
             try await database.writer.write { db in try db.execute(sql: "CREATE TABLE item (id TEXT PRIMARY KEY, body BLOB NOT NULL)") }
             let items = SyncedCollection("records/items",
                 upsert: { db, row in
-                    guard storing else { return counted.withLock { $0 += 1 } }
+                    if let counted { return counted.withLock { $0 += 1 } }
                     try db.cachedStatement(sql: "INSERT OR REPLACE INTO item (id, body) VALUES (?, ?)").execute(arguments: [row.id, row.value])
                 },
                 delete: { db, id in try db.execute(sql: "DELETE FROM item WHERE id = ?", arguments: [id]) },
@@ -275,9 +276,9 @@ extension FirstSyncRounds {
     mutating func run(round: Int, of configuration: ServerConfiguration, collections: [String] = recordCollections,
                       rows: Int, storing: Bool = true, in directory: URL, named name: String) async throws {
         let file = directory.appendingPathComponent("\(name)-\(round).sqlite")
-        let counted = Locked(0)
-        let (pulled, elapsed, cpu, grown) = try await withClient(configuration, file, collections: collections, storing: storing,
-                                                                 counted: counted) { engine, _ in
+        let counted = storing ? nil : Locked(0)
+        let (pulled, elapsed, cpu, grown) = try await withClient(configuration, file, collections: collections,
+                                                                 countingInstead: counted) { engine, _ in
             let before = Sampling.residentMiB()
             let peak = PeakMemory()
             let sampling = Task { await peak.sample() }
@@ -295,7 +296,7 @@ extension FirstSyncRounds {
             }
             return (written, elapsed, used, grown)
         }
-        let brought = storing ? pulled.count : counted.current
+        let brought = counted?.current ?? pulled.count
         guard brought == rows else { throw BenchmarkFailure(description: "the first sync brought \(brought) rows, not \(rows)") }
         syncs.append(elapsed.timeInterval)
         syncCPU.append(cpu)
