@@ -82,6 +82,21 @@ public struct LoopbackPostgres: Sendable {
         throw LoopbackPostgresError.didNotStart(directory.appendingPathComponent("log").path)
     }
 
+    /// How ``restart(_:)`` stops the cluster before starting it again, as `pg_ctl -m` says.
+    public enum ShutdownMode: String, Sendable, CaseIterable {
+        /// Every session is told to end, the cluster checkpoints, then stops.
+        case fast
+        /// The cluster stops at once, as in a crash: the next start recovers from the WAL.
+        case immediate
+    }
+
+    /// Stops the cluster (`mode`) and starts it again on the same port and settings: every
+    /// session is cut, and clients must connect again.
+    public func restart(_ mode: ShutdownMode) throws {
+        try Self.run("/usr/sbin/runuser", ["-u", "postgres", "--", "\(bin)/pg_ctl", "-D", directory.appendingPathComponent("data").path,
+                                           "-l", directory.appendingPathComponent("log").path, "-m", mode.rawValue, "-w", "restart"])
+    }
+
     /// Stops the cluster at once and removes its folder.
     public func stop() {
         _ = try? Self.run("/usr/sbin/runuser", ["-u", "postgres", "--", "\(bin)/pg_ctl", "-D", directory.appendingPathComponent("data").path,

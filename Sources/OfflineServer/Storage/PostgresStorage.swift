@@ -115,8 +115,7 @@ struct PostgresStorage: ServerStorage {
 
     func rows(_ statement: SQL) async throws -> [SQLRow] {
         try await client.withConnection { [logger] connection in
-            let result: EventLoopFuture<PostgresQueryResult> = connection.query(Connection.query(statement), logger: logger)
-            return try Connection.rows(of: try await result.get())
+            try Connection.rows(of: try await Connection.submit(Connection.query(statement), on: connection, logger: logger).get())
         }
     }
 
@@ -173,7 +172,7 @@ struct PostgresStorage: ServerStorage {
         /// whether they failed (`BEGIN`, a notification). The next statement waited for waits for
         /// it first, and throws its error if it failed.
         func send(_ statement: SQL) {
-            unanswered.results.append(connection.query(Self.query(statement), logger: logger))
+            unanswered.results.append(Self.submit(Self.query(statement), on: connection, logger: logger))
         }
 
         /// Waits for the statements sent and not waited for, passing over their errors: before a
@@ -214,9 +213,28 @@ struct PostgresStorage: ServerStorage {
         /// answers of the statements sent before it and not waited for: the first of those that
         /// failed is thrown instead (the transaction failed with it).
         func result(_ statement: SQL) throws -> PostgresQueryResult {
-            let result = connection.query(Self.query(statement), logger: logger)
+            let result = Self.submit(Self.query(statement), on: connection, logger: logger)
             for sent in takeUnanswered() { _ = try sent.wait() }
             return try result.wait()
+        }
+
+        /// Sends `query` from `connection`'s event loop, or fails it there when the connection
+        /// has closed.
+        ///
+        /// PostgresNIO writes a statement into the connection's channel, whose handler answers
+        /// it; once the channel has closed, the handler is gone, the write fails unseen, and the
+        /// statement's answer never comes. A pooled connection that PostgreSQL closed (a restart,
+        /// `pg_terminate_backend`) just before it was leased then held the thread waiting on it,
+        /// and the pool's connection, for good. Sent from the event loop, the check and the write
+        /// happen with nothing in between: the channel is open when the handler takes it, and
+        /// from then on the handler fails it if the connection closes.
+        static func submit(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) -> EventLoopFuture<PostgresQueryResult> {
+            connection.eventLoop.flatSubmit {
+                guard !connection.isClosed else {
+                    return connection.eventLoop.makeFailedFuture(StorageError.connectionClosed)
+                }
+                return connection.query(query, logger: logger)
+            }
         }
 
         static func query(_ statement: SQL) -> PostgresQuery {
@@ -279,8 +297,8 @@ public struct PostgresURLError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Holds one pooled connection that listens on the storage's channels and hands what arrives to
-/// its ``StorageNotifications``; after losing it, listens again on a new one (1 s, then up to 10 s
-/// apart) and tells listeners that notifications may have been missed meanwhile.
+/// its ``StorageNotifications``; after losing it, listens again on a new one (``RetryBackoff``)
+/// and tells listeners that notifications may have been missed meanwhile.
 struct NotificationListener: NamedService {
     let client: PostgresClient
     let channels: [String]
@@ -290,25 +308,32 @@ struct NotificationListener: NamedService {
     func run() async throws {
         guard !channels.isEmpty else { return }
         try? await cancelWhenGracefulShutdown {
-            var failures = 0
+            var backoff = RetryBackoff()
             while !Task.isCancelled {
+                let delay: Duration
                 do {
                     try await client.withConnection { connection in
-                        try await withThrowingTaskGroup(of: Void.self) { group in
-                            for channel in channels {
-                                group.addTask { try await listen(on: channel, connection) }
+                        // Watched: a connection leased as PostgreSQL closed it would otherwise
+                        // wait for ever on its LISTEN (``WatchedConnection``).
+                        try await WatchedConnection(connection).run { connection in
+                            try await withThrowingTaskGroup(of: Void.self) { group in
+                                for channel in channels {
+                                    group.addTask { try await listen(on: channel, connection) }
+                                }
+                                try await group.next()
+                                group.cancelAll()
                             }
-                            try await group.next()
-                            group.cancelAll()
                         }
                     }
-                    failures = 0
+                    backoff.succeeded()
+                    delay = backoff.first
                 } catch {
                     if Task.isCancelled { return }
-                    failures += 1
-                    logger.warning("Listening for notifications failed; listening again", metadata: ["error": "\(String(reflecting: error))"])
+                    delay = backoff.failed()
+                    logger.warning("Listening for notifications failed; listening again", metadata: [
+                        "error": "\(String(reflecting: error))", "retryIn": "\(delay)"])
                 }
-                try await Task.sleep(for: .seconds(max(1, min(10, failures))))
+                try await Task.sleep(for: delay)
             }
         }
     }

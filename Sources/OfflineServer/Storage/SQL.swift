@@ -267,12 +267,15 @@ enum StorageError: Error, Sendable, Hashable, CustomStringConvertible {
     /// PostgreSQL ended the transaction with a rollback where a commit was asked for (a
     /// statement failed and its error was not passed on).
     case rolledBack
+    /// The connection to the database closed (the database restarted, or ended the session).
+    case connectionClosed
 
     var description: String {
         switch self {
         case .unexpectedValue(let column): "The database holds an unexpected value in column \(column)."
         case .notificationInRead: "A notification can only be sent from a write."
         case .rolledBack: "The transaction was rolled back instead of committed."
+        case .connectionClosed: "The connection to the database closed."
         }
     }
 }

@@ -63,27 +63,30 @@ struct PostgresCapture: NamedService {
         // Ends with the server's graceful shutdown, like every other service: the feed holds
         // every transaction it published, and the next capturer goes on from the slot.
         await cancelWhenGracefulShutdown {
-            var failures = 0
+            var backoff = RetryBackoff()
             while !Task.isCancelled {
+                let delay: Duration
                 do {
-                    try await captureWhileLeader()
-                    failures = 0
+                    try await captureWhileLeader(&backoff)
+                    delay = backoff.first
                 } catch is CancellationError {
                     return
                 } catch {
                     if Task.isCancelled { return }
-                    failures += 1
-                    logger.error("Sync capture stopped; starting again", metadata: ["error": "\(String(reflecting: error))"])
+                    delay = backoff.failed()
+                    logger.error("Sync capture stopped; starting again", metadata: [
+                        "error": "\(String(reflecting: error))", "retryIn": "\(delay)"])
                 }
-                try? await Task.sleep(for: .seconds(min(10, failures + 1)))
+                try? await Task.sleep(for: delay)
             }
         }
     }
 
     /// Connects, takes the capture lock (or waits for it), prepares the slot and the feed, and
-    /// captures until cancelled or the connection fails.
-    private func captureWhileLeader() async throws {
-        let session = try await PostgresConnection.connect(configuration: connection, id: 1, logger: logger)
+    /// captures until cancelled or the connection fails; `backoff` learns that capture got going
+    /// once the slot and the feed are ready.
+    private func captureWhileLeader(_ backoff: inout RetryBackoff) async throws {
+        let session = try await WatchedConnection.connect(connection, id: 1, logger: logger)
         do {
             try await session.query("SET DateStyle = ISO", logger: logger)
             try await session.query("SET TimeZone = 'UTC'", logger: logger)
@@ -94,11 +97,12 @@ struct PostgresCapture: NamedService {
             let slot = Self.slot(database: try await databaseOID(session))
             try await prepare(session, slot: slot)
             var through = try await Self.restart(storage)
+            backoff.succeeded()
             var cadence = endpoint.map { _ in CaptureCadence(policy: self.cadence) }
             while !Task.isCancelled {
                 if let endpoint, cadence?.mode == .streaming {
                     do {
-                        try await stream(endpoint, slot: slot, through: through, cadence: &cadence!)
+                        try await stream(endpoint, slot: slot, through: through, leading: session, cadence: &cadence!)
                         if Task.isCancelled { break }
                         logger.info("Sync capture polls the slot while commits come fast")
                     } catch {
@@ -141,7 +145,7 @@ struct PostgresCapture: NamedService {
     ///
     /// - Parameter through: where the feed has read through; only the capturer moves it, so it
     ///   is read once and then kept as each pass moves it, a round trip fewer before every look.
-    private func poll(_ session: PostgresConnection, slot: String, through: inout Int64,
+    private func poll(_ session: WatchedConnection, slot: String, through: inout Int64,
                       cadence: inout CaptureCadence?) async throws {
         var changes = PgOutputChanges(tables: rules.tables)
         var advanced: Date?
@@ -165,13 +169,13 @@ struct PostgresCapture: NamedService {
     }
 
     /// Tells the slot it may let go of the WAL before `through`, where the feed has read through.
-    private func confirm(_ session: PostgresConnection, slot: String, through: Int64) async throws {
+    private func confirm(_ session: WatchedConnection, slot: String, through: Int64) async throws {
         try await session.query("SELECT pg_replication_slot_advance(\(slot), \(PgOutput.lsnText(UInt64(through)))::pg_lsn)", logger: logger)
     }
 
     /// Waits until the replication session that streamed the slot has let go of it: its
     /// sender ends a moment after the connection, and until then the slot cannot be peeked.
-    private func released(_ session: PostgresConnection, slot: String) async throws {
+    private func released(_ session: WatchedConnection, slot: String) async throws {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: .seconds(10))
         while true {
@@ -186,14 +190,14 @@ struct PostgresCapture: NamedService {
         }
     }
 
-    private func lock(_ session: PostgresConnection) async throws -> Bool {
+    private func lock(_ session: WatchedConnection) async throws -> Bool {
         for try await (locked) in try await session.query("SELECT pg_try_advisory_lock(\(Self.lockKey))", logger: logger).decode(Bool.self) {
             return locked
         }
         return false
     }
 
-    private func databaseOID(_ session: PostgresConnection) async throws -> Int64 {
+    private func databaseOID(_ session: WatchedConnection) async throws -> Int64 {
         for try await (oid) in try await session.query("SELECT oid::bigint FROM pg_database WHERE datname = current_database()",
                                                         logger: logger).decode(Int64.self) {
             return oid
@@ -204,7 +208,7 @@ struct PostgresCapture: NamedService {
     /// Makes the publication name exactly the rules' tables, creates the slot if missing (or lost),
     /// and builds the feed from the tables when it is new, lost, was built with other rules, or
     /// its build never finished.
-    private func prepare(_ session: PostgresConnection, slot: String) async throws {
+    private func prepare(_ session: WatchedConnection, slot: String) async throws {
         let tables = rules.tables.sorted()
         let list = tables.map { "\"\($0)\"" }.joined(separator: ", ")
         var published: Set<String> = []
@@ -250,7 +254,7 @@ struct PostgresCapture: NamedService {
 
     /// Fills a new feed with every row of the rules' tables. Changes committed meanwhile are also
     /// in the slot, which began first: read again after the snapshot, they change nothing.
-    private func build(_ session: PostgresConnection, fingerprint: String) async throws {
+    private func build(_ session: WatchedConnection, fingerprint: String) async throws {
         let start = try await currentLSN(session)
         let mapping = FeedMapping(rules: rules)
         let logger = logger
@@ -356,7 +360,7 @@ struct PostgresCapture: NamedService {
         }
     }
 
-    private func currentLSN(_ session: PostgresConnection) async throws -> UInt64 {
+    private func currentLSN(_ session: WatchedConnection) async throws -> UInt64 {
         for try await (text) in try await session.query("SELECT pg_current_wal_lsn()::text", logger: logger).decode(String.self) {
             if let lsn = PgOutput.lsn(text) { return lsn }
         }
@@ -372,7 +376,7 @@ struct PostgresCapture: NamedService {
     /// - Parameter through: where the feed has read through, moved on as the pass moves it.
     /// - Parameter confirmation: when the slot was last confirmed, and where to.
     /// - Parameter read: where the last peek read the WAL to, moved on as the pass moves it.
-    private func pass(_ session: PostgresConnection, slot: String, _ changes: inout PgOutputChanges,
+    private func pass(_ session: WatchedConnection, slot: String, _ changes: inout PgOutputChanges,
                       advanced: inout Date?, through: inout Int64, confirmation: inout SlotConfirmation,
                       read: inout UInt64) async throws -> (reading: Duration, commits: Int) {
         let clock = ContinuousClock()
@@ -482,7 +486,11 @@ struct PostgresCapture: NamedService {
 
     /// Streams the slot's changes into the feed until cancelled, the session fails, or commits
     /// come fast enough that `cadence` has them polled.
-    private func stream(_ endpoint: PostgresEndpoint, slot: String, through: Int64, cadence: inout CaptureCadence) async throws {
+    ///
+    /// - Parameter leading: the session that holds capture's lock: once it is gone, another
+    ///   instance may take the lead, and this one stops streaming.
+    private func stream(_ endpoint: PostgresEndpoint, slot: String, through: Int64, leading: WatchedConnection,
+                        cadence: inout CaptureCadence) async throws {
         let mapping = FeedMapping(rules: rules)
         let logger = logger
         let now = now
@@ -497,6 +505,7 @@ struct PostgresCapture: NamedService {
             var counted = 0
             while !Task.isCancelled {
                 let input = try await inputs.next()
+                guard !leading.isClosed else { throw StorageError.connectionClosed }
                 let moment = now()
                 let writes: [CaptureStream.Write]
                 switch input {
