@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import PostgresNIO
@@ -311,6 +312,8 @@ struct NotificationListener: NamedService {
             var backoff = RetryBackoff()
             while !Task.isCancelled {
                 let delay: Duration
+                // Whether this attempt listened: its failure, after a while, is a new first one.
+                let listened = NIOLockedValueBox(false)
                 do {
                     try await client.withConnection { connection in
                         // Watched: a connection leased as PostgreSQL closed it would otherwise
@@ -318,7 +321,7 @@ struct NotificationListener: NamedService {
                         try await WatchedConnection(connection).run { connection in
                             try await withThrowingTaskGroup(of: Void.self) { group in
                                 for channel in channels {
-                                    group.addTask { try await listen(on: channel, connection) }
+                                    group.addTask { try await listen(on: channel, connection) { listened.withLockedValue { $0 = true } } }
                                 }
                                 try await group.next()
                                 group.cancelAll()
@@ -329,6 +332,7 @@ struct NotificationListener: NamedService {
                     delay = backoff.first
                 } catch {
                     if Task.isCancelled { return }
+                    if listened.withLockedValue({ $0 }) { backoff.succeeded() }
                     delay = backoff.failed()
                     logger.warning("Listening for notifications failed; listening again", metadata: [
                         "error": "\(String(reflecting: error))", "retryIn": "\(delay)"])
@@ -338,8 +342,9 @@ struct NotificationListener: NamedService {
         }
     }
 
-    private func listen(on channel: String, _ connection: PostgresConnection) async throws {
+    private func listen(on channel: String, _ connection: PostgresConnection, started: @Sendable () -> Void) async throws {
         try await connection.listen(on: channel) { deliveries in
+            started()
             // Listening from now on: whatever was sent before may not have arrived.
             notifications.deliver(.anythingMayHaveChanged, on: channel)
             for try await notification in deliveries {
