@@ -22,6 +22,9 @@ struct SyncPage: Sendable, Equatable {
     /// The cursor a page sent on the live stream was read after: it is the page a pull after
     /// that cursor would get. Nil for a pulled page.
     var from: String?
+    /// The rows ``validate(after:collections:)`` took out of ``changes``: rows this device
+    /// cannot keep, sent beside others it can.
+    var dropped: [SyncDroppedRow] = []
 
     /// Why a page could not be read; never shown to users.
     struct Malformed: Error, Sendable, Equatable, CustomStringConvertible {
@@ -92,25 +95,58 @@ struct SyncPage: Sendable, Equatable {
     }
 
     /// Holds the page, asked for after the cursor `previous` (nil for a first page) for
-    /// `collections`, to the feed's rules (``SyncFeedRules``): ids that fit a path segment, only
-    /// the collections asked for, a cursor of safe characters, and a cursor that moves while
-    /// more follows.
+    /// `collections`, to the feed's rules (``SyncFeedRules``): only the collections asked for, a
+    /// cursor of safe characters, and a cursor that moves while more follows.
     ///
-    /// - Throws: ``Malformed`` naming the first rule broken. Nothing of such a page is applied.
-    func validate(after previous: String?, collections: Set<String>) throws {
+    /// A row whose id does not fit a path segment is taken out of ``changes`` and noted in
+    /// ``dropped``; the rest of the page is applied. One such row, written by one member of a
+    /// workspace, refused the whole page to every member before: none of them synced again.
+    ///
+    /// - Throws: ``Malformed`` naming the first rule of the page broken. Nothing of such a page
+    ///   is applied.
+    mutating func validate(after previous: String?, collections: Set<String>) throws {
         var run: String?
-        for change in changes {
-            if let problem = SyncFeedRules.problem(id: change.id) { throw Malformed(reason: problem.description) }
+        var dropping: [Int] = []
+        for (index, change) in changes.enumerated() {
             // A page's changes come in runs of one collection: each run's is looked up once.
             defer { run = change.collection }
             guard change.collection == run || collections.contains(change.collection) else {
                 throw Malformed(reason: SyncPageProblem.unknownCollection(String(change.collection.prefix(40))).description)
             }
+            if SyncFeedRules.problem(id: change.id) != nil {
+                dropping.append(index)
+                dropped.append(SyncDroppedRow(collection: change.collection, id: SyncFeedRules.preview(change.id),
+                                              reason: "its id is not 1 to \(SyncFeedRules.maximumIDBytes) bytes that fit one path segment"))
+            }
         }
         if let problem = SyncFeedRules.problem(cursor: cursor, hasMore: hasMore, through: through, after: previous) {
             throw Malformed(reason: problem.description)
         }
+        // Most pages drop nothing: their changes are left as they came.
+        if !dropping.isEmpty {
+            let drop = Set(dropping)
+            changes = changes.indices.filter { !drop.contains($0) }.map { changes[$0] }
+        }
     }
+}
+
+/// A row of the server's that this device did not keep, the rest of its page applied: its id
+/// does not fit a path segment (it would reach the app's table and, through the app's writes,
+/// a request's path).
+///
+/// One row must not stop a sync: written by one member of a workspace, it reaches every
+/// member's device. The engine logs each (`offlinekit.sync`, `warning`) and counts them in
+/// ``SyncProgress/droppedRows``; the row's next version that the device can keep lands as usual.
+public struct SyncDroppedRow: Sendable, Hashable, CustomStringConvertible {
+    /// The collection the server sent it in.
+    public var collection: String
+    /// Its id as logs may show it: control characters and quotes escaped, cut after 40
+    /// characters.
+    public var id: String
+    /// Why it was dropped, for logs.
+    public var reason: String
+
+    public var description: String { "\(collection) \"\(id)\": \(reason)" }
 }
 
 /// Walks JSON text and hands out the exact bytes of values, in one pass and without decoding
