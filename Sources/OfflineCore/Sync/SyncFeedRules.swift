@@ -11,7 +11,8 @@
 ///
 /// The rules are narrow on purpose, so that every page an honest feed writes passes. A row's:
 /// - id is 1 to ``maximumIDBytes`` bytes of UTF-8 that fit in one path segment: no control
-///   character, no `/`, `\`, `?` or `#`, and not `.` or `..`.
+///   character, no `/`, `\`, `?` or `#`, and not `.` or `..` (the reference server refuses
+///   other ids where they enter, and its capture sends none).
 ///
 /// A page's:
 /// - changes belong to collections the page was asked for;
