@@ -16,7 +16,11 @@ public func fuzzSyncPage(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     guard var page = try? SyncPage(json: json) else { return 0 }
     let read = page.changes.count
     guard (try? page.validate(after: previous, collections: collections)) != nil else { return 0 }
-    precondition(page.changes.count + page.dropped.count == read, "a change was lost without being reported")
+    precondition(page.changes.count + page.dropped.count >= read, "a change was lost without being reported")
+    for change in page.changes {
+        guard let value = change.value else { continue }
+        precondition((try? JSONSerialization.jsonObject(with: value, options: .fragmentsAllowed)) != nil, "a value that is not JSON passed")
+    }
     for change in page.changes {
         precondition(SyncFeedRules.problem(id: change.id) == nil, "a malformed id passed")
         precondition(collections.contains(change.collection), "a change to a collection not asked for passed")

@@ -2,7 +2,8 @@
 ///
 /// A server the client does not control (a broken deployment, a misconfigured proxy, an
 /// attacker) can answer anything. A row's id reaches the app's tables and, through the app's
-/// writes, a segment of a request path; a cursor is saved and sent back in a query.
+/// writes, a segment of a request path; its value reaches the app's decoder; a cursor is saved
+/// and sent back in a query.
 ///
 /// A row that breaks a rule of its own is dropped and the rest of its page applied: one row,
 /// written by one member of a workspace or by a tool beside the server, must not stop every
@@ -12,7 +13,8 @@
 /// The rules are narrow on purpose, so that every page an honest feed writes passes. A row's:
 /// - id is 1 to ``maximumIDBytes`` bytes of UTF-8 that fit in one path segment: no control
 ///   character, no `/`, `\`, `?` or `#`, and not `.` or `..` (the reference server refuses
-///   other ids where they enter, and its capture sends none).
+///   other ids where they enter, and its capture sends none);
+/// - value is JSON (RFC 8259; OfflineKit's page reader checks it as it reads the page).
 ///
 /// A page's:
 /// - changes belong to collections the page was asked for;

@@ -408,9 +408,10 @@ struct HostileServerTests {
         ("an id that climbs out of a path", #"{"collection":"notes","id":"../../etc","value":{}}"#),
         ("an id with a control character", #"{"collection":"notes","id":"a\u0000b","value":{}}"#),
         ("an id with a slash, deleted", #"{"collection":"notes","id":"x/y","deleted":true}"#),
+        ("a value that is not JSON", #"{"collection":"notes","id":"n","value":{"score":NaN}}"#),
     ]
 
-    @Test("a row no device may keep is dropped and reported; the rest of its page lands and its cursor is saved", arguments: 0..<3)
+    @Test("a row no device may keep is dropped and reported; the rest of its page lands and its cursor is saved", arguments: 0..<4)
     func unkeepableRow(_ index: Int) async throws {
         let (lie, row) = Self.unkeepableRows[index]
         let json = #"{"changes":[{"collection":"notes","id":"a","value":{}},\#(row),{"collection":"notes","id":"b","value":{}}],"cursor":"e.1","hasMore":false}"#

@@ -212,6 +212,29 @@ struct SyncPageRulesTests {
         #expect(status.lastDroppedRow?.id == "x/3", "a deletion's id is held to the same rule")
     }
 
+    @Test("a row whose value is not JSON is removed from the device and reported; every other row of its page lands and the cursor is saved")
+    func valueNotJSONRemoved() async throws {
+        let notes = try SyncEngineTests.Notes()
+        let feed = ScriptedFeed { cursor in
+            cursor == nil
+                ? #"{"changes":[{"collection":"records/notes","id":"b","value":{"body":{"text":"b"}}}],"cursor":"e.1","hasMore":false}"#
+                : #"{"changes":[{"collection":"records/notes","id":"a","value":{"body":{"text":"a"}}},"#
+                    + #"{"collection":"records/notes","id":"b","value":{"body":{"text":"b2"},"score":NaN}},"#
+                    + #"{"collection":"records/notes","id":"x/y","value":{"body":{"text":"x"}}},"#
+                    + #"{"collection":"records/notes","id":"c","value":{"body":{"text":"c"}}}],"cursor":"e.2","hasMore":false}"#
+        }
+        let engine = Self.engine(notes, feed)
+        try await engine.pull()
+        #expect(try await notes.rows() == ["b": "b"])
+        try await engine.pull()
+        #expect(try await notes.rows() == ["a": "a", "c": "c"], "b's version on the device is out of date, the new one unreadable")
+        #expect(try await Self.cursor(notes) == "e.2")
+        let status = engine.progressUpdates.latest
+        #expect(status.failure == nil)
+        #expect(status.droppedRows == 2)
+        #expect(status.lastDroppedRow?.id == "x/y")
+    }
+
     @Test("a pull of a feed that never ends stops soon after its task is cancelled")
     func endlessFeedCancelled() async throws {
         let notes = try SyncEngineTests.Notes()
