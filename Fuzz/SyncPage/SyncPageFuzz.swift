@@ -13,7 +13,14 @@ public func fuzzSyncPage(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     let previous = newline.map { String(decoding: bytes[..<$0], as: UTF8.self) }
     let json = Data(newline.map { bytes[($0 + 1)...] } ?? bytes[...])
     let collections: Set<String> = ["notes", "records/tasks"]
-    guard let page = try? SyncPage(json: json), (try? page.validate(after: previous, collections: collections)) != nil else { return 0 }
+    guard var page = try? SyncPage(json: json) else { return 0 }
+    let read = page.changes.count
+    guard (try? page.validate(after: previous, collections: collections)) != nil else { return 0 }
+    precondition(page.changes.count + page.dropped.count >= read, "a change was lost without being reported")
+    for change in page.changes {
+        guard let value = change.value else { continue }
+        precondition((try? JSONSerialization.jsonObject(with: value, options: .fragmentsAllowed)) != nil, "a value that is not JSON passed")
+    }
     for change in page.changes {
         precondition(SyncFeedRules.problem(id: change.id) == nil, "a malformed id passed")
         precondition(collections.contains(change.collection), "a change to a collection not asked for passed")

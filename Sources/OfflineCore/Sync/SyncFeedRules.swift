@@ -2,19 +2,27 @@
 ///
 /// A server the client does not control (a broken deployment, a misconfigured proxy, an
 /// attacker) can answer anything. A row's id reaches the app's tables and, through the app's
-/// writes, a segment of a request path; a cursor is saved and sent back in a query. A page that
-/// breaks one of these rules is refused whole: nothing of it is applied and its cursor is not
-/// saved.
+/// writes, a segment of a request path; its value reaches the app's decoder; a cursor is saved
+/// and sent back in a query.
 ///
-/// The rules are narrow on purpose, so that every page an honest feed writes passes:
-/// - an id is 1 to ``maximumIDBytes`` bytes of UTF-8 that fit in one path segment: no control
-///   character, no `/`, `\`, `?` or `#`, and not `.` or `..`;
-/// - a change belongs to a collection the page was asked for;
-/// - a cursor is an opaque token of 1 to ``maximumCursorBytes`` characters from `A–Z a–z 0–9 - . _ ~`
+/// A row that breaks a rule of its own is dropped and the rest of its page applied: one row,
+/// written by one member of a workspace or by a tool beside the server, must not stop every
+/// member's sync. A page that breaks a rule of the page is refused whole: nothing of it is
+/// applied and its cursor is not saved.
+///
+/// The rules are narrow on purpose, so that every page an honest feed writes passes. A row's:
+/// - id is 1 to ``maximumIDBytes`` bytes of UTF-8 that fit in one path segment: no control
+///   character, no `/`, `\`, `?` or `#`, and not `.` or `..` (the reference server refuses
+///   other ids where they enter, and its capture sends none);
+/// - value is JSON (RFC 8259; OfflineKit's page reader checks it as it reads the page).
+///
+/// A page's:
+/// - changes belong to collections the page was asked for;
+/// - cursor is an opaque token of 1 to ``maximumCursorBytes`` characters from `A–Z a–z 0–9 - . _ ~`
 ///   (safe in a query and in logs);
-/// - a page that says more follows (`hasMore`) moves the cursor: one that does not would be
-///   asked for again and again;
-/// - how far the server's capture has read (`through`) is not negative.
+/// - cursor moves when it says more follows (`hasMore`): one that does not would be asked for
+///   again and again;
+/// - position of the server's capture (`through`) is not negative.
 package enum SyncFeedRules {
     /// The longest id accepted, in bytes of UTF-8.
     package static let maximumIDBytes = 512
@@ -85,7 +93,7 @@ package enum SyncFeedRules {
 
     /// A refused value as logs may show it: its first 40 characters, control characters and
     /// quotes escaped.
-    private static func preview(_ value: String) -> String {
+    package static func preview(_ value: String) -> String {
         let shown = value.unicodeScalars.prefix(40).map { $0.escaped(asASCII: false) }.joined()
         return value.unicodeScalars.count > 40 ? shown + "…" : shown
     }
@@ -94,6 +102,7 @@ package enum SyncFeedRules {
 /// What is wrong with a sync page (for logs; never shown to users).
 package enum SyncPageProblem: Error, Sendable, Hashable, CustomStringConvertible {
     /// An id that is not 1 to 512 bytes fitting one path segment (shown escaped and cut short).
+    /// The row's problem: the row is dropped, the rest of the page applied.
     case malformedID(String)
     /// A change to a collection the page was not asked for.
     case unknownCollection(String)

@@ -42,6 +42,7 @@ extension SyncEngine {
     /// running for the previous one stops, and the loop pulls the new one's from the start.
     func accountSwitched() {
         // The status is the new account's at once: nothing pulled yet, whether a loop runs or not.
+        droppedRows.withLock { $0 = (0, nil) }
         progressUpdates.send(SyncProgress(collection: nil, rows: 0, bytes: 0, fraction: nil, isPulling: false, isFirstSync: true))
         accountSwitches.update { $0 += 1 }
     }

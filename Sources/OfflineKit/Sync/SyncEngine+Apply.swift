@@ -22,7 +22,7 @@ extension SyncEngine {
         }
         guard response.status == 200 else { throw SyncError.unavailable(status: response.status.code) }
         do {
-            let page = try SyncPage(json: response.body)
+            var page = try SyncPage(json: response.body)
             try page.validate(after: cursor, collections: Set(collections.keys))
             return Fetched(page: page, bytes: response.body.count, limit: limit)
         } catch {

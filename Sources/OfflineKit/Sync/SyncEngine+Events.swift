@@ -122,7 +122,7 @@ extension SyncEngine {
     /// when it breaks them or names no cursor it was read after.
     func streamedPage(_ event: ServerSentEvent) -> Fetched? {
         do {
-            let page = try SyncPage(json: Data(event.data.utf8))
+            var page = try SyncPage(json: Data(event.data.utf8))
             guard let from = page.from else { throw SyncPage.Malformed(reason: "a page on the stream without the cursor it follows") }
             try page.validate(after: from, collections: Set(collections.keys))
             return Fetched(page: page, bytes: event.data.utf8.count)

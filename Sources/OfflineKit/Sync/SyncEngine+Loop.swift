@@ -35,6 +35,7 @@ extension SyncEngine {
         /// Adds the page fetched after this one: the two read as one page would.
         mutating func append(_ next: Fetched) {
             page.changes += next.page.changes
+            page.dropped += next.page.dropped
             page.cursor = next.page.cursor
             page.hasMore = next.page.hasMore
             page.through = next.page.through ?? page.through
@@ -194,6 +195,7 @@ extension SyncEngine {
                     while fetched.page.hasMore, let next = state.ahead.takeArrived(after: fetched.page.cursor) {
                         fetched.append(next)
                     }
+                    if !fetched.page.dropped.isEmpty { noteDropped(fetched.page.dropped) }
                     state.fetched = fetched
                     state.lastLimit = fetched.limit
                     state.rows += fetched.page.changes.count
@@ -427,10 +429,11 @@ extension SyncEngine {
                 try? await self.followStream(after: cursor, stream: stream, input)
             }
         case .publishStatus:
+            let dropped = droppedRows.current
             progressUpdates.send(SyncProgress(collection: nil, rows: state.rows, bytes: state.bytes, fraction: status.progress,
                                               isPulling: status.isPulling, failure: status.isPulling ? nil : state.failure as? SyncError,
                                               isFirstSync: status.isFirstSync, isConnected: status.isConnected,
-                                              lastSyncedAt: state.lastSyncedAt))
+                                              lastSyncedAt: state.lastSyncedAt, droppedRows: dropped.count, lastDroppedRow: dropped.last))
         }
     }
 
@@ -487,6 +490,22 @@ extension SyncEngine {
         case SyncError.unavailable(let status): status == 410 ? .gone : .serverError(status: status)
         case is SyncError: .malformed
         default: .unreachable
+        }
+    }
+
+    /// Logs the rows dropped from a page (the first few of them: a server may send thousands)
+    /// and counts them for the status.
+    private func noteDropped(_ rows: [SyncDroppedRow]) {
+        for row in rows.prefix(5) {
+            Self.logger.warning("A row the server sent cannot be kept: it is dropped, the rest of its page applied",
+                                metadata: ["collection": "\(row.collection)", "id": "\(row.id)", "reason": "\(row.reason)"])
+        }
+        if rows.count > 5 {
+            Self.logger.warning("More rows the server sent cannot be kept: dropped too", metadata: ["rows": "\(rows.count - 5)"])
+        }
+        droppedRows.withLock { dropped in
+            dropped.count += rows.count
+            dropped.last = rows.last
         }
     }
 

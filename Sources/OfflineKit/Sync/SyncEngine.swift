@@ -30,7 +30,8 @@ import OfflineCore
 ///   never flickers back to its old value. See ``SyncConflictPolicy``.
 /// - **Trusts no server.** A page is held to the feed's rules before any of it is applied, and
 ///   read up to `maxPageBytes` and no further; one that breaks them fails the pull with a
-///   ``SyncError``, logged (`offlinekit.sync`), and the engine backs off.
+///   ``SyncError``, logged (`offlinekit.sync`), and the engine backs off. A row it cannot keep
+///   is dropped, logged and counted (``SyncDroppedRow``), and the rest of its page applied.
 /// - **Starting again.** When the server no longer follows the cursor (`410`), everything is
 ///   pulled again from the start; rows the server no longer has are removed at the end, except
 ///   those a queued write holds. Nothing local is lost.
@@ -66,6 +67,8 @@ public final class SyncEngine: Sendable {
     let accountSwitches = Broadcast(0)
     /// How many ``run()`` loops are running (one, or none).
     let runningLoops = Locked(0)
+    /// The rows dropped from the pages read so far, and the last of them, for the status.
+    let droppedRows = Locked((count: 0, last: SyncDroppedRow?.none))
     static let logger = Logger(label: "offlinekit.sync")
 
     /// - Parameters:
@@ -214,6 +217,13 @@ public struct SyncProgress: Sendable, Hashable {
     /// brought nothing writes nothing, and is remembered only while the app runs); nil before
     /// the first, and after a switch of account.
     public var lastSyncedAt: Date? = nil
+    /// How many rows of the server's this engine dropped since it was made (or another account
+    /// signed in): rows it cannot keep (``SyncDroppedRow``), sent beside others it applied. For
+    /// logs and diagnostics, like ``failure``: an honest server sends none, and the pulls go on
+    /// without them.
+    public var droppedRows: Int = 0
+    /// The last row dropped; nil while none was.
+    public var lastDroppedRow: SyncDroppedRow? = nil
 }
 
 /// Why a pull stopped. For logs; the user sees the connectivity state and the data's age, never
@@ -221,8 +231,8 @@ public struct SyncProgress: Sendable, Hashable {
 public enum SyncError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The server answered something other than a page.
     case unavailable(status: Int)
-    /// The page could not be read, or broke the feed's rules (an id that does not fit a path
-    /// segment, a collection not asked for, a cursor that does not move while more follows).
+    /// The page could not be read, or broke the feed's rules (a collection not asked for, a
+    /// cursor that does not move while more follows).
     case malformedPage(String)
     /// The page was larger than the engine reads (`maxPageBytes`).
     case pageTooLarge(limit: Int)

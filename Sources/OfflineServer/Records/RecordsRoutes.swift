@@ -12,6 +12,10 @@ extension Router where Context == OfflineRequestContext {
     /// - `PUT /api/records/COLLECTION/ID`: creates or replaces the record (a JSON object).
     /// - `PATCH /api/records/COLLECTION/ID`: merges a JSON object into it (404 if missing).
     /// - `DELETE /api/records/COLLECTION/ID`: deletes it (204, also when already gone).
+    ///
+    /// A put or a patch takes only an id the owner's devices can keep (``SyncedRowID``: `400`
+    /// for `a/b`, `..` or a control character, for instance); a delete or a read takes any, so
+    /// a record stored before the rule can still be removed.
     /// - `GET /api/records/COLLECTION?limit=N&after=ID`: a page of the collection's records by id,
     ///   those after `after`, at most `limit` (500 by default, 1 to 1,000) and 4 MiB of bodies
     ///   past the first; when more follow, `Link: <…>; rel="next"` names the next page (RFC 8288).
@@ -104,6 +108,7 @@ private func write(
         // Returned, not thrown, so the idempotency key keeps this answer like any other 4xx.
         return problemResponse(refusal.status, refusal.detail)
     }
+    if let refusal = SyncedRowID.refusal(id, of: "record") { return refusal }
     if let refusal = RecordRules.refusal(request.method, object, collection: collection) { return refusal }
     let key = request.headers[IdempotentWrites.keyField].flatMap(IdempotencyKeyField.parse)
     let write = make(object)

@@ -13,6 +13,10 @@ extension Router where Context == OfflineRequestContext {
     /// - `DELETE /api/workspaces/WORKSPACE/messages/ID`: deletes one of the user's messages
     ///   (`204`, also when already gone).
     ///
+    /// A post or an edit takes only an id every member's device can keep (``SyncedRowID``:
+    /// `400` for `a/b`, `..` or a control character, for instance); a delete takes any, so a
+    /// message stored before the rule can still be removed.
+    ///
     /// Bodies are checked like every other route's (``JSONBody``: `400` for anything but one JSON
     /// object in UTF-8 without control characters), and a text like the records' messages
     /// (``RecordRules/checkMessage(_:isPatch:)``: `422` naming the field). Like every write,
@@ -22,6 +26,7 @@ extension Router where Context == OfflineRequestContext {
         group.put(":id") { request, context in
             let user = try context.requireUser().id
             let (workspace, id) = (try context.pathParameter("workspace"), try context.pathParameter("id"))
+            if let refusal = SyncedRowID.refusal(id, of: "message") { return refusal }
             let input: ChatInput
             switch try await ChatInput.checked(request, context) {
             case .refused(let response): return response
@@ -41,6 +46,7 @@ extension Router where Context == OfflineRequestContext {
         group.patch(":id") { request, context in
             let user = try context.requireUser().id
             let (workspace, id) = (try context.pathParameter("workspace"), try context.pathParameter("id"))
+            if let refusal = SyncedRowID.refusal(id, of: "message") { return refusal }
             let input: ChatInput
             switch try await ChatInput.checked(request, context) {
             case .refused(let response): return response

@@ -612,4 +612,47 @@ struct SyncEngineTests {
             #expect(throws: SyncPage.Malformed.self, "\(broken.prefix(40))") { try SyncPage(json: Data(broken.utf8)) }
         }
     }
+
+    /// Values no JSON decoder reads, each delimited as the reader must delimit it.
+    static let valuesNotJSON: [[UInt8]] = [
+        "NaN", "-Infinity", "Infinity", "01", "-", "1.", ".5", "+1", "1e", "1e+", "0x10", "tru", "nul", "True",
+        #"{"a" 1}"#, #"{"a":1,}"#, #"{"a":}"#, #"{"a"}"#, #"{1:2}"#, #"{,}"#, "[1,]", "[1 2]", "[,]", "[1:2]", #"{"n":NaN}"#,
+        #""\x""#, #""\u12""#, #""\u12g4""#, #""\ud800""#, #""\udc00""#, #""\ud800\u0041""#, #"["\ud83d"]"#,
+    ].map { Array($0.utf8) } + [
+        // A raw control character, a stray continuation byte, an overlong slash, a UTF-8 surrogate,
+        // past U+10FFFF, cut short before the closing quote, a tab after a run of plain bytes.
+        [0x22, 0x61, 0x01, 0x22], [0x22, 0x80, 0x22], [0x22, 0xC0, 0xAF, 0x22], [0x22, 0xED, 0xA0, 0x80, 0x22],
+        [0x22, 0xF4, 0x90, 0x80, 0x80, 0x22], [0x22, 0xE2, 0x82, 0x22], [0x22] + Array(repeating: 0x78, count: 20) + [0x09, 0x22],
+    ]
+
+    /// Values as JSON writes them, the same rule's edges.
+    static let valuesJSON: [String] = [
+        "0", "-0", "1.5e-3", "1E+2", "-12.75", "true", "false", "null", #""""#, #""é""#, #""\u00e9\/\b\f\n\r\t\"\\""#,
+        #""\ud83d\ude00""#, #""😀 ok""#, "{}", "[]", #"{"a":[1,{"b":null}],"c":"x,}]"}"#, #"{ "a" : [ 1 , 2 ] , "b" : { } }"#,
+        #""\#(String(repeating: "long plain text ", count: 8))""#,
+    ]
+
+    @Test("a value that is not JSON is read past whole and its change noted; one that is JSON is kept as sent")
+    func readsValuesNotJSON() throws {
+        func page(_ value: [UInt8]) -> Data {
+            Data(#"{"changes":[{"collection":"n","id":"a","value":"#.utf8 + value + #"},{"collection":"n","id":"b","value":[7]}],"#.utf8
+                 + #""cursor":"e1","hasMore":false}"#.utf8)
+        }
+        for value in Self.valuesNotJSON {
+            let shown = String(decoding: value, as: UTF8.self).debugDescription
+            let read = try SyncPage(json: page(value))
+            #expect(read.valuesNotJSON == [0], "\(shown)")
+            #expect(read.changes.map(\.value) == [Data(value), Data("[7]".utf8)], "\(shown): delimited as sent")
+            // RFC 8259 has no trailing comma; Foundation's reader takes one, no writer writes one.
+            if !["{\"a\":1,}", "[1,]"].contains(String(decoding: value, as: UTF8.self)) {
+                #expect((try? JSONSerialization.jsonObject(with: Data(value), options: .fragmentsAllowed)) == nil, "\(shown): Foundation reads it")
+            }
+        }
+        for value in Self.valuesJSON {
+            let read = try SyncPage(json: page(Array(value.utf8)))
+            #expect(read.valuesNotJSON.isEmpty, "\(value)")
+            #expect(read.changes.first?.value == Data(value.utf8), "\(value)")
+            #expect((try? JSONSerialization.jsonObject(with: Data(value.utf8), options: .fragmentsAllowed)) != nil, "\(value): Foundation refuses it")
+        }
+    }
 }

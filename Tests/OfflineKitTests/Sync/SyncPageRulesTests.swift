@@ -154,8 +154,7 @@ struct SyncPageRulesTests {
         #expect(try await Self.cursor(notes) == "e.10")
     }
 
-    @Test("a page with an id that climbs out of a path, a cursor that would end a query, or a capture below zero is applied nowhere", arguments: [
-        #"{"changes":[{"collection":"records/notes","id":"../../etc","value":{"body":{"text":"x"}}}],"cursor":"e.1","hasMore":false}"#,
+    @Test("a page with a cursor that would end a query, or a capture below zero, is applied nowhere", arguments: [
         #"{"changes":[{"collection":"records/notes","id":"a","value":{"body":{"text":"x"}}}],"cursor":"e.1&limit=100000","hasMore":false}"#,
         #"{"changes":[{"collection":"records/notes","id":"a","value":{"body":{"text":"x"}}}],"cursor":"e.1","hasMore":false,"through":-1}"#,
     ])
@@ -165,6 +164,75 @@ struct SyncPageRulesTests {
         await #expect(throws: SyncError.self) { try await engine.pull() }
         #expect(try await notes.rows().isEmpty)
         #expect(try await Self.cursor(notes) == nil)
+    }
+
+    /// The ids a chat route took from one member and every member's device refused, each with
+    /// its page: the page after `a` and before `b`.
+    static let unkeepableIDs = ["p/q", #"p\q"#, "p?q", "p#q", "..", "p\u{85}q", String(repeating: "x", count: 513), "../../etc"]
+
+    /// `text` as a JSON string.
+    static func json(_ text: String) throws -> String {
+        String(decoding: try JSONEncoder().encode(text), as: UTF8.self)
+    }
+
+    @Test("a row whose id does not fit a path segment is dropped and reported; every other row of its page lands and the cursor is saved",
+          arguments: unkeepableIDs)
+    func unkeepableIDDropped(_ id: String) async throws {
+        let notes = try SyncEngineTests.Notes()
+        let page = #"{"changes":[{"collection":"records/notes","id":"a","value":{"body":{"text":"a"}}},"#
+            + #"{"collection":"records/notes","id":\#(try Self.json(id)),"value":{"body":{"text":"poison"}}},"#
+            + #"{"collection":"records/notes","id":"b","value":{"body":{"text":"b"}}}],"cursor":"e.1","hasMore":false}"#
+        let engine = Self.engine(notes, ScriptedFeed { _ in page })
+        try await engine.pull()
+        #expect(try await notes.rows() == ["a": "a", "b": "b"])
+        #expect(try await Self.cursor(notes) == "e.1")
+        let status = engine.progressUpdates.latest
+        #expect(status.failure == nil)
+        #expect(status.droppedRows == 1)
+        #expect(status.lastDroppedRow?.collection == "records/notes")
+        #expect(status.lastDroppedRow?.id == SyncFeedRules.preview(id), "the id as logs may show it")
+        #expect(status.lastDroppedRow?.reason.contains("path segment") == true, "\(String(describing: status.lastDroppedRow))")
+    }
+
+    @Test("rows dropped are counted across a pull's pages, the last one named")
+    func droppedRowsCounted() async throws {
+        let notes = try SyncEngineTests.Notes()
+        // Two pages: the first drops one row, the second two.
+        let feed = ScriptedFeed { cursor in
+            cursor == nil
+                ? #"{"changes":[{"collection":"records/notes","id":"x/1","value":{}},{"collection":"records/notes","id":"a","value":{"body":{"text":"a"}}}],"cursor":"e.1","hasMore":true}"#
+                : #"{"changes":[{"collection":"records/notes","id":"x/2","value":{}},{"collection":"records/notes","id":"x/3","deleted":true}],"cursor":"e.2","hasMore":false}"#
+        }
+        let engine = Self.engine(notes, feed)
+        try await engine.pull()
+        #expect(try await notes.rows() == ["a": "a"])
+        #expect(try await Self.cursor(notes) == "e.2")
+        let status = engine.progressUpdates.latest
+        #expect(status.droppedRows == 3)
+        #expect(status.lastDroppedRow?.id == "x/3", "a deletion's id is held to the same rule")
+    }
+
+    @Test("a row whose value is not JSON is removed from the device and reported; every other row of its page lands and the cursor is saved")
+    func valueNotJSONRemoved() async throws {
+        let notes = try SyncEngineTests.Notes()
+        let feed = ScriptedFeed { cursor in
+            cursor == nil
+                ? #"{"changes":[{"collection":"records/notes","id":"b","value":{"body":{"text":"b"}}}],"cursor":"e.1","hasMore":false}"#
+                : #"{"changes":[{"collection":"records/notes","id":"a","value":{"body":{"text":"a"}}},"#
+                    + #"{"collection":"records/notes","id":"b","value":{"body":{"text":"b2"},"score":NaN}},"#
+                    + #"{"collection":"records/notes","id":"x/y","value":{"body":{"text":"x"}}},"#
+                    + #"{"collection":"records/notes","id":"c","value":{"body":{"text":"c"}}}],"cursor":"e.2","hasMore":false}"#
+        }
+        let engine = Self.engine(notes, feed)
+        try await engine.pull()
+        #expect(try await notes.rows() == ["b": "b"])
+        try await engine.pull()
+        #expect(try await notes.rows() == ["a": "a", "c": "c"], "b's version on the device is out of date, the new one unreadable")
+        #expect(try await Self.cursor(notes) == "e.2")
+        let status = engine.progressUpdates.latest
+        #expect(status.failure == nil)
+        #expect(status.droppedRows == 2)
+        #expect(status.lastDroppedRow?.id == "x/y")
     }
 
     @Test("a pull of a feed that never ends stops soon after its task is cancelled")

@@ -199,6 +199,25 @@ struct CaptureMappingTests {
 }
 
 extension CaptureMappingTests {
+    @Test("a row no device can keep maps to no feed row: an id that breaks the rule, JSON over 1 MiB, a value not sent again with no version to take it from")
+    func unsendableRows() {
+        let mapping = FeedMapping(rules: Self.rules)
+        func message(_ id: String, body: CapturedValue) -> CapturedChange {
+            CapturedChange(table: "messages", kind: .upsert, columns: [
+                "id": .text(id), "body": body, "meta": .null, "sent_at": .integer(0), "author_id": .text("ana")], key: [.text(id)])
+        }
+        let kept = message("m1", body: .text("hi"))
+        #expect(mapping.rows(of: kept, previous: { _ in nil }, logger: Self.logger).count == 1)
+        #expect(mapping.rows(of: message("x/y", body: .text("hi")), previous: { _ in nil }, logger: Self.logger).isEmpty)
+        #expect(mapping.rows(of: message(String(repeating: "x", count: 513), body: .text("hi")), previous: { _ in nil }, logger: Self.logger).isEmpty)
+        let large = message("m2", body: .text(String(repeating: "x", count: UnsendableRow.maximumBytes)))
+        #expect(mapping.rows(of: large, previous: { _ in nil }, logger: Self.logger).isEmpty)
+        let previous = Array(#"{"id":"m3","body":"long text","meta":null,"sentAt":"1970-01-01T00:00:00Z"}"#.utf8)
+        #expect(mapping.rows(of: message("m3", body: .unchanged), previous: { _ in nil }, logger: Self.logger).isEmpty,
+                "not sent with a null for the body")
+        #expect(mapping.rows(of: message("m3", body: .unchanged), previous: { _ in previous }, logger: Self.logger).count == 1)
+    }
+
     @Test("pgoutput rows become captured changes: a changed key is a deletion and an insertion, other tables pass by")
     func changes() throws {
         var changes = PgOutputChanges(tables: ["messages"])

@@ -47,6 +47,10 @@ struct FeedMapping: Sendable {
     ///
     /// `previous` gives the JSON a feed row held before, for fields whose column the change did
     /// not send again (PostgreSQL's unchanged TOASTed values): they keep their value.
+    ///
+    /// A row no device can keep (``UnsendableRow``: its id, its size, a value PostgreSQL did not
+    /// send again and the feed cannot complete) is left out, with an error naming its table, its
+    /// key and why; the change's other rows are not.
     func rows(of change: CapturedChange, previous: (FeedRowKey) -> [UInt8]?, logger: Logger) -> [FeedRowKey: [UInt8]] {
         guard change.kind == .upsert else { return [:] }
         var rows: [FeedRowKey: [UInt8]] = [:]
@@ -68,12 +72,41 @@ struct FeedMapping: Sendable {
                 continue
             }
             let name = collection.clientName(split: split)
+            if let problem = UnsendableRow.problem(id: id) {
+                // A version recorded before ids were held to the rule is removed from devices.
+                let sent = audiences(of: collection, in: change.columns).contains {
+                    previous(FeedRowKey(collection: name, audience: $0, id: id)) != nil
+                }
+                skip(change, name, problem, sent: sent, logger: logger)
+                continue
+            }
+            let unsent = UnsendableRow.unsentColumn(collection.fields, change.columns)
+            var skipped: (problem: UnsendableRow, sent: Bool)?
             for audience in audiences(of: collection, in: change.columns) {
                 let key = FeedRowKey(collection: name, audience: audience, id: id)
-                rows[key] = encode(collection.fields, change.columns, previous: { previous(key) }, logger: logger)
+                let earlier = previous(key)
+                if let unsent, earlier == nil {
+                    skipped = (unsent, skipped?.sent ?? false)
+                    continue
+                }
+                let json = encode(collection.fields, change.columns, previous: { earlier }, logger: logger)
+                if let problem = UnsendableRow.problem(json: json) {
+                    skipped = (problem, (skipped?.sent ?? false) || earlier != nil)
+                    continue
+                }
+                rows[key] = json
             }
+            if let skipped { skip(change, name, skipped.problem, sent: skipped.sent, logger: logger) }
         }
         return rows
+    }
+
+    /// Says why `change`'s row is not sent to `collection` (``UnsendableRow``); `sent`: a
+    /// version of it was, and becomes a deletion (``SyncFeed`` makes a deletion of every row a
+    /// change no longer maps to).
+    private func skip(_ change: CapturedChange, _ collection: String, _ problem: UnsendableRow, sent: Bool, logger: Logger) {
+        logger.error(sent ? "A synced row cannot be sent: it is skipped, and removed from devices" : "A synced row cannot be sent: it is skipped",
+                     metadata: ["table": "\(change.table)", "key": "\(change.source)", "collection": "\(collection)", "problem": "\(problem)"])
     }
 
     /// The audiences that see a row of `collection` holding `columns`.
