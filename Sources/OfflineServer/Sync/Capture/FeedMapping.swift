@@ -184,6 +184,13 @@ struct FeedMapping: Sendable {
             JSONValue.write(Data(data).base64EncodedString(), to: &bytes)
         case (.automatic, .timestamp(let text)):
             JSONValue.write(iso8601(postgres: text, wholeSeconds: false), to: &bytes)
+        case (.automatic, .array(let items)):
+            bytes.append(UInt8(ascii: "["))
+            for (index, item) in items.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                write(item, as: .automatic, to: &bytes, mismatch: mismatch)
+            }
+            bytes.append(UInt8(ascii: "]"))
         }
     }
 
