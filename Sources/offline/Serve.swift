@@ -39,6 +39,8 @@ extension Offline {
         var syncRules: String?
         @Flag(name: .customLong("capture-stream"), help: "With --postgres: stream changes to capture on a replication session while commits are few (a commit passed on at once, an idle database asked nothing), and poll every 5 ms while they come faster than 400 a second (cheaper for the writers).")
         var captureStream = false
+        @Flag(name: .customLong("sync-replica-identity-full"), help: "With --postgres: set REPLICA IDENTITY FULL on a table the sync rules read that has no primary key, before publishing it (otherwise the server refuses to start, printing the statements that fix it).")
+        var syncReplicaIdentityFull = false
         @Option(name: .customLong("tombstone-retention"), help: "Days to keep deleted rows' tombstones in the sync feed; a device offline longer syncs everything again.")
         var tombstoneRetention: Double = 30
         @Option(name: .customLong("max-records-per-user"), help: "Records one user may keep across collections; a write past it is refused (403).")
@@ -100,7 +102,7 @@ extension Offline {
         }
 
         func run() async throws {
-            let configuration = ServerConfiguration(
+            var configuration = ServerConfiguration(
                 host: host,
                 port: port,
                 dataDirectory: data.map { URL(fileURLWithPath: $0, isDirectory: true) },
@@ -126,10 +128,11 @@ extension Offline {
                 metricsHost: metricsHost,
                 identityProvider: try identityProvider
             )
-            let app = try await buildApplication(configuration, onServerRunning: { port in
+            configuration.syncReplicaIdentityFull = syncReplicaIdentityFull
+            let app = try await buildApplication(configuration, onServerRunning: { [configuration] port in
                 print("offline serve: listening on http://\(configuration.host):\(port)")
                 fflush(nil)
-            }, onMetricsRunning: { port in
+            }, onMetricsRunning: { [configuration] port in
                 print("offline serve: metrics at http://\(configuration.metricsHost):\(port)/metrics")
                 fflush(nil)
             })

@@ -73,6 +73,12 @@ public struct ServerConfiguration: Sendable {
     /// speak replication, a `pg_hba.conf` without a replication line), capture says why in its
     /// log and polls for a minute before it tries again.
     public var captureStreams: Bool
+    /// On PostgreSQL, whether the server sets `REPLICA IDENTITY FULL` on a table the rules read
+    /// that has no primary key (nor a replica identity of its own) before publishing it; without
+    /// it, the server refuses to start on such a table, saying which statement fixes it.
+    /// Published with no replica identity, a table's `UPDATE`s and `DELETE`s are refused by
+    /// PostgreSQL, whoever runs them.
+    public var syncReplicaIdentityFull: Bool = false
     /// When capture that streams gives way to polling and back (``CaptureCadence``).
     var captureCadence = CaptureCadence.Policy()
     /// Where capture opens its replication session; nil: where the storage's URL says.

@@ -21,7 +21,10 @@ struct SyncRuntime: Sendable {
             // The storage's pool runs with the server's services, after this: a connection of its own.
             let walLevel = try await postgres.setup { db in try db.row("SHOW wal_level")?.string("wal_level") }
             guard walLevel == "logical" else { throw SyncCaptureError.walLevel(walLevel ?? "unknown") }
-            try await postgres.setup { db in try rules.check(against: try SyncCatalog.postgres(in: db)) }
+            try await postgres.setup { [logger] db in
+                try rules.check(against: try SyncCatalog.postgres(in: db))
+                try ReplicaIdentity.check(rules, setFull: configuration.syncReplicaIdentityFull, in: db, logger: logger)
+            }
             let service = SyncService(rules: rules, storage: storage, heartbeat: configuration.syncHeartbeat, metrics: metrics) {
                 guard let text = try await storage.row("SELECT pg_current_wal_lsn()::text AS lsn")?.string("lsn"), let lsn = PgOutput.lsn(text) else {
                     throw StorageError.unexpectedValue(column: "pg_current_wal_lsn")
