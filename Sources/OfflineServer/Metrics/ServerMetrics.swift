@@ -13,6 +13,10 @@ import Metrics
 /// | `offlinekit_sync_streams_open` | gauge | live event streams open on this instance |
 /// | `offlinekit_sync_feed_head` | gauge | the feed's newest position, read at each scrape |
 /// | `offlinekit_capture_behind` | gauge | capture lag: source positions committed and not yet in the feed (SQLite: noted changes; PostgreSQL: WAL bytes), read at each scrape |
+/// | `offlinekit_capture_lag_seconds` | gauge | how long ago capture last caught up with its source, while the source has moved on since (0 when caught up) |
+/// | `offlinekit_capture_stopped_tables` | gauge | tables capture stopped reading because they no longer fit the rules |
+/// | `offlinekit_capture_capturing` | gauge | 1 on the instance that captures, 0 on the others |
+/// | `offlinekit_capture_restarts_total` | counter | times capture started over after a failure (a lost connection, a lost slot) |
 /// | `offlinekit_idempotent_replays_total` | counter | writes answered from their stored answer instead of running again |
 /// | `offlinekit_purge_runs_total` | counter | purges of expired keys, tokens and tombstones that completed |
 /// | `offlinekit_purge_tombstones_total` | counter | feed tombstones those purges removed |
@@ -24,6 +28,10 @@ struct ServerMetrics: Sendable {
     let streamsOpen: Meter
     let feedHead: Gauge
     let captureBehind: Gauge
+    let captureLag: Gauge
+    let captureStoppedTables: Gauge
+    let captureCapturing: Gauge
+    let captureRestarts: Counter
     let replays: Counter
     let purgeRuns: Counter
     let purgedTombstones: Counter
@@ -36,6 +44,10 @@ struct ServerMetrics: Sendable {
         streamsOpen = Meter(label: "offlinekit_sync_streams_open", factory: factory)
         feedHead = Gauge(label: "offlinekit_sync_feed_head", factory: factory)
         captureBehind = Gauge(label: "offlinekit_capture_behind", factory: factory)
+        captureLag = Gauge(label: "offlinekit_capture_lag_seconds", factory: factory)
+        captureStoppedTables = Gauge(label: "offlinekit_capture_stopped_tables", factory: factory)
+        captureCapturing = Gauge(label: "offlinekit_capture_capturing", factory: factory)
+        captureRestarts = Counter(label: "offlinekit_capture_restarts_total", factory: factory)
         replays = Counter(label: "offlinekit_idempotent_replays_total", factory: factory)
         purgeRuns = Counter(label: "offlinekit_purge_runs_total", factory: factory)
         purgedTombstones = Counter(label: "offlinekit_purge_tombstones_total", factory: factory)

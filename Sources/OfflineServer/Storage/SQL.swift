@@ -216,11 +216,21 @@ struct SQLRow: Sendable {
         }
     }
 
+    func optionalDouble(_ column: String) throws -> Double? {
+        if case .null? = self[column] { return nil }
+        return try double(column)
+    }
+
     func date(_ column: String) throws -> Date { Date(timeIntervalSince1970: try double(column)) }
 
     func string(_ column: String) throws -> String {
         guard case .text(let value)? = self[column] else { throw StorageError.unexpectedValue(column: column) }
         return value
+    }
+
+    func optionalString(_ column: String) throws -> String? {
+        if case .null? = self[column] { return nil }
+        return try string(column)
     }
 
     func data(_ column: String) throws -> Data {

@@ -36,6 +36,18 @@ enum SyncFeed {
         var through: Int64
         /// The rules the feed was built with, so a start with other rules builds it again.
         var rules: String
+        /// The PostgreSQL timeline the feed was built on (0: not known, or SQLite): a feed found
+        /// on another timeline came through a failover or a restore, and may lack changes its
+        /// clients already have.
+        var timeline: Int64 = 0
+        /// Whether the feed's build was published: until then no page is served from it.
+        var built = true
+        /// The tables capture stopped reading because their shape no longer fits the rules (a
+        /// column renamed, dropped or retyped), with why; nil when none.
+        var stopped: String?
+        /// When capture last moved `through` (seconds since 1970): how long ago capture last
+        /// caught up, while the source has moved on since.
+        var capturedAt: Double?
     }
 
     /// The notification channel on which capture announces what it published: a JSON array of
@@ -72,26 +84,79 @@ enum SyncFeed {
             """,
             "CREATE INDEX sync_change_staged_source ON sync_change_staged (source)",
         ]),
+        ("sync-feed.v4-recovery", [
+            "ALTER TABLE sync_feed_state ADD COLUMN timeline \(.integer) NOT NULL DEFAULT 0",
+            "ALTER TABLE sync_feed_state ADD COLUMN built \(.integer) NOT NULL DEFAULT 1",
+            "ALTER TABLE sync_feed_state ADD COLUMN stopped \(.text)",
+            "ALTER TABLE sync_feed_state ADD COLUMN captured_at \(.double)",
+            // The sources a build found in the tables, so that it can delete from the feed
+            // every row it did not find.
+            "CREATE TABLE sync_build_seen (source \(.text) PRIMARY KEY)",
+        ]),
     ])
 
     // MARK: State
 
     static func state(in db: any SQLDatabase) throws -> State? {
-        guard let row = try db.row("SELECT epoch, head, next, horizon, through, rules FROM sync_feed_state WHERE id = 1") else { return nil }
+        guard let row = try db.row("""
+            SELECT epoch, head, next, horizon, through, rules, timeline, built, stopped, captured_at FROM sync_feed_state WHERE id = 1
+            """) else { return nil }
         return State(epoch: try row.string("epoch"), head: Int64(try row.int("head")), next: Int64(try row.int("next")),
-                     horizon: Int64(try row.int("horizon")), through: Int64(try row.int("through")), rules: try row.string("rules"))
+                     horizon: Int64(try row.int("horizon")), through: Int64(try row.int("through")), rules: try row.string("rules"),
+                     timeline: Int64(try row.int("timeline")), built: try row.int("built") != 0, stopped: try row.optionalString("stopped"),
+                     capturedAt: try row.optionalDouble("captured_at"))
     }
 
     /// Empties the feed and starts a new epoch for `rules`: every client's cursor is then from
-    /// another epoch, and its next pull starts again from nothing.
-    static func reset(rules fingerprint: String, through: Int64, in db: any SQLDatabase) throws {
+    /// another epoch, and its next pull starts again from nothing. The feed is not built until
+    /// ``published(rules:timeline:in:)`` says so; pages wait for it meanwhile.
+    static func reset(rules fingerprint: String, through: Int64, timeline: Int64 = 0, in db: any SQLDatabase) throws {
         try db.execute("DELETE FROM sync_change")
         try db.execute("DELETE FROM sync_change_staged")
+        try db.execute("DELETE FROM sync_build_seen")
         try db.execute("DELETE FROM sync_feed_state")
         try db.execute("""
-            INSERT INTO sync_feed_state (id, epoch, head, next, horizon, through, rules)
-            VALUES (1, \(newEpoch()), 0, 1, 0, \(Int(through)), \(fingerprint))
+            INSERT INTO sync_feed_state (id, epoch, head, next, horizon, through, rules, timeline, built)
+            VALUES (1, \(newEpoch()), 0, 1, 0, \(Int(through)), \(fingerprint), \(Int(timeline)), 0)
             """)
+    }
+
+    /// The feed's build, or its rebuild, is published: it was built with `rules`, on `timeline`,
+    /// and the tables stopped are those of `stopped` (``State/stopped``; nil: none).
+    static func published(rules fingerprint: String, timeline: Int64, stopped: String? = nil, in db: any SQLDatabase) throws {
+        try db.execute("""
+            UPDATE sync_feed_state SET built = 1, rules = \(fingerprint), timeline = \(Int(timeline)), stopped = \(nullable: stopped)
+            WHERE id = 1
+            """)
+        try db.execute("DELETE FROM sync_build_seen")
+    }
+
+    /// Marks the feed as needing a rebuild at capture's next start (`rules` no longer match any),
+    /// before a rebuild begins: cut off midway, it is started again.
+    static func rebuildNeeded(in db: any SQLDatabase) throws {
+        try db.execute("UPDATE sync_feed_state SET rules = '' WHERE id = 1")
+    }
+
+    /// Records that capture stopped reading `table`, whose shape no longer fits the rules, and why.
+    static func stop(table: String, why: String, in db: any SQLDatabase) throws {
+        var lines = stoppedTables(try state(in: db)?.stopped)
+        lines[table] = why
+        try db.execute("UPDATE sync_feed_state SET stopped = \(nullable: stoppedText(lines)) WHERE id = 1")
+    }
+
+    /// The tables of a ``State/stopped``, with why each stopped.
+    static func stoppedTables(_ text: String?) -> [String: String] {
+        var tables: [String: String] = [:]
+        for line in (text ?? "").split(separator: "\n") {
+            guard let colon = line.range(of: ": ") else { continue }
+            tables[String(line[..<colon.lowerBound])] = String(line[colon.upperBound...])
+        }
+        return tables
+    }
+
+    /// `tables` as a ``State/stopped``: a line `TABLE: WHY` each; nil for none.
+    static func stoppedText(_ tables: [String: String]) -> String? {
+        tables.isEmpty ? nil : tables.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "\n")
     }
 
     private static func newEpoch() -> String {
@@ -167,7 +232,8 @@ enum SyncFeed {
         let touched = rows.touched
         if let publishThrough {
             try db.execute("""
-                UPDATE sync_feed_state SET next = \(Int(state.next)), head = \(Int(state.next - 1)), through = \(Int(max(publishThrough, state.through)))
+                UPDATE sync_feed_state SET next = \(Int(state.next)), head = \(Int(state.next - 1)), through = \(Int(max(publishThrough, state.through))),
+                    captured_at = \(now.timeIntervalSince1970)
                 WHERE id = 1
                 """)
         } else {
@@ -176,15 +242,58 @@ enum SyncFeed {
         return touched
     }
 
+    // MARK: Builds
+
+    /// Notes that a build found these sources' rows in the tables.
+    static func saw(_ sources: [String], in db: any SQLDatabase) throws {
+        var start = 0
+        while start < sources.count {
+            let chunk = sources[start..<min(start + FeedRows.batch, sources.count)]
+            start += chunk.count
+            var statement: SQL = "INSERT INTO sync_build_seen (source) VALUES "
+            for (index, source) in chunk.enumerated() {
+                if index > 0 { statement.append(", ") }
+                statement.append("(\(source))")
+            }
+            statement.append(" ON CONFLICT (source) DO NOTHING")
+            try db.execute(statement)
+        }
+    }
+
+    /// Records a deletion for up to `limit` sources whose rows the feed holds live and the build
+    /// did not find in the tables (rows deleted while the slot's history was lost, rows of a
+    /// table the rules no longer read), in the order of their names.
+    ///
+    /// - Returns: whether `limit` were recorded (call again for the rest).
+    /// - Parameter kept: tables whose rows stay as they are, whatever the build found (tables
+    ///   capture stopped reading).
+    static func recordUnseen(limit: Int, kept: Set<String> = [], mapping: FeedMapping, now: Date, in db: any SQLDatabase,
+                             logger: Logger) throws -> Bool {
+        var keep: SQL = ""
+        for table in kept.sorted() {
+            let (from, to) = CapturedChange.sourceRange(table: table)
+            keep.append(" AND NOT (source >= \(from) AND source < \(to))")
+        }
+        // A deletion of a source leaves none of its rows live: each call finds the next ones.
+        let sources = try db.rows("""
+            SELECT DISTINCT source FROM sync_change AS f
+            WHERE value IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sync_build_seen AS s WHERE s.source = f.source)\(keep)
+            ORDER BY source LIMIT \(limit)
+            """).map { try $0.string("source") }
+        try record(sources.compactMap(CapturedChange.init(deleting:)), mapping: mapping, publishThrough: nil, now: now, in: db, logger: logger)
+        return sources.count == limit
+    }
+
     /// Moves `through` on when the source moved without a change the rules read: a checkpoint a
     /// client holds is passed as soon as capture has read that far.
     ///
     /// - Returns: `through` when it moved; nil when the feed was there already, or rows past its
     ///   head are not published yet.
     @discardableResult
-    static func advance(through: Int64, in db: any SQLDatabase) throws -> Int64? {
+    static func advance(through: Int64, now: Date, in db: any SQLDatabase) throws -> Int64? {
         try db.row("""
-            UPDATE sync_feed_state SET through = \(Int(through)) WHERE id = 1 AND through < \(Int(through)) AND next = head + 1
+            UPDATE sync_feed_state SET through = \(Int(through)), captured_at = \(now.timeIntervalSince1970)
+            WHERE id = 1 AND through < \(Int(through)) AND next = head + 1
             RETURNING through
             """).map { Int64(try $0.int("through")) }
     }
@@ -244,7 +353,7 @@ enum SyncFeed {
 /// The feed rows a call of ``SyncFeed/record(_:mapping:publishThrough:now:in:logger:)`` read and
 /// writes: read by source in batches, and written in statements of many rows, each row once at
 /// the position of its last write.
-private struct FeedRows {
+struct FeedRows {
     /// Whether the writes are staged (their transaction is not whole yet): rows are then read
     /// as staged where they are, and written to the staged rows.
     let staging: Bool

@@ -65,6 +65,8 @@ enum SyncPull {
         case badCursor
         /// A collection the rules do not define.
         case unknownCollection(String)
+        /// The feed's build is not published yet: a page read now would lack rows that exist.
+        case building
     }
 
     /// The page after `request.cursor`.
@@ -86,7 +88,9 @@ enum SyncPull {
         for collection in request.collections where !rules.serves(collection) {
             throw Refusal.unknownCollection(collection)
         }
-        guard let state else { throw Refusal.gone("the feed is being built") }
+        // Until its build is published, the feed lacks rows that exist: a first sync served
+        // from it would be told it is done with rows missing.
+        guard let state, state.built else { throw Refusal.building }
         return Moment(state: state, audiences: try audiences(of: request.user, through: state.head, in: db))
     }
 

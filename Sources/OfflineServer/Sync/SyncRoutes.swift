@@ -11,6 +11,8 @@ struct SyncService: Sendable {
     let heartbeat: Duration
     /// Where pulls, streams and the feed's gauges are counted.
     var metrics = ServerMetrics()
+    /// What this instance's capture is doing.
+    var captureStatus = CaptureStatus()
     /// The source position a client waits for after its writes settle (``SQLiteCapture/checkpoint(in:)``,
     /// or PostgreSQL's current WAL position).
     let checkpoint: @Sendable () async throws -> Int64
@@ -24,11 +26,12 @@ struct SyncService: Sendable {
     private let pageReads: BatchedReads<SyncPull.Request, SharedPages.Answer>
 
     init(rules: SyncRules, storage: any ServerStorage, heartbeat: Duration, metrics: ServerMetrics = ServerMetrics(),
-         checkpoint: @escaping @Sendable () async throws -> Int64) {
+         captureStatus: CaptureStatus = CaptureStatus(), checkpoint: @escaping @Sendable () async throws -> Int64) {
         self.rules = rules
         self.storage = storage
         self.heartbeat = heartbeat
         self.metrics = metrics
+        self.captureStatus = captureStatus
         self.checkpoint = checkpoint
         pageReads = BatchedReads { [sharedPages, rules] requests in
             var answers: [Result<SharedPages.Answer, any Error>] = []
@@ -46,14 +49,27 @@ struct SyncService: Sendable {
         }
     }
 
-    /// Sets the gauges read at each scrape: the feed's head, and how far capture is behind its
-    /// source. A failed read (a database restarting) leaves them as they were.
+    /// Sets the gauges read at each scrape: the feed's head, how far capture is behind its
+    /// source, and what it is doing. A failed read (a database restarting) leaves them as they
+    /// were.
     func refreshGauges() async {
+        metrics.captureCapturing.record(captureStatus.state == .capturing ? 1 : 0)
         guard let state = try? await storage.read({ db in try SyncFeed.state(in: db) }) else { return }
         metrics.feedHead.record(state.head)
         if let checkpoint = try? await checkpoint() {
-            metrics.captureBehind.record(max(0, checkpoint - state.through))
+            let readiness = SyncReadiness(state: state, checkpoint: checkpoint, now: Date(), capture: captureStatus.state)
+            metrics.captureBehind.record(readiness.behind)
+            metrics.captureLag.record(readiness.lagSeconds)
+            metrics.captureStoppedTables.record(readiness.stoppedTables)
         }
+    }
+
+    /// Whether sync can be served as it should, and how far capture is behind.
+    ///
+    /// - Throws: when the database cannot be read.
+    func readiness() async throws -> SyncReadiness {
+        let state = try await storage.read { db in try SyncFeed.state(in: db) }
+        return SyncReadiness(state: state, checkpoint: try await checkpoint(), now: Date(), capture: captureStatus.state)
     }
 
     /// The page after `request.cursor` and its JSON, read once for the members it is the same for
@@ -87,6 +103,7 @@ extension Router where Context == OfflineRequestContext {
     ///   Without a cursor, a first sync; with one, what changed after it (a workspace joined comes
     ///   whole, one left goes). Send the answer's `cursor` next time, at once while `hasMore`.
     /// - `410` problem: the cursor cannot be followed; sync again without one.
+    /// - `503` problem with `Retry-After`: the feed is being built from the tables; try again.
     /// - `GET /api/sync/checkpoint` → `{"checkpoint": N}`: once a page says `through` ≥ N, every
     ///   write committed before the checkpoint was asked for is in the pulls.
     /// - `GET /api/sync/events`: the live stream that says when to pull, or, with `?collections=`
@@ -117,7 +134,24 @@ extension Router where Context == OfflineRequestContext {
                     return problemResponse(.gone, "This sync position is no longer kept. Sync again from the start.")
                 case .badCursor: throw BadRequest(detail: "The cursor is not one this server gave out.")
                 case .unknownCollection(let name): throw BadRequest(detail: "No collection \(name) is synced by this server.")
+                case .building:
+                    var response = problemResponse(.serviceUnavailable, "The server is getting sync ready. Try again in a moment.")
+                    response.headers[.retryAfter] = "1"
+                    return response
                 }
+            }
+        }
+        // Unauthenticated, for load balancers and orchestrators: 200 when sync is served as it
+        // should be, 503 while the feed is built or capture is over 30 s behind. Counts only:
+        // which tables stopped, and why, are in the log.
+        get("/health/ready") { _, _ in
+            do {
+                let readiness = try await sync.readiness()
+                return Response(status: readiness.ready ? .ok : .serviceUnavailable,
+                                headers: [.contentType: "application/json", .cacheControl: "no-store"],
+                                body: ResponseBody(byteBuffer: ByteBuffer(string: readiness.json)))
+            } catch {
+                return problemResponse(.serviceUnavailable, "The database cannot be read.")
             }
         }
         get("/api/sync/checkpoint") { _, context in

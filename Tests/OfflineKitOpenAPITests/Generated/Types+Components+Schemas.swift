@@ -573,5 +573,72 @@ extension Components {
                 }
             }
         }
+        /// - Remark: Generated from `#/components/schemas/Readiness`.
+        internal struct Readiness: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Readiness/ready`.
+            internal var ready: Swift.Bool
+            /// Whether the sync feed's build from the tables is published.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Readiness/built`.
+            internal var built: Swift.Bool
+            /// This instance's capture.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Readiness/capture`.
+            internal enum CapturePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case starting = "starting"
+                case standingBy = "standing by"
+                case building = "building"
+                case capturing = "capturing"
+                case failing = "failing"
+            }
+            /// This instance's capture.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Readiness/capture`.
+            internal var capture: Components.Schemas.Readiness.CapturePayload
+            /// Source positions committed and not in the feed yet (PostgreSQL: bytes of WAL).
+            ///
+            /// - Remark: Generated from `#/components/schemas/Readiness/behind`.
+            internal var behind: Swift.Int64
+            /// How long ago capture last caught up, while its source has moved on since.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Readiness/lagSeconds`.
+            internal var lagSeconds: Swift.Double
+            /// Tables capture stopped reading because they no longer fit the sync rules.
+            ///
+            /// - Remark: Generated from `#/components/schemas/Readiness/stoppedTables`.
+            internal var stoppedTables: Swift.Int
+            /// Creates a new `Readiness`.
+            ///
+            /// - Parameters:
+            ///   - ready:
+            ///   - built: Whether the sync feed's build from the tables is published.
+            ///   - capture: This instance's capture.
+            ///   - behind: Source positions committed and not in the feed yet (PostgreSQL: bytes of WAL).
+            ///   - lagSeconds: How long ago capture last caught up, while its source has moved on since.
+            ///   - stoppedTables: Tables capture stopped reading because they no longer fit the sync rules.
+            internal init(
+                ready: Swift.Bool,
+                built: Swift.Bool,
+                capture: Components.Schemas.Readiness.CapturePayload,
+                behind: Swift.Int64,
+                lagSeconds: Swift.Double,
+                stoppedTables: Swift.Int
+            ) {
+                self.ready = ready
+                self.built = built
+                self.capture = capture
+                self.behind = behind
+                self.lagSeconds = lagSeconds
+                self.stoppedTables = stoppedTables
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case ready
+                case built
+                case capture
+                case behind
+                case lagSeconds
+                case stoppedTables
+            }
+        }
     }
 }

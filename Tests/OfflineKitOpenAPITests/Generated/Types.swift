@@ -105,6 +105,11 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /health/sample`.
     /// - Remark: Generated from `#/paths//health/sample/get(getHealthSample)`.
     func getHealthSample(_ input: Operations.GetHealthSample.Input) async throws -> Operations.GetHealthSample.Output
+    /// Whether sync is served as it should: 200 when the feed is built and capture is at most 30 s behind, 503 otherwise. For load balancers and orchestrators.
+    ///
+    /// - Remark: HTTP `GET /health/ready`.
+    /// - Remark: Generated from `#/paths//health/ready/get(getHealthReady)`.
+    func getHealthReady(_ input: Operations.GetHealthReady.Input) async throws -> Operations.GetHealthReady.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -332,6 +337,13 @@ extension APIProtocol {
             query: query,
             headers: headers
         ))
+    }
+    /// Whether sync is served as it should: 200 when the feed is built and capture is at most 30 s behind, 503 otherwise. For load balancers and orchestrators.
+    ///
+    /// - Remark: HTTP `GET /health/ready`.
+    /// - Remark: Generated from `#/paths//health/ready/get(getHealthReady)`.
+    internal func getHealthReady(headers: Operations.GetHealthReady.Input.Headers = .init()) async throws -> Operations.GetHealthReady.Output {
+        try await getHealthReady(Operations.GetHealthReady.Input(headers: headers))
     }
 }
 

@@ -49,6 +49,7 @@ struct HostileRoutesTests {
     static let routes: [Route] = [
         route("GET /health", "/health", private: false),
         route("GET /health/sample", "/health/sample?bytes=10", private: false),
+        route("GET /health/ready", "/health/ready", private: false),
         route("PUT /_faults/routes", "/_faults/routes", body: #"{"path":"/nowhere","fault":{"drop":{}}}"#, private: false, effect: "/_faults/routes"),
         route("GET /_faults/routes", "/_faults/routes", private: false),
         route("DELETE /_faults/routes", "/_faults/routes", private: false),

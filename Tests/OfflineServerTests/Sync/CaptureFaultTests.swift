@@ -84,7 +84,7 @@ struct CaptureLab: Sendable {
 
     /// Creates `schema` in the database at `url`, prepares sync with `rules` over it, and runs
     /// `body` with capture running.
-    static func run(url: String, schema: [SQL], rules: String, streaming: Bool,
+    static func run(url: String, schema: [SQL], rules: String, streaming: Bool, replicaIdentityFull: Bool = false,
                     _ body: @Sendable (CaptureLab) async throws -> Void) async throws {
         let file = FileManager.default.temporaryDirectory.appending(path: "capture-lab-\(UUID().uuidString).yaml")
         try rules.write(to: file, atomically: true, encoding: .utf8)
@@ -93,6 +93,7 @@ struct CaptureLab: Sendable {
         configuration.postgresURL = url
         configuration.syncRules = file
         configuration.captureStreams = streaming
+        configuration.syncReplicaIdentityFull = replicaIdentityFull
         let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: logger)
         let postgres = try #require(storage as? PostgresStorage)
         try await postgres.setup { db in for statement in schema { try db.execute(statement) } }
@@ -151,10 +152,43 @@ struct CaptureLab: Sendable {
         }
     }
 
+    /// A connection to the database at `url` of its own, for writes beside a server that starts.
+    static func writer(_ url: String) async throws -> PostgresStorage {
+        try await PostgresStorage.open(url: url, schemas: [], channels: [], logger: logger)
+    }
+
+    /// The audiences the feed says `user` belongs to (their `$members` rows).
+    func audiences(of user: String) async throws -> Set<String> {
+        try await test.storage.read { db in
+            Set(try db.rows("""
+                SELECT id FROM sync_change WHERE collection = \(FeedMapping.membersCollection) AND audience = \("user:" + user)
+                  AND value IS NOT NULL AND position <= (SELECT head FROM sync_feed_state)
+                """).map { try $0.string("id") })
+        }
+    }
+
+    /// The audiences of kind `project` the feed says `user` belongs to.
+    func projects(of user: String) async throws -> Set<String> {
+        try await audiences(of: user).filter { $0.hasPrefix("project:") }
+    }
+
+    /// The fields of the row `id` of `collection` as the feed sends it; nil when it has none.
+    func feedValue(_ collection: String, _ id: String) async throws -> [String: JSONValue]? {
+        let value = try await test.storage.read { db in
+            try db.row("SELECT value FROM sync_change WHERE collection = \(collection) AND id = \(id) AND value IS NOT NULL")
+                .map { try $0.data("value") }
+        }
+        guard let value, case .object(let fields) = try JSONValue.parse(Array(value), limits: .stored) else { return nil }
+        return fields
+    }
+
     /// The ids of the rows of `lab_issues` the feed holds, deletions left out.
     func feedIDs() async throws -> Set<String> {
         try await test.storage.read { db in
-            Set(try db.rows("SELECT id FROM sync_change WHERE collection = 'lab_issues' AND value IS NOT NULL").map { try $0.string("id") })
+            Set(try db.rows("""
+                SELECT id FROM sync_change WHERE collection = 'lab_issues' AND value IS NOT NULL
+                  AND position <= (SELECT head FROM sync_feed_state)
+                """).map { try $0.string("id") })
         }
     }
 

@@ -93,7 +93,7 @@ struct SharedPagesTests {
         let first = try devices[0].pullPage(feed)
         // Capture read past a write no rule reads: the checkpoint a client waits for moves on.
         let read = first.through + 7
-        _ = try feed.queue.write { db in try SyncFeed.advance(through: read, in: TestDatabase(db: db)) }
+        _ = try feed.queue.write { db in try SyncFeed.advance(through: read, now: Date(), in: TestDatabase(db: db)) }
         let second = try devices[1].pullPage(feed)
         #expect(second.changes == first.changes && second.cursor == first.cursor)
         #expect(second.through == read, "the page says where capture stands now, not where it stood for Ana")

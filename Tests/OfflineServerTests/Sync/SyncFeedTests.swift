@@ -35,6 +35,7 @@ struct SyncFeedTests {
                 let database = TestDatabase(db: db)
                 try database.migrate(SyncFeed.schema)
                 try SyncFeed.reset(rules: "test", through: 0, in: database)
+                try SyncFeed.published(rules: "test", timeline: 0, in: database)
             }
         }
 

@@ -24,6 +24,10 @@ struct CaptureStream: Sendable {
         case record([CapturedChange], publishThrough: UInt64?)
         /// Nothing to record: the feed has read through this position.
         case advance(UInt64)
+        /// The table no longer fits the rules: its changes are passed over from here on.
+        case stop(table: String, why: String)
+        /// A table stopped before fits the rules again: build the feed again.
+        case rebuild(table: String)
     }
 
     /// The standby status to send: the slot may let go of everything before `flushed`; `reply`
@@ -53,13 +57,22 @@ struct CaptureStream: Sendable {
     /// How long the server may stay silent before the session is taken for lost.
     static let silenceLimit: TimeInterval = 30
 
-    init(tables: Set<String>, through: Int64, statusInterval: TimeInterval = PostgresCapture.idleAdvanceInterval,
+    init(tables: Set<String>, types: PostgresTypes = .builtIn, schema: SchemaGuard? = nil, stopped: Set<String> = [], through: Int64,
+         statusInterval: TimeInterval = PostgresCapture.idleAdvanceInterval,
          spacing: TimeInterval = PostgresCapture.recordSpacing, chunk: Int = PostgresCapture.chunk) {
-        changes = PgOutputChanges(tables: tables)
+        changes = PgOutputChanges(tables: tables, types: types, schema: schema, stopped: stopped)
         self.through = through
         assembly = TransactionAssembly(recorded: through, chunk: chunk)
         self.statusInterval = statusInterval
         self.spacing = spacing
+    }
+
+    /// The tables whose changes are passed over: they do not fit the rules.
+    var stopped: Set<String> { changes.stopped }
+
+    /// Passes over `table`'s changes from now on.
+    mutating func stop(_ table: String) {
+        changes.stop(table)
     }
 
     /// How many transactions the feed did not have were read so far.

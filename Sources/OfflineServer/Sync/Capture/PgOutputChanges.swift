@@ -11,15 +11,35 @@ struct PgOutputChanges: Sendable {
         /// The transaction ended; its changes are complete. `end` is the LSN just past its commit
         /// record: a source position at or past it has the whole transaction.
         case commit(end: UInt64)
+        /// A table no longer fits the rules (``SchemaGuard``): its changes are passed over from
+        /// here on, `why` says what changed.
+        case stopped(table: String, why: String)
+        /// A table stopped before fits the rules again: the feed must be built again, its
+        /// changes since it stopped having been passed over.
+        case fits(table: String)
     }
 
     /// The tables capture reads, lower case: changes to others (a publication may hold more) are
     /// passed over.
     let tables: Set<String>
+    /// The domains and arrays among the columns' types.
+    let types: PostgresTypes
+    /// What the rules expect of each table; nil: anything goes.
+    let schema: SchemaGuard?
+    /// The tables whose changes are passed over: they do not fit the rules.
+    private(set) var stopped: Set<String>
     private var relations: [UInt32: PgOutput.Relation] = [:]
 
-    init(tables: Set<String>) {
+    init(tables: Set<String>, types: PostgresTypes = .builtIn, schema: SchemaGuard? = nil, stopped: Set<String> = []) {
         self.tables = tables
+        self.types = types
+        self.schema = schema
+        self.stopped = stopped
+    }
+
+    /// Passes over `table`'s changes from now on: it no longer fits the rules.
+    mutating func stop(_ table: String) {
+        stopped.insert(table)
     }
 
     /// The events of `message`.
@@ -31,7 +51,14 @@ struct PgOutputChanges: Sendable {
             return [.commit(end: end)]
         case .relation(let relation):
             relations[relation.id] = relation
-            return []
+            let table = relation.name.lowercased()
+            guard relation.namespace == "public", tables.contains(table), let schema else { return [] }
+            let columns = relation.columns.map { SchemaGuard.Column(name: $0.name, type: $0.typeOID, isKey: $0.isKey) }
+            if let problem = schema.problem(table: table, columns: columns) {
+                guard stopped.insert(table).inserted else { return [] }
+                return [.stopped(table: table, why: problem)]
+            }
+            return stopped.remove(table) == nil ? [] : [.fits(table: table)]
         case .insert(let id, let new):
             guard let relation = try relation(id) else { return [] }
             return [.change(try upsert(relation, new))]
@@ -61,7 +88,8 @@ struct PgOutputChanges: Sendable {
 
     private func relation(_ id: UInt32) throws -> PgOutput.Relation? {
         guard let relation = relations[id] else { throw PgOutput.Malformed(reason: "a change to relation \(id), never described") }
-        guard relation.namespace == "public", tables.contains(relation.name.lowercased()) else { return nil }
+        let table = relation.name.lowercased()
+        guard relation.namespace == "public", tables.contains(table), !stopped.contains(table) else { return nil }
         return relation
     }
 
@@ -74,7 +102,7 @@ struct PgOutputChanges: Sendable {
             columns[column.name.lowercased()] = switch value {
             case .null: .null
             case .unchanged: .unchanged
-            case .text(let text): CapturedValue(postgresText: text, type: column.typeOID)
+            case .text(let text): CapturedValue(postgresText: text, type: column.typeOID, types: types)
             }
         }
         return columns

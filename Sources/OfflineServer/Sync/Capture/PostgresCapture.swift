@@ -37,10 +37,16 @@ struct PostgresCapture: NamedService {
     let storage: any ServerStorage
     let rules: SyncRules
     let pollInterval: Duration
+    /// Where the database is, for the replication session on which the feed's build makes a
+    /// slot together with the snapshot it reads the tables in.
+    let source: PostgresEndpoint
     /// Where to open a replication session and stream the slot; nil polls it through SQL.
     let endpoint: PostgresEndpoint?
     /// With an endpoint, when streaming gives way to polling and back.
     var cadence = CaptureCadence.Policy()
+    /// What capture is doing, for the readiness answer and the metrics.
+    var status = CaptureStatus()
+    var metrics = ServerMetrics()
     let logger: Logger
     var now: @Sendable () -> Date = { Date() }
 
@@ -71,9 +77,14 @@ struct PostgresCapture: NamedService {
                     delay = backoff.first
                 } catch is CancellationError {
                     return
+                } catch let rebuild as RebuildNeeded {
+                    logger.notice("Sync capture starts over", metadata: ["why": "\(rebuild.why)"])
+                    delay = .zero
                 } catch {
                     if Task.isCancelled { return }
                     delay = backoff.failed()
+                    status.set(.failing(error: String(describing: error)))
+                    metrics.captureRestarts.increment()
                     logger.error("Sync capture stopped; starting again", metadata: [
                         "error": "\(String(reflecting: error))", "retryIn": "\(delay)"])
                 }
@@ -88,21 +99,23 @@ struct PostgresCapture: NamedService {
     private func captureWhileLeader(_ backoff: inout RetryBackoff) async throws {
         let session = try await WatchedConnection.connect(connection, id: 1, logger: logger)
         do {
-            try await session.query("SET DateStyle = ISO", logger: logger)
-            try await session.query("SET TimeZone = 'UTC'", logger: logger)
+            try await applySessionSettings(session)
             while try await !lock(session) {
+                status.set(.standingBy)
                 try await Task.sleep(for: .seconds(1))
             }
+            status.set(.starting)
             logger.notice("Capturing changes for sync")
             let slot = Self.slot(database: try await databaseOID(session))
-            try await prepare(session, slot: slot)
+            let prepared = try await prepare(session, slot: slot)
             var through = try await Self.restart(storage)
             backoff.succeeded()
+            status.set(.capturing)
             var cadence = endpoint.map { _ in CaptureCadence(policy: self.cadence) }
             while !Task.isCancelled {
                 if let endpoint, cadence?.mode == .streaming {
                     do {
-                        try await stream(endpoint, slot: slot, through: through, leading: session, cadence: &cadence!)
+                        try await stream(endpoint, slot: slot, through: through, prepared: prepared, leading: session, cadence: &cadence!)
                         if Task.isCancelled { break }
                         logger.info("Sync capture polls the slot while commits come fast")
                     } catch {
@@ -117,7 +130,7 @@ struct PostgresCapture: NamedService {
                     through = try await Self.restart(storage)
                     try await released(session, slot: slot)
                 } else {
-                    try await poll(session, slot: slot, through: &through, cadence: &cadence)
+                    try await poll(session, slot: slot, prepared: prepared, through: &through, cadence: &cadence)
                     if Task.isCancelled { break }
                     logger.info("Sync capture streams the slot while commits are few")
                 }
@@ -145,9 +158,11 @@ struct PostgresCapture: NamedService {
     ///
     /// - Parameter through: where the feed has read through; only the capturer moves it, so it
     ///   is read once and then kept as each pass moves it, a round trip fewer before every look.
-    private func poll(_ session: WatchedConnection, slot: String, through: inout Int64,
+    private func poll(_ session: WatchedConnection, slot: String, prepared: Prepared, through: inout Int64,
                       cadence: inout CaptureCadence?) async throws {
-        var changes = PgOutputChanges(tables: rules.tables)
+        var changes = PgOutputChanges(tables: rules.tables, types: prepared.types, schema: prepared.schema,
+                                      stopped: Set(prepared.stopped.keys))
+        var checked = now()
         var advanced: Date?
         let clock = ContinuousClock()
         // When the slot is confirmed; the first pass confirms it to `through`.
@@ -156,8 +171,15 @@ struct PostgresCapture: NamedService {
         var read: UInt64 = 0
         while !Task.isCancelled {
             let started = clock.now
-            let (reading, commits) = try await pass(session, slot: slot, &changes, advanced: &advanced, through: &through,
-                                                    confirmation: &confirmation, read: &read)
+            let (reading, commits) = try await pass(session, slot: slot, &changes, prepared: prepared, advanced: &advanced,
+                                                    through: &through, confirmation: &confirmation, read: &read)
+            if now().isDue(after: checked, every: Self.tableCheckInterval) {
+                checked = now()
+                for write in try await checkTables(prepared, stopped: changes.stopped) {
+                    try await schemaWrite(write, schema: prepared.schema)
+                    if case .stop(let table, _) = write { changes.stop(table) }
+                }
+            }
             if cadence?.read(commits, now: now()) == .streaming {
                 // The session starts streaming from the slot's confirmed position: confirmed to
                 // `through`, it passes over nothing the feed has.
@@ -168,6 +190,17 @@ struct PostgresCapture: NamedService {
         }
     }
 
+    /// Carries out a write of ``SchemaGuard``'s: a table stopped, or the feed to build again.
+    ///
+    /// - Throws: ``RebuildNeeded`` for `.rebuild`.
+    private func schemaWrite(_ write: CaptureStream.Write, schema: SchemaGuard) async throws {
+        switch write {
+        case .stop(let table, let why): try await stop(table, why: why, schema: schema)
+        case .rebuild(let table): throw RebuildNeeded(why: "the table \(table) fits the rules again, or was created again")
+        case .record, .advance: return
+        }
+    }
+
     /// Tells the slot it may let go of the WAL before `through`, where the feed has read through.
     private func confirm(_ session: WatchedConnection, slot: String, through: Int64) async throws {
         try await session.query("SELECT pg_replication_slot_advance(\(slot), \(PgOutput.lsnText(UInt64(through)))::pg_lsn)", logger: logger)
@@ -175,7 +208,7 @@ struct PostgresCapture: NamedService {
 
     /// Waits until the replication session that streamed the slot has let go of it: its
     /// sender ends a moment after the connection, and until then the slot cannot be peeked.
-    private func released(_ session: WatchedConnection, slot: String) async throws {
+    func released(_ session: WatchedConnection, slot: String) async throws {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: .seconds(10))
         while true {
@@ -203,101 +236,6 @@ struct PostgresCapture: NamedService {
             return oid
         }
         throw PgOutput.Malformed(reason: "the database's OID could not be read")
-    }
-
-    /// Makes the publication name exactly the rules' tables, creates the slot if missing (or lost),
-    /// and builds the feed from the tables when it is new, lost, was built with other rules, or
-    /// its build never finished.
-    private func prepare(_ session: WatchedConnection, slot: String) async throws {
-        let tables = rules.tables.sorted()
-        let list = tables.map { "\"\($0)\"" }.joined(separator: ", ")
-        var published: Set<String> = []
-        var exists = false
-        for try await (name) in try await session.query("""
-            SELECT tablename FROM pg_publication_tables WHERE pubname = \(Self.publication)
-            """, logger: logger).decode(String.self) {
-            published.insert(name)
-        }
-        for try await (_) in try await session.query("SELECT 1 FROM pg_publication WHERE pubname = \(Self.publication)", logger: logger).decode(Int32.self) {
-            exists = true
-        }
-        if !exists {
-            try await session.query(PostgresQuery(unsafeSQL: "CREATE PUBLICATION \(Self.publication) FOR TABLE \(list)"), logger: logger)
-        } else if published != Set(tables) {
-            try await session.query(PostgresQuery(unsafeSQL: "ALTER PUBLICATION \(Self.publication) SET TABLE \(list)"), logger: logger)
-        }
-        var slotStatus: String?
-        for try await (status) in try await session.query("""
-            SELECT COALESCE(wal_status, 'reserved') FROM pg_replication_slots WHERE slot_name = \(slot)
-            """, logger: logger).decode(String.self) {
-            slotStatus = status
-        }
-        var rebuild = false
-        if slotStatus == "lost" {
-            logger.error("The sync slot was invalidated (its WAL was removed): building the feed again; every client syncs again")
-            try await session.query("SELECT pg_drop_replication_slot(\(slot))", logger: logger)
-            slotStatus = nil
-        }
-        if slotStatus == nil {
-            try await session.query("SELECT pg_create_logical_replication_slot(\(slot), 'pgoutput')", logger: logger)
-            rebuild = true
-        }
-        let fingerprint = rules.fingerprint
-        let state = try await storage.read { db in try SyncFeed.state(in: db) }
-        // A build publishes `through` (a WAL position, never 0) only once every row is copied:
-        // still 0, the last build was cut off (its capturer killed or its leadership lost), and
-        // the rows it had not copied yet would never come from the slot, which read past them.
-        if rebuild || state == nil || state?.rules != fingerprint || state?.through == 0 {
-            try await build(session, fingerprint: fingerprint)
-        }
-    }
-
-    /// Fills a new feed with every row of the rules' tables. Changes committed meanwhile are also
-    /// in the slot, which began first: read again after the snapshot, they change nothing.
-    private func build(_ session: WatchedConnection, fingerprint: String) async throws {
-        let start = try await currentLSN(session)
-        let mapping = FeedMapping(rules: rules)
-        let logger = logger
-        let now = now()
-        // `through` stays at 0 until the snapshot is published below: a client's checkpoint must
-        // not count as captured while the tables' rows are still being copied in.
-        try await storage.write { db in try SyncFeed.reset(rules: fingerprint, through: 0, in: db) }
-        var rows = 0
-        for table in rules.tables.sorted() {
-            let columns = try await storage.read { db in try Self.columns(of: table, in: db) }
-            let key = columns.filter(\.isKey)
-            guard !key.isEmpty else { continue }
-            let select = columns.map { "\"\($0.name)\"::text" }.joined(separator: ", ")
-            let order = key.map { "\"\($0.name)\"" }.joined(separator: ", ")
-            var offset = 0
-            while true {
-                // Keyset pages would be faster on huge tables; the build runs once per epoch.
-                let page = try await storage.read { [offset] db in
-                    try db.rows("SELECT \(raw: select) FROM \(raw: "\"\(table)\"") ORDER BY \(raw: order) LIMIT \(Self.chunk) OFFSET \(offset)")
-                }
-                guard !page.isEmpty else { break }
-                let changes = page.map { row in
-                    var values: [String: CapturedValue] = [:]
-                    for (column, (_, value)) in zip(columns, row.columns) {
-                        values[column.name] = if case .text(let text) = value {
-                            CapturedValue(postgresText: Array(text.utf8), type: column.type)
-                        } else { .null }
-                    }
-                    return CapturedChange(table: table, kind: .upsert, columns: values, key: key.map { values[$0.name] ?? .null })
-                }
-                _ = try await storage.write { db in
-                    try SyncFeed.record(changes, mapping: mapping, publishThrough: nil, now: now, in: db, logger: logger)
-                }
-                rows += page.count
-                offset += page.count
-            }
-        }
-        try await storage.write { db in
-            let touched = try SyncFeed.record([], mapping: mapping, publishThrough: Int64(start), now: now, in: db, logger: logger)
-            try db.notify(SyncFeed.pokeChannel, payload: #"["*"]"#)
-            _ = touched
-        }
-        logger.notice("Sync feed built", metadata: ["rows": "\(rows)"])
     }
 
     /// At most one part in this many of the time goes to the database reading the slot.
@@ -341,32 +279,6 @@ struct PostgresCapture: NamedService {
         return decoded || now.isDue(after: lastAdvance, every: idleAdvanceInterval)
     }
 
-    struct Column: Sendable {
-        var name: String
-        var type: UInt32
-        var isKey: Bool
-    }
-
-    /// `table`'s columns with their type ids, and which form its primary key.
-    static func columns(of table: String, in db: any SQLDatabase) throws -> [Column] {
-        try db.rows("""
-            SELECT a.attname AS name, a.atttypid::bigint AS type,
-                   COALESCE(a.attnum = ANY (i.indkey), false) AS key
-            FROM pg_attribute a
-            LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
-            WHERE a.attrelid = \(table)::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum
-            """).map { row in
-            Column(name: try row.string("name").lowercased(), type: UInt32(try row.int("type")), isKey: try row.int("key") == 1)
-        }
-    }
-
-    private func currentLSN(_ session: WatchedConnection) async throws -> UInt64 {
-        for try await (text) in try await session.query("SELECT pg_current_wal_lsn()::text", logger: logger).decode(String.self) {
-            if let lsn = PgOutput.lsn(text) { return lsn }
-        }
-        throw PgOutput.Malformed(reason: "the current WAL position could not be read")
-    }
-
     /// Reads the slot up to the WAL's current end, records every transaction the feed does not
     /// have yet, and confirms the position to the slot when that is due (``SlotConfirmation``).
     ///
@@ -376,12 +288,13 @@ struct PostgresCapture: NamedService {
     /// - Parameter through: where the feed has read through, moved on as the pass moves it.
     /// - Parameter confirmation: when the slot was last confirmed, and where to.
     /// - Parameter read: where the last peek read the WAL to, moved on as the pass moves it.
-    private func pass(_ session: WatchedConnection, slot: String, _ changes: inout PgOutputChanges,
+    private func pass(_ session: WatchedConnection, slot: String, _ changes: inout PgOutputChanges, prepared: Prepared,
                       advanced: inout Date?, through: inout Int64, confirmation: inout SlotConfirmation,
                       read: inout UInt64) async throws -> (reading: Duration, commits: Int) {
         let clock = ContinuousClock()
         let mapping = FeedMapping(rules: rules)
         let logger = logger
+        let durable = prepared.asynchronousCommits
         var upto: UInt64?
         // The peek's transactions, recorded together: one feed write for many small source
         // transactions, always ending on a commit so the feed never publishes part of one.
@@ -395,6 +308,7 @@ struct PostgresCapture: NamedService {
             let started = clock.now
             defer { writing += clock.now - started }
             touched = try await Self.record(changes, publishing: end.map { Int64($0) }, touched: touched, mapping: mapping,
+                                            durable: durable,
                                             now: now(), storage: storage, logger: logger)
             confirmation.recorded(changes.count)
             if let end { published = max(published ?? 0, Int64(end)) }
@@ -414,7 +328,11 @@ struct PostgresCapture: NamedService {
             }
             guard let data else { continue }
             for event in try changes.events(try PgOutput(data.readableBytesView)) {
-                if case .record(let rows, let end)? = assembly.add(event) { try await record(rows, publishing: end) }
+                switch assembly.add(event) {
+                case .record(let rows, let end)?: try await record(rows, publishing: end)
+                case let write?: try await schemaWrite(write, schema: prepared.schema)
+                case nil: continue
+                }
             }
         }
         var reading = clock.now - peeked - writing
@@ -432,7 +350,7 @@ struct PostgresCapture: NamedService {
         // write, which moves the WAL, which the next look would read the slot for.
         if Self.advances(upto: Int64(upto), through: through, decoded: assembly.decoded, lastAdvance: advanced, now: moment) {
             advanced = moment
-            if let moved = try await storage.write({ db in try SyncFeed.advance(through: Int64(upto), in: db) }) { through = moved }
+            if let moved = try await storage.write({ db in try SyncFeed.advance(through: Int64(upto), now: moment, in: db) }) { through = moved }
         }
         if confirmation.due(through: through, now: moment) {
             let started = clock.now
@@ -475,9 +393,15 @@ struct PostgresCapture: NamedService {
     /// Records `changes` in the feed in one write. Published through `end`, the write pokes every
     /// audience changed since the last publication (`touched` and these), and returns none;
     /// unpublished (part of a large transaction), it returns them all for the write that publishes.
+    ///
+    /// - Parameter durable: whether a publishing write must commit synchronously although the
+    ///   database commits asynchronously by default (`synchronous_commit = off`): a page read
+    ///   from it is then never lost in a crash of PostgreSQL, so no device ever holds rows of a
+    ///   feed position that the feed, started again, gives to other changes.
     static func record(_ changes: [CapturedChange], publishing end: Int64?, touched: Set<String>, mapping: FeedMapping,
-                       now: Date, storage: any ServerStorage, logger: Logger) async throws -> Set<String> {
+                       durable: Bool = false, now: Date, storage: any ServerStorage, logger: Logger) async throws -> Set<String> {
         try await storage.write { db in
+            if durable, end != nil { try db.execute("SET LOCAL synchronous_commit = on") }
             let all = touched.union(try SyncFeed.record(changes, mapping: mapping, publishThrough: end, now: now, in: db, logger: logger))
             if end != nil, !all.isEmpty { try db.notify(SyncFeed.pokeChannel, payload: SyncFeed.pokePayload(all)) }
             return end == nil ? all : []
@@ -489,12 +413,14 @@ struct PostgresCapture: NamedService {
     ///
     /// - Parameter leading: the session that holds capture's lock: once it is gone, another
     ///   instance may take the lead, and this one stops streaming.
-    private func stream(_ endpoint: PostgresEndpoint, slot: String, through: Int64, leading: WatchedConnection,
+    private func stream(_ endpoint: PostgresEndpoint, slot: String, through: Int64, prepared: Prepared, leading: WatchedConnection,
                         cadence: inout CaptureCadence) async throws {
         let mapping = FeedMapping(rules: rules)
         let logger = logger
         let now = now
-        var machine = CaptureStream(tables: rules.tables, through: through)
+        var machine = CaptureStream(tables: rules.tables, types: prepared.types, schema: prepared.schema,
+                                    stopped: Set(prepared.stopped.keys), through: through)
+        var checked = now()
         // From the position the slot last confirmed (0/0): the transactions after it, whole.
         let command = "START_REPLICATION SLOT \(slot) LOGICAL 0/0 (proto_version '1', publication_names '\(Self.publication)')"
         try await ReplicationSession.run(endpoint, command: command,
@@ -528,10 +454,20 @@ struct PostgresCapture: NamedService {
                     case .record(let changes, let end):
                         let published = end.map { Int64(clamping: $0) }
                         touched = try await Self.record(changes, publishing: published, touched: touched, mapping: mapping,
+                                                        durable: prepared.asynchronousCommits,
                                                         now: moment, storage: storage, logger: logger)
                         machine.wrote(through: published)
                     case .advance(let position):
-                        machine.wrote(through: try await storage.write { db in try SyncFeed.advance(through: Int64(clamping: position), in: db) })
+                        machine.wrote(through: try await storage.write { db in try SyncFeed.advance(through: Int64(clamping: position), now: moment, in: db) })
+                    case .stop, .rebuild:
+                        try await schemaWrite(write, schema: prepared.schema)
+                    }
+                }
+                if moment.isDue(after: checked, every: Self.tableCheckInterval) {
+                    checked = moment
+                    for write in try await checkTables(prepared, stopped: machine.stopped) {
+                        try await schemaWrite(write, schema: prepared.schema)
+                        if case .stop(let table, _) = write { machine.stop(table) }
                     }
                 }
                 if let status = machine.status(now: moment) { try await send(status.flushed, status.reply) }

@@ -22,30 +22,8 @@ enum ReplicationSession {
     /// The connection closes when `read` returns or throws.
     static func run(_ endpoint: PostgresEndpoint, command: String, tick: Duration,
                     read: (inout Inputs, _ status: (UInt64, Bool) async throws -> Void) async throws -> Void) async throws {
-        let ticks = TimeAmount.nanoseconds(Int64(tick.components.seconds) * 1_000_000_000 + tick.components.attoseconds / 1_000_000_000)
-        // Ticks allowed for each answer while the session starts: 10 s.
-        let patience = Int(10 / (Double(ticks.nanoseconds) / 1e9))
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .connectTimeout(.seconds(10))
-            .connect(host: endpoint.host, port: endpoint.port) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(ReplicationMessageDecoder()))
-                    try channel.pipeline.syncOperations.addHandler(ReplicationTicks(every: ticks))
-                    return try NIOAsyncChannel<ReplicationInput, ByteBuffer>(wrappingChannelSynchronously: channel)
-                }
-            }
-        try await channel.executeThenClose { inbound, outbound in
-            var inputs = Inputs(iterator: inbound.makeAsyncIterator())
+        try await session(endpoint, tick: tick) { inputs, outbound, patience in
             var buffer = ByteBuffer()
-            // Values reach capture in their text form, written in the session's settings: dates
-            // as ISO 8601, times in UTC, whatever the database's defaults.
-            ReplicationWire.startup([("user", endpoint.user), ("database", endpoint.database ?? endpoint.user), ("replication", "database"),
-                                     ("application_name", "offlinekit-capture"), ("client_encoding", "UTF8"),
-                                     ("DateStyle", "ISO"), ("TimeZone", "UTC")], into: &buffer)
-            try await outbound.write(buffer)
-            try await signIn(endpoint, &inputs, patience: patience, outbound)
-            buffer.clear()
             ReplicationWire.query(command, into: &buffer)
             try await outbound.write(buffer)
             streaming: while true {
@@ -62,9 +40,82 @@ enum ReplicationSession {
                                               reply: reply, into: &buffer)
                 try await outbound.write(buffer)
             }
+        }
+    }
+
+    /// A slot made on a replication session, and the snapshot the session exported with it.
+    struct CreatedSlot: Sendable, Hashable {
+        /// Where the slot begins: every transaction that committed after it comes from the slot,
+        /// every one before it is in the snapshot.
+        var consistentPoint: UInt64
+        /// The snapshot's name, for `SET TRANSACTION SNAPSHOT`; it can be taken up while the
+        /// session stays open and sends nothing else.
+        var snapshot: String
+    }
+
+    /// Creates the logical replication slot `slot` (pgoutput) on a session of its own and, while
+    /// that session holds the snapshot it exported, runs `body` with both.
+    static func createSlot<T: Sendable>(_ endpoint: PostgresEndpoint, slot: String,
+                                        _ body: (CreatedSlot) async throws -> T) async throws -> T {
+        try await session(endpoint, tick: .milliseconds(100)) { inputs, outbound, patience in
+            var buffer = ByteBuffer()
+            ReplicationWire.query("CREATE_REPLICATION_SLOT \(slot) LOGICAL pgoutput (SNAPSHOT 'export')", into: &buffer)
+            try await outbound.write(buffer)
+            var created: CreatedSlot?
+            answer: while true {
+                switch try await inputs.nextBackend(within: patience) {
+                case .dataRow(let fields):
+                    // slot_name, consistent_point, snapshot_name, output_plugin
+                    guard fields.count >= 3, let point = fields[1].flatMap(PgOutput.lsn), let snapshot = fields[2] else {
+                        throw Failed(description: "PostgreSQL created the slot \(slot) but did not say where it begins")
+                    }
+                    created = CreatedSlot(consistentPoint: point, snapshot: snapshot)
+                case .error(let text): throw Failed(description: "PostgreSQL could not create the slot \(slot): \(text)")
+                case .readyForQuery: break answer
+                default: continue
+                }
+            }
+            guard let created else { throw Failed(description: "PostgreSQL created the slot \(slot) without its snapshot") }
+            return try await body(created)
+        }
+    }
+
+    /// Connects to `endpoint` with `replication=database` and capture's session settings, signs
+    /// in, and runs `body` with the server's messages, a writer to it, and how many ticks make
+    /// the 10 s it is given for each answer while a command starts; says goodbye after.
+    private static func session<T: Sendable>(
+        _ endpoint: PostgresEndpoint, tick: Duration,
+        _ body: (inout Inputs, NIOAsyncChannelOutboundWriter<ByteBuffer>, _ patience: Int) async throws -> T
+    ) async throws -> T {
+        let ticks = TimeAmount.nanoseconds(Int64(tick.components.seconds) * 1_000_000_000 + tick.components.attoseconds / 1_000_000_000)
+        // Ticks allowed for each answer while the session starts: 10 s.
+        let patience = Int(10 / (Double(ticks.nanoseconds) / 1e9))
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .connectTimeout(.seconds(10))
+            .connect(host: endpoint.host, port: endpoint.port) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(ReplicationMessageDecoder()))
+                    try channel.pipeline.syncOperations.addHandler(ReplicationTicks(every: ticks))
+                    return try NIOAsyncChannel<ReplicationInput, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+        return try await channel.executeThenClose { inbound, outbound in
+            var inputs = Inputs(iterator: inbound.makeAsyncIterator())
+            var buffer = ByteBuffer()
+            // Values reach capture in their text form, written in the session's settings
+            // (``PostgresCapture/sessionSettings``): dates as ISO 8601, times in UTC, whatever the
+            // database's defaults.
+            ReplicationWire.startup([("user", endpoint.user), ("database", endpoint.database ?? endpoint.user), ("replication", "database"),
+                                     ("application_name", "offlinekit-capture"), ("client_encoding", "UTF8")]
+                                        + PostgresCapture.sessionSettings, into: &buffer)
+            try await outbound.write(buffer)
+            try await signIn(endpoint, &inputs, patience: patience, outbound)
+            let value = try await body(&inputs, outbound, patience)
             buffer.clear()
             ReplicationWire.terminate(into: &buffer)
             try? await outbound.write(buffer)
+            return value
         }
     }
 

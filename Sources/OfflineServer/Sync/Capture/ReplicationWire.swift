@@ -1,7 +1,8 @@
 import NIOCore
 
 /// The parts of PostgreSQL's wire protocol (version 3.0) that a logical replication session
-/// uses: the start-up and authentication exchange, one simple query (`START_REPLICATION`), and
+/// uses: the start-up and authentication exchange, simple queries (`CREATE_REPLICATION_SLOT`,
+/// `START_REPLICATION`) and the rows they answer with, and
 /// the copy stream that follows, carrying the slot's changes one way and the capturer's standby
 /// status the other. PostgresNIO does not speak the copy-both mode this stream runs in, so the
 /// session is a connection of its own.
@@ -14,8 +15,10 @@ enum ReplicationWire {
         case copyBothResponse
         case copyData(ByteBuffer)
         case copyDone
+        /// A row of a command's result, each field in text form (nil: NULL).
+        case dataRow([String?])
         /// A message the session passes over (parameter status, backend key, notices, command
-        /// complete).
+        /// complete, a result's row description).
         case other(UInt8)
     }
 
@@ -74,6 +77,19 @@ enum ReplicationWire {
         case UInt8(ascii: "W"): return .copyBothResponse
         case UInt8(ascii: "d"): return .copyData(body)
         case UInt8(ascii: "c"): return .copyDone
+        case UInt8(ascii: "D"):
+            guard let count = body.readInteger(as: Int16.self), count >= 0 else { throw Malformed(reason: "a row without its field count") }
+            var fields: [String?] = []
+            for _ in 0..<count {
+                guard let length = body.readInteger(as: Int32.self) else { throw Malformed(reason: "a row cut short") }
+                if length < 0 {
+                    fields.append(nil)
+                    continue
+                }
+                guard let text = body.readString(length: Int(length)) else { throw Malformed(reason: "a field longer than its row") }
+                fields.append(text)
+            }
+            return .dataRow(fields)
         default: return .other(type)
         }
     }

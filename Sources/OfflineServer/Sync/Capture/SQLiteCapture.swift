@@ -25,7 +25,7 @@ enum SQLiteCapture {
             try db.execute("DROP TRIGGER \(raw: quoted(try row.string("name")))")
         }
         for table in tables.sorted() {
-            guard let key = catalog.tables[table]?.primaryKey, !key.isEmpty else { continue }
+            guard let key = identity(of: table, in: catalog) else { continue }
             let name = quoted(table)
             func keyOf(_ row: String) -> String { "json_array(" + key.map { "\(row).\(quoted($0))" }.joined(separator: ", ") + ")" }
             let note = { (rows: [String]) in
@@ -35,6 +35,14 @@ enum SQLiteCapture {
             try db.execute("CREATE TRIGGER \(raw: quoted(triggerPrefix + table + "_update")) AFTER UPDATE ON \(raw: name) BEGIN \(raw: note(["OLD", "NEW"])); END")
             try db.execute("CREATE TRIGGER \(raw: quoted(triggerPrefix + table + "_delete")) AFTER DELETE ON \(raw: name) BEGIN \(raw: note(["OLD"])); END")
         }
+    }
+
+    /// The columns that name `table`'s rows in the feed: its primary key, or SQLite's `rowid`
+    /// for a table without one (a membership table of two columns, say); nil for a table the
+    /// database does not have.
+    static func identity(of table: String, in catalog: SyncCatalog) -> [String]? {
+        guard let info = catalog.tables[table] else { return nil }
+        return info.primaryKey.isEmpty ? ["rowid"] : info.primaryKey
     }
 
     /// An identifier in double quotes. The rules take only letters, digits and underscores, so
@@ -53,7 +61,7 @@ enum SQLiteCapture {
     static func step(mapping: FeedMapping, catalog: SyncCatalog, now: Date, in db: any SQLDatabase, logger: Logger) throws -> Set<String>? {
         let last = Int64(try db.row("SELECT MAX(seq) AS last FROM sync_capture")?.optionalInt("last") ?? 0)
         guard last > 0 else {
-            try SyncFeed.advance(through: try checkpoint(in: db), in: db)
+            try SyncFeed.advance(through: try checkpoint(in: db), now: now, in: db)
             return nil
         }
         var touched = Set<String>()
@@ -64,9 +72,9 @@ enum SQLiteCapture {
             var changes: [CapturedChange] = []
             for note in notes {
                 let table = try note.string("tbl")
-                guard let tableInfo = catalog.tables[table] else { continue }
+                guard let identity = identity(of: table, in: catalog) else { continue }
                 let key = try keyValues(try note.string("key"))
-                changes.append(try current(table: table, keyColumns: tableInfo.primaryKey, key: key, in: db))
+                changes.append(try current(table: table, keyColumns: identity, key: key, in: db))
             }
             after = Int64(try final.int("seq"))
             let done = after >= last
@@ -79,22 +87,31 @@ enum SQLiteCapture {
         return touched
     }
 
-    /// Every row of the rules' tables, recorded as if just written: the feed's first filling.
+    /// Every row of the rules' tables, recorded as if just written, and a deletion for every
+    /// row the feed holds that the tables no longer do: the feed's first filling, or its
+    /// rebuild with other rules (rows whose JSON did not change are left as they are).
     static func snapshot(tables: Set<String>, mapping: FeedMapping, catalog: SyncCatalog, now: Date, in db: any SQLDatabase,
                          logger: Logger) throws {
+        try db.execute("DELETE FROM sync_build_seen")
         for table in tables.sorted() {
-            guard let info = catalog.tables[table] else { continue }
+            guard let identity = identity(of: table, in: catalog) else { continue }
             var changes: [CapturedChange] = []
-            for row in try db.rows("SELECT * FROM \(raw: quoted(table))") {
-                changes.append(change(table: table, keyColumns: info.primaryKey, row: row))
-                if changes.count == 1000 {
-                    try SyncFeed.record(changes, mapping: mapping, publishThrough: nil, now: now, in: db, logger: logger)
-                    changes.removeAll(keepingCapacity: true)
-                }
+            func flush() throws {
+                // One database transaction records and publishes every part: nothing to stage.
+                try SyncFeed.record(changes, mapping: mapping, publishThrough: nil, committedApart: false, now: now, in: db, logger: logger)
+                try SyncFeed.saw(changes.map(\.source), in: db)
+                changes.removeAll(keepingCapacity: true)
             }
-            try SyncFeed.record(changes, mapping: mapping, publishThrough: nil, now: now, in: db, logger: logger)
+            let rowid = identity == ["rowid"] ? "rowid, " : ""
+            for row in try db.rows("SELECT \(raw: rowid)* FROM \(raw: quoted(table))") {
+                changes.append(change(table: table, keyColumns: identity, row: row))
+                if changes.count == 1000 { try flush() }
+            }
+            try flush()
         }
+        while try SyncFeed.recordUnseen(limit: 1000, mapping: mapping, now: now, in: db, logger: logger) {}
         try SyncFeed.record([], mapping: mapping, publishThrough: try checkpoint(in: db), now: now, in: db, logger: logger)
+        try SyncFeed.published(rules: mapping.rules.fingerprint, timeline: 0, in: db)
         try db.execute("DELETE FROM sync_capture")
     }
 
@@ -111,7 +128,8 @@ enum SQLiteCapture {
             }
             condition.append("\(raw: quoted(column)) IS \(value)")
         }
-        guard let row = try db.row("SELECT * FROM \(raw: quoted(table)) WHERE \(condition)") else {
+        let rowid = keyColumns == ["rowid"] ? "rowid, " : ""
+        guard let row = try db.row("SELECT \(raw: rowid)* FROM \(raw: quoted(table)) WHERE \(condition)") else {
             return CapturedChange(table: table, kind: .delete, columns: Dictionary(zip(keyColumns, key)) { first, _ in first }, key: key)
         }
         return change(table: table, keyColumns: keyColumns, row: row)

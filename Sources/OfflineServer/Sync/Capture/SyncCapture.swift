@@ -25,16 +25,18 @@ struct SyncRuntime: Sendable {
                 try rules.check(against: try SyncCatalog.postgres(in: db))
                 try ReplicaIdentity.check(rules, setFull: configuration.syncReplicaIdentityFull, in: db, logger: logger)
             }
-            let service = SyncService(rules: rules, storage: storage, heartbeat: configuration.syncHeartbeat, metrics: metrics) {
+            let status = CaptureStatus()
+            let service = SyncService(rules: rules, storage: storage, heartbeat: configuration.syncHeartbeat, metrics: metrics,
+                                      captureStatus: status) {
                 guard let text = try await storage.row("SELECT pg_current_wal_lsn()::text AS lsn")?.string("lsn"), let lsn = PgOutput.lsn(text) else {
                     throw StorageError.unexpectedValue(column: "pg_current_wal_lsn")
                 }
                 return Int64(lsn)
             }
             let capture = PostgresCapture(connection: try PostgresStorage.configuration(from: url), storage: storage, rules: rules,
-                                          pollInterval: configuration.capturePollInterval,
+                                          pollInterval: configuration.capturePollInterval, source: try PostgresEndpoint(url: url),
                                           endpoint: configuration.captureStreams ? try configuration.captureEndpoint ?? PostgresEndpoint(url: url) : nil,
-                                          cadence: configuration.captureCadence, logger: logger)
+                                          cadence: configuration.captureCadence, status: status, metrics: metrics, logger: logger)
             return SyncRuntime(service: service, capture: capture)
         }
         let fingerprint = rules.fingerprint
@@ -42,13 +44,19 @@ struct SyncRuntime: Sendable {
             let catalog = try SyncCatalog.sqlite(in: db)
             try rules.check(against: catalog)
             try SQLiteCapture.installTriggers(on: rules.tables, catalog: catalog, in: db)
-            if try SyncFeed.state(in: db)?.rules != fingerprint {
+            let state = try SyncFeed.state(in: db)
+            if state == nil || state?.built == false {
                 try SyncFeed.reset(rules: fingerprint, through: 0, in: db)
+            }
+            // New, or built with other rules: built from the tables, and what changed recorded
+            // (clients go on by delta).
+            if state?.built != true || state?.rules != fingerprint {
                 try SQLiteCapture.snapshot(tables: rules.tables, mapping: mapping, catalog: catalog, now: Date(), in: db, logger: logger)
             }
             return catalog
         }
-        let service = SyncService(rules: rules, storage: storage, heartbeat: configuration.syncHeartbeat, metrics: metrics) {
+        let service = SyncService(rules: rules, storage: storage, heartbeat: configuration.syncHeartbeat, metrics: metrics,
+                                  captureStatus: CaptureStatus(.capturing)) {
             try await storage.read { db in try SQLiteCapture.checkpoint(in: db) }
         }
         let capture = SQLiteCaptureService(storage: storage, mapping: mapping, catalog: catalog,

@@ -56,6 +56,10 @@ struct TransactionAssembly: Sendable {
                 }
                 return .record(committed + pending, publishThrough: nil)
             }
+        case .stopped(let table, let why):
+            return .stop(table: table, why: why)
+        case .fits(let table):
+            return .rebuild(table: table)
         case .commit(let end):
             inTransaction = false
             guard Int64(end) > recorded else {
