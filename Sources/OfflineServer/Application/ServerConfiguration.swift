@@ -67,11 +67,11 @@ public struct ServerConfiguration: Sendable {
     /// feed without waiting for a poll, and an idle database is asked nothing. Each streamed
     /// commit wakes the session, which costs the writers more on a machine of few cores, so
     /// while commits come faster than 400 a second capture polls instead, and streams again once
-    /// they are fewer than 100 a second (`docs/shared-sync.md`, "Capture"). The session signs in
+    /// they are fewer than 100 a second (`docs/design/capture.md`). The session signs in
     /// as the storage's URL says (trust, password, MD5 or SCRAM-SHA-256), and takes one of the
     /// database's `max_wal_senders`. When it cannot start or breaks off (a proxy that does not
-    /// speak replication, a `pg_hba.conf` without a replication line), capture says why in its
-    /// log and polls for a minute before it tries again.
+    /// speak replication, a role without `REPLICATION`, a `pg_hba.conf` that refuses the role),
+    /// capture says why in its log and polls for a minute before it tries again.
     public var captureStreams: Bool
     /// On PostgreSQL, whether the server sets `REPLICA IDENTITY FULL` on a table the rules read
     /// that has no primary key (nor a replica identity of its own) before publishing it; without
