@@ -2635,7 +2635,7 @@ internal enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/GET/path/collection`.
                 internal var collection: Swift.String
-                /// The record's id.
+                /// The record's id: 1 to 512 bytes of UTF-8 that fit in one path segment (no control character, no `/`, `\`, `?` or `#`, not `.` or `..`), the ids every device keeps. The pattern says it in characters: up to 512 of ASCII, or up to 128 of any. A put or patch with another id is refused with `400`.
                 ///
                 /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/GET/path/id`.
                 internal var id: Swift.String
@@ -2643,7 +2643,7 @@ internal enum Operations {
                 ///
                 /// - Parameters:
                 ///   - collection: The collection.
-                ///   - id: The record's id.
+                ///   - id: The record's id: 1 to 512 bytes of UTF-8 that fit in one path segment (no control character, no `/`, `\`, `?` or `#`, not `.` or `..`), the ids every device keeps. The pattern says it in characters: up to 512 of ASCII, or up to 128 of any. A put or patch with another id is refused with `400`.
                 internal init(
                     collection: Swift.String,
                     id: Swift.String
@@ -2884,7 +2884,7 @@ internal enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/PATCH/path/collection`.
                 internal var collection: Swift.String
-                /// The record's id.
+                /// The record's id: 1 to 512 bytes of UTF-8 that fit in one path segment (no control character, no `/`, `\`, `?` or `#`, not `.` or `..`), the ids every device keeps. The pattern says it in characters: up to 512 of ASCII, or up to 128 of any. A put or patch with another id is refused with `400`.
                 ///
                 /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/PATCH/path/id`.
                 internal var id: Swift.String
@@ -2892,7 +2892,7 @@ internal enum Operations {
                 ///
                 /// - Parameters:
                 ///   - collection: The collection. Any name but two: `messages` and `pins` hold a body to their own rules (a message needs a `chat` and a `text`; a pin a boolean `pinned`), refused with `422` otherwise.
-                ///   - id: The record's id.
+                ///   - id: The record's id: 1 to 512 bytes of UTF-8 that fit in one path segment (no control character, no `/`, `\`, `?` or `#`, not `.` or `..`), the ids every device keeps. The pattern says it in characters: up to 512 of ASCII, or up to 128 of any. A put or patch with another id is refused with `400`.
                 internal init(
                     collection: Swift.String,
                     id: Swift.String
@@ -3236,7 +3236,7 @@ internal enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/PUT/path/collection`.
                 internal var collection: Swift.String
-                /// The record's id.
+                /// The record's id: 1 to 512 bytes of UTF-8 that fit in one path segment (no control character, no `/`, `\`, `?` or `#`, not `.` or `..`), the ids every device keeps. The pattern says it in characters: up to 512 of ASCII, or up to 128 of any. A put or patch with another id is refused with `400`.
                 ///
                 /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/PUT/path/id`.
                 internal var id: Swift.String
@@ -3244,7 +3244,7 @@ internal enum Operations {
                 ///
                 /// - Parameters:
                 ///   - collection: The collection. Any name but two: `messages` and `pins` hold a body to their own rules (a message needs a `chat` and a `text`; a pin a boolean `pinned`), refused with `422` otherwise.
-                ///   - id: The record's id.
+                ///   - id: The record's id: 1 to 512 bytes of UTF-8 that fit in one path segment (no control character, no `/`, `\`, `?` or `#`, not `.` or `..`), the ids every device keeps. The pattern says it in characters: up to 512 of ASCII, or up to 128 of any. A put or patch with another id is refused with `400`.
                 internal init(
                     collection: Swift.String,
                     id: Swift.String
@@ -3565,7 +3565,7 @@ internal enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/DELETE/path/collection`.
                 internal var collection: Swift.String
-                /// The record's id.
+                /// The record's id: 1 to 512 bytes of UTF-8 that fit in one path segment (no control character, no `/`, `\`, `?` or `#`, not `.` or `..`), the ids every device keeps. The pattern says it in characters: up to 512 of ASCII, or up to 128 of any. A put or patch with another id is refused with `400`.
                 ///
                 /// - Remark: Generated from `#/paths/api/records/{collection}/{id}/DELETE/path/id`.
                 internal var id: Swift.String
@@ -3573,7 +3573,7 @@ internal enum Operations {
                 ///
                 /// - Parameters:
                 ///   - collection: The collection. Any name but two: `messages` and `pins` hold a body to their own rules (a message needs a `chat` and a `text`; a pin a boolean `pinned`), refused with `422` otherwise.
-                ///   - id: The record's id.
+                ///   - id: The record's id: 1 to 512 bytes of UTF-8 that fit in one path segment (no control character, no `/`, `\`, `?` or `#`, not `.` or `..`), the ids every device keeps. The pattern says it in characters: up to 512 of ASCII, or up to 128 of any. A put or patch with another id is refused with `400`.
                 internal init(
                     collection: Swift.String,
                     id: Swift.String
