@@ -142,27 +142,41 @@ struct CaptureSchemaTests {
         }
     }
 
-    @Test("a column the rules send renamed, or retyped, stops its collection with the rule and the fix; no row is built from it; changed back, the feed is built again",
-          arguments: ["RENAME COLUMN body TO description", "ALTER COLUMN body TYPE integer USING length(body)"])
-    func columnChanged(change: String) async throws {
+    /// A change to a column the rules send, a write that would be sent wrong after it, and the
+    /// statement that makes the table fit again.
+    struct ColumnChange: Sendable, CustomTestStringConvertible {
+        var change: String
+        var write: String
+        var undo: String
+        var testDescription: String { change }
+    }
+
+    static let columnChanges = [
+        ColumnChange(change: "RENAME COLUMN body TO description", write: "description = 'changed'",
+                     undo: "RENAME COLUMN description TO body"),
+        ColumnChange(change: "DROP COLUMN body", write: "project_id = 'p1'", undo: "ADD COLUMN body text"),
+        ColumnChange(change: "ALTER COLUMN body TYPE integer USING length(body)", write: "body = 99",
+                     undo: "ALTER COLUMN body TYPE text USING body::text"),
+    ]
+
+    @Test("a column the rules send renamed, dropped or retyped stops its collection with the rule and the fix; no row is built from it; made to fit again, the feed is built again",
+          arguments: columnChanges)
+    func columnChanged(_ column: ColumnChange) async throws {
         guard TemporaryPostgres.isEnabled else { return }
-        let undo: SQL = change.hasPrefix("RENAME") ? "ALTER TABLE issues RENAME COLUMN description TO body"
-            : "ALTER TABLE issues ALTER COLUMN body TYPE text USING body::text"
-        let column = change.hasPrefix("RENAME") ? "description" : "body"
         try await Self.withDatabase { url in
             try await CaptureLab.run(url: url, schema: CaptureFaultTests.schema, rules: Self.rules, streaming: false) { lab in
                 try await lab.write("INSERT INTO issues VALUES ('i1', 'p1', 'first')")
                 try await lab.capture()
-                try await lab.write("ALTER TABLE issues \(raw: change)")
-                try await lab.write("UPDATE issues SET \(raw: column) = \(raw: column == "body" ? "99" : "'changed'") WHERE id = 'i1'")
-                try await lab.write("INSERT INTO issues VALUES ('i2', 'p1', \(raw: column == "body" ? "7" : "'second'"))")
+                try await lab.write("ALTER TABLE issues \(raw: column.change)")
+                try await lab.write("UPDATE issues SET \(raw: column.write) WHERE id = 'i1'")
+                try await lab.write("INSERT INTO issues (id, project_id) VALUES ('i2', 'p1')")
                 try await lab.capture()
                 let stopped = try await lab.test.feedState()?.stopped ?? ""
                 #expect(stopped.hasPrefix("issues: "), "the table is stopped: \(stopped)")
                 #expect(try await lab.feedValue("lab_issues", "i1")?["body"] == .string("first"), "i1 keeps the value it had; never null")
-                #expect(try await lab.feedIDs() == ["i1"], "i2 is built from the wrong column: not sent")
+                #expect(try await lab.feedIDs() == ["i1"], "i2 would be built from the wrong column: not sent")
 
-                try await lab.write(undo)
+                try await lab.write("ALTER TABLE issues \(raw: column.undo)")
                 try await lab.write("UPDATE issues SET body = 'after' WHERE id = 'i1'")
                 try await waitUntil("the feed built again with the table as the rules read it") {
                     let stopped = try await lab.test.feedState()?.stopped
@@ -170,6 +184,102 @@ struct CaptureSchemaTests {
                 }
                 try await lab.capture()
                 #expect(try await lab.feedValue("lab_issues", "i1")?["body"] == .string("after"))
+            }
+        }
+    }
+
+    @Test("a table emptied by TRUNCATE is emptied on devices, and rows written after reach them")
+    func truncated() async throws {
+        guard TemporaryPostgres.isEnabled else { return }
+        try await Self.withDatabase { url in
+            try await CaptureLab.run(url: url, schema: CaptureFaultTests.schema, rules: Self.rules, streaming: false) { lab in
+                try await lab.write("INSERT INTO issues VALUES ('a', 'p1', 'x'), ('b', 'p1', 'y')")
+                try await lab.capture()
+                try await lab.write("TRUNCATE issues")
+                try await lab.write("INSERT INTO issues VALUES ('c', 'p1', 'z')")
+                try await lab.capture()
+                #expect(try await lab.feedIDs() == ["c"])
+            }
+        }
+    }
+
+    @Test("on SQLite, memberships without a key: those from before the first start are in, and each later one counts")
+    func keylessMembershipsOnSQLite() async throws {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "offline-keyless-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let rules = folder.appending(path: "rules.yaml")
+        try Data(Self.rules.utf8).write(to: rules)
+        let storage = try await SQLiteStorage.open(in: folder, schemas: [])
+        try await storage.write { db in
+            try db.execute("CREATE TABLE project_members (project_id TEXT NOT NULL, member TEXT NOT NULL)")
+            try db.execute("CREATE TABLE issues (id TEXT PRIMARY KEY, project_id TEXT NOT NULL, body TEXT)")
+            try db.execute("INSERT INTO project_members VALUES ('p1', 'ana')")
+        }
+        var configuration = ServerConfiguration.testing(dataDirectory: folder)
+        configuration.syncRules = rules
+        let test = try await SyncTestBackend.prepare(.sqlite, configuration)
+        func projects(of user: String) async throws -> Set<String> {
+            try await test.storage.read { db in
+                Set(try db.rows("""
+                    SELECT id FROM sync_change WHERE collection = \(FeedMapping.membersCollection) AND audience = \("user:" + user)
+                      AND value IS NOT NULL AND id LIKE 'project:%'
+                    """).map { try $0.string("id") })
+            }
+        }
+        #expect(try await projects(of: "ana") == ["project:p1"], "the membership from before the first start")
+        try await test.execute("INSERT INTO project_members VALUES ('p2', 'ana')")
+        try await test.execute("INSERT INTO project_members VALUES ('p3', 'ana')")
+        try await test.capture()
+        #expect(try await projects(of: "ana") == ["project:p1", "project:p2", "project:p3"], "each INSERT counts")
+        try await test.execute("DELETE FROM project_members WHERE project_id = 'p2'")
+        try await test.capture()
+        #expect(try await projects(of: "ana") == ["project:p1", "project:p3"])
+    }
+
+    @Test("on SQLite, every storage class has one JSON form in the feed's first build and in capture")
+    func oneFormPerStorageClass() async throws {
+        let folder = FileManager.default.temporaryDirectory.appending(path: "offline-types-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let typed: [(type: String, value: String, json: String)] = [
+            ("INTEGER", "-42", "-42"), ("INTEGER", "9007199254740993", "9007199254740993"), ("REAL", "1.5", "1.5"),
+            ("TEXT", "'h\u{e9}llo \"q\"'", #""héllo \"q\"""#), ("BLOB", "x'00ff'", "\"AP8=\""), ("TEXT", "NULL", "null"),
+        ]
+        let columns = typed.indices.map { "c\($0) \(typed[$0].type)" }.joined(separator: ", ")
+        let values = typed.map(\.value).joined(separator: ", ")
+        let rules = folder.appending(path: "rules.yaml")
+        try Data("""
+            collections:
+              typed:
+                table: typed
+                key: id
+                columns: [id, \(typed.indices.map { "c\($0)" }.joined(separator: ", "))]
+                seen_by:
+                  - user: owner
+            """.utf8).write(to: rules)
+        var configuration = ServerConfiguration.testing(dataDirectory: folder)
+        // The table and its first row exist before the server's first start: they come with the build.
+        let storage = try await SQLiteStorage.open(in: folder, schemas: [])
+        try await storage.write { db in
+            try db.execute("CREATE TABLE typed (id TEXT PRIMARY KEY, owner TEXT NOT NULL, \(raw: columns))")
+            try db.execute("INSERT INTO typed VALUES ('built', 'ana', \(raw: values))")
+        }
+        configuration.syncRules = rules
+        let test = try await SyncTestBackend.prepare(.sqlite, configuration)
+        try await test.execute("INSERT INTO typed VALUES ('captured', 'ana', \(raw: values))")
+        try await test.capture()
+        for id in ["built", "captured"] {
+            let value = try await test.storage.read { db in
+                try db.row("SELECT value FROM sync_change WHERE collection = 'typed' AND id = \(id)").map { try $0.data("value") }
+            }
+            guard case .object(let row)? = try value.map({ try JSONValue.parse(Array($0), limits: .stored) }) else {
+                Issue.record("no row \(id) in the feed")
+                continue
+            }
+            for (index, expected) in typed.enumerated() {
+                #expect(row["c\(index)"] == (try JSONValue.parse(Array(expected.json.utf8), limits: .stored)),
+                        "\(id): \(expected.type) \(expected.value)")
             }
         }
     }
