@@ -17,7 +17,7 @@ import ServiceLifecycle
 ///   server down for an hour costs the database an hour of WAL on disk and nothing else: the
 ///   app's writes are not slowed, and capture reads the backlog when it returns. Set
 ///   `max_slot_wal_keep_size` to bound that disk: past it PostgreSQL invalidates the slot, and
-///   capture builds the feed again from the tables (a new epoch: every client syncs again).
+///   capture builds the feed again from the tables, and clients catch up by delta.
 /// - **Exactly once into the feed.** Changes are peeked, not consumed; the feed records the
 ///   position it has read through in the same transaction as the rows; only then is the slot
 ///   advanced. A capturer killed in between reads the same transactions again and passes over
