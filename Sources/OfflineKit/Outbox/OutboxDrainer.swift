@@ -40,10 +40,10 @@ public final class OutboxDrainer: Sendable {
     let prepare: @Sendable (TransportRequest) async throws -> TransportRequest
     let requestTimeout: Duration
     let pullFirst: SyncEngine?
-    /// Whether a delivery loop of this drainer runs now: ``run()`` and ``drain()`` called side
+    /// The delivery loop of this drainer, while one runs: ``run()`` and ``drain()`` called side
     /// by side share one, instead of competing for the queue's lock (which a second loop of the
     /// same process would be refused).
-    private let looping = Broadcast(false)
+    private let loop = LoopInbox<Input, Never>()
     /// Whether a delivery loop of this drainer holds the queue now (its lock taken, or none
     /// needed for a database in memory): what ``OfflineClient/running(_:)`` waits for.
     let owning = Broadcast(false)
@@ -90,12 +90,9 @@ public final class OutboxDrainer: Sendable {
     /// - Throws: ``OutboxError/queueOwnedElsewhere(path:)`` if another process drains this
     ///   queue; database errors. Cancellation ends it without an error.
     public func run() async throws {
-        while !beginLoop() {
-            for await running in looping.subscribe() where !running { break }
-            if Task.isCancelled { return }
-        }
-        defer { looping.send(false) }
-        try await deliver(.run)
+        guard let session = await loop.openWhenFree() else { return }
+        defer { loop.close() }
+        try await deliver(.run, session)
     }
 
     /// Delivers until nothing is left to send, then returns. Waits for backoffs and for
@@ -114,37 +111,21 @@ public final class OutboxDrainer: Sendable {
     ///
     /// - Throws: as ``run()``; `CancellationError` when cancelled while joining a running loop.
     public func drain() async throws {
-        while !beginLoop() {
-            if try await joinRunningLoop() { return }
-            try Task.checkCancellation()
-        }
-        defer { looping.send(false) }
-        try await deliver(.drain)
-    }
-
-    /// Claims the delivery loop for the caller; false when one already runs.
-    private func beginLoop() -> Bool {
-        looping.update { running in
-            defer { running = true }
-            return !running
-        }
-    }
-
-    /// Waits beside the running loop: true once the queue is empty, false when the loop ended
-    /// first (cancelled, or failed) and did not empty it.
-    private func joinRunningLoop() async throws -> Bool {
-        try await withThrowingTaskGroup(of: Bool.self) { group in
-            group.addTask { [outbox] in
+        var opened = loop.open()
+        while opened == nil {
+            // Beside the running loop: done once it empties the queue; if it stops first (cancelled,
+            // or failed) without emptying it, this delivers the rest itself.
+            let emptied = try await loop.whileOpen { [outbox] in
                 for try await snapshot in outbox.snapshots() where snapshot.isEmpty { return true }
                 return false
             }
-            group.addTask { [looping] in
-                for await running in looping.subscribe() where !running { break }
-                return false
-            }
-            defer { group.cancelAll() }
-            return try await group.next() ?? false
+            if emptied == true { return }
+            try Task.checkCancellation()
+            opened = loop.open()
         }
+        guard let session = opened else { return }
+        defer { loop.close() }
+        try await deliver(.drain, session)
     }
 
     private func takeOwnership() throws -> OutboxOwnership? {
@@ -153,7 +134,7 @@ public final class OutboxDrainer: Sendable {
         return try OutboxOwnership(lockFileAt: path + "-outbox.lock")
     }
 
-    private typealias Machine = OutboxDrainerStateMachine<ElapsedClock.Instant, String>
+    private typealias Machine = OutboxDrainerStateMachine<LoopClock.Instant, String>
 
     /// What the delivery loop reads: events from outside, and the results of its own actions.
     private enum Input: Sendable {
@@ -165,13 +146,13 @@ public final class OutboxDrainer: Sendable {
         case claimed(Result<DeliveryClaim, any Error>)
         case attempted(DeliveryAttempt)
         case settled(Result<Void, any Error>)
-        case tick
+        case tick(generation: Int)
     }
 
     /// The delivery loop: one owner of the queue's delivery, deciding in
     /// ``OutboxDrainerStateMachine`` and doing what it says, each result an input of the same
     /// loop.
-    private func deliver(_ mode: Machine.Mode) async throws {
+    private func deliver(_ mode: Machine.Mode, _ session: LoopInbox<Input, Never>.Session) async throws {
         let ownership = try takeOwnership()
         owning.send(true)
         defer {
@@ -180,18 +161,16 @@ public final class OutboxDrainer: Sendable {
         }
         try await outbox.recoverInterruptedDeliveries()
         let queueEmpty = try await outbox.snapshot().isEmpty
-        let clock = ElapsedClock(self.clock)
-        let (inputs, input) = AsyncStream.makeStream(of: Input.self)
-        defer { input.finish() }
+        let clock = LoopClock(self.clock)
+        let input = session.input
         var machine = Machine(mode: mode, policy: policy, pullsFirst: pullFirst != nil)
         // The entries in flight and the attempts not committed yet, by id: the machine knows ids.
         var sending: [String: OutboxEntry] = [:]
         var attempts: [String: DeliveryAttempt] = [:]
-        var timer: Task<Void, Never>?
-        var timerDeadline: ElapsedClock.Instant?
-        defer { timer?.cancel() }
+        let timer = DeadlineTimer()
 
         try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await timer.run(on: clock) { input.yield(.tick(generation: $0)) } }
             group.addTask { [connectivity] in
                 for await status in connectivity.statusUpdates() { input.yield(.reachable(status.isReachable)) }
             }
@@ -212,11 +191,11 @@ public final class OutboxDrainer: Sendable {
                         }
                     case .expedite(let ids, let reconnect):
                         group.addTask { [outbox] in
-                            input.yield(.expedited(await Self.result { try await outbox.expedite(ids, afterReconnect: reconnect) }))
+                            input.yield(.expedited(await result { try await outbox.expedite(ids, afterReconnect: reconnect) }))
                         }
                     case .claim(let limit):
                         group.addTask { [outbox] in
-                            input.yield(.claimed(await Self.result { try await outbox.claimDueEntries(limit: limit) }))
+                            input.yield(.claimed(await result { try await outbox.claimDueEntries(limit: limit) }))
                         }
                     case .send(let ids):
                         for id in ids {
@@ -226,7 +205,7 @@ public final class OutboxDrainer: Sendable {
                     case .settle(let ids):
                         let batch = ids.compactMap { attempts.removeValue(forKey: $0) }
                         group.addTask { [outbox, random] in
-                            input.yield(.settled(await Self.result { try await outbox.settle(batch, unit: random) }))
+                            input.yield(.settled(await result { try await outbox.settle(batch, unit: random) }))
                         }
                     case .checkConnectivity:
                         connectivity.checkNow()
@@ -234,17 +213,7 @@ public final class OutboxDrainer: Sendable {
                         return false
                     }
                 }
-                let deadline = machine.nextDeadline
-                if deadline != timerDeadline {
-                    timer?.cancel()
-                    timerDeadline = deadline
-                    if let deadline {
-                        timer = Task {
-                            guard (try? await clock.sleep(until: deadline)) != nil else { return }
-                            input.yield(.tick)
-                        }
-                    }
-                }
+                timer.set(machine.nextDeadline)
                 return true
             }
 
@@ -252,7 +221,7 @@ public final class OutboxDrainer: Sendable {
                 group.cancelAll()
                 return
             }
-            for await event in inputs {
+            for await event in session.inputs {
                 let now = clock.now
                 let actions: [Machine.Action]
                 switch event {
@@ -282,18 +251,14 @@ public final class OutboxDrainer: Sendable {
                 case .settled(let result):
                     try result.get()
                     actions = machine.settled(now: now)
-                case .tick:
-                    timerDeadline = nil
+                case .tick(let generation):
+                    guard timer.isCurrent(generation) else { continue }
                     actions = machine.tick(now: now)
                 }
                 if !perform(actions) || Task.isCancelled { break }
             }
             group.cancelAll()
         }
-    }
-
-    private static func result<T>(_ body: () async throws -> T) async -> Result<T, any Error> {
-        do { return .success(try await body()) } catch { return .failure(error) }
     }
 
     /// Sends one entry. A nil outcome means the request never left (the gate refused it).

@@ -25,6 +25,8 @@ extension SyncEngine {
         case accountSwitched
     }
 
+    typealias Machine = SyncStateMachine<LoopClock.Instant>
+
     /// A page as fetched, with its size.
     struct Fetched: Sendable {
         var page: SyncPage
@@ -126,10 +128,11 @@ extension SyncEngine {
                          switches: AsyncStream<Int>) async throws {
         let (inputs, input) = AsyncStream.makeStream(of: Input.self)
         // The machine's time is the engine's clock's, counted from now: a test's clock moves it.
-        let elapsed = clock.stopwatch()
-        var machine = SyncStateMachine<LoopInstant>(
+        let clock = LoopClock(self.clock)
+        let timer = DeadlineTimer()
+        var machine = Machine(
             policy: policy, hasCursor: saved.cursor != nil && !saved.resyncing, holdsRows: holdsRows,
-            liveStream: liveStream && !once, pulls: !collections.isEmpty, random: random, now: LoopInstant(elapsed()))
+            liveStream: liveStream && !once, pulls: !collections.isEmpty, random: random, now: clock.now)
         var state = LoopState(saved: saved, signedIn: signedIn)
         state.mayHoldRows = holdsRows
         state.lastSyncedAt = lastPulled
@@ -149,6 +152,7 @@ extension SyncEngine {
                     return
                 }
             }
+            group.addTask { await timer.run(on: clock) { input.yield(.tick(generation: $0)) } }
             group.addTask { [connectivity] in
                 input.yield(.connectivity(connectivity.status))
                 for await status in connectivity.statusUpdates() { input.yield(.connectivity(status)) }
@@ -173,8 +177,8 @@ extension SyncEngine {
             }
             if once { input.yield(.demand(demands.latest)) }
             for await event in inputs {
-                let instant = LoopInstant(elapsed())
-                var actions: [SyncStateMachine<LoopInstant>.Action]
+                let instant = clock.now
+                var actions: [Machine.Action]
                 switch event {
                 case .connectivity(let status):
                     actions = machine.connectivityChanged(reachable: once || status.isReachable, link: status.kind != .offlineHard,
@@ -262,7 +266,7 @@ extension SyncEngine {
                     state.stream = nil
                     actions = machine.streamEnded(ending, now: instant)
                 case .tick(let generation):
-                    guard generation == state.timerGeneration else { continue }
+                    guard timer.isCurrent(generation) else { continue }
                     actions = machine.tick(now: instant)
                 }
                 if let streamed = state.streamed {
@@ -288,14 +292,14 @@ extension SyncEngine {
                         return
                     }
                 }
-                schedule(machine.nextDeadline, on: elapsed, &state, input, &group)
+                timer.set(machine.nextDeadline)
             }
         }
     }
 
     /// Performs one action of the machine.
-    private func act(_ action: SyncStateMachine<LoopInstant>.Action, _ state: inout LoopState,
-                     _ status: SyncStatus<LoopInstant>, _ input: AsyncStream<Input>.Continuation,
+    private func act(_ action: Machine.Action, _ state: inout LoopState,
+                     _ status: SyncStatus<LoopClock.Instant>, _ input: AsyncStream<Input>.Continuation,
                      _ group: inout ThrowingTaskGroup<Void, any Error>) async throws {
         let signedIn = state.signedIn
         switch action {
@@ -462,26 +466,10 @@ extension SyncEngine {
     /// from the cursor the page was read after: the pull then sends no request for it. A page
     /// read after another cursor (the device pulled past where the stream stands) only announces
     /// a change: the machine's pull asks for its own.
-    private func offer(_ page: Fetched?, to actions: [SyncStateMachine<LoopInstant>.Action], _ state: inout LoopState) {
+    private func offer(_ page: Fetched?, to actions: [Machine.Action], _ state: inout LoopState) {
         guard let page, let from = page.page.from, actions.contains(.fetchPage), state.pageNumber == 0,
               from == state.cursor, state.ahead.isEmpty else { return }
         state.ahead.hold(page, after: from)
-    }
-
-    /// Wakes the loop at the machine's next deadline, replacing the timer set before.
-    /// The timer sleeps until the deadline itself on the loop's stopwatch, not for a delay counted
-    /// when its task starts: a busy machine starting it late does not move the deadline.
-    private func schedule(_ deadline: LoopInstant?, on stopwatch: Stopwatch, _ state: inout LoopState,
-                          _ input: AsyncStream<Input>.Continuation, _ group: inout ThrowingTaskGroup<Void, any Error>) {
-        guard deadline != state.timer else { return }
-        state.timer = deadline
-        state.timerGeneration += 1
-        guard let deadline else { return }
-        let generation = state.timerGeneration
-        group.addTask {
-            try? await stopwatch.sleep(untilElapsed: deadline.offset)
-            input.yield(.tick(generation: generation))
-        }
     }
 
     /// What the user would call the failure, for the machine.
@@ -524,9 +512,8 @@ extension SyncEngine {
     /// it), and any other announces a change.
     ///
     /// - Returns: the machine's actions for an announcement, if one was made.
-    private func judge(_ streamed: Fetched, after actions: [SyncStateMachine<LoopInstant>.Action],
-                       machine: inout SyncStateMachine<LoopInstant>, now: LoopInstant,
-                       _ state: inout LoopState) -> [SyncStateMachine<LoopInstant>.Action] {
+    private func judge(_ streamed: Fetched, after actions: [Machine.Action], machine: inout Machine, now: LoopClock.Instant,
+                       _ state: inout LoopState) -> [Machine.Action] {
         if actions.contains(.fetchPage), state.pageNumber == 0, streamed.page.from == state.cursor {
             offer(streamed, to: actions, &state)
             state.streamed = nil
@@ -562,15 +549,6 @@ extension SyncEngine {
         runningLoops.withLock { $0 += 1 }
         defer { runningLoops.withLock { $0 -= 1 } }
         try await body()
-    }
-}
-
-/// `body`'s value or error.
-func result<T>(_ body: () async throws -> T) async -> Result<T, any Error> {
-    do {
-        return .success(try await body())
-    } catch {
-        return .failure(error)
     }
 }
 
@@ -614,8 +592,6 @@ struct LoopState {
     /// Where a failed pull starts again when it wrote pages before failing (saved with them):
     /// the last one's cursor. Nil: from ``savedCursor``, where the last completed pull ended.
     var resumeCursor: String?
-    var timer: LoopInstant?
-    var timerGeneration = 0
     /// When the last pull completed, for the status.
     var lastSyncedAt: Date?
     /// Whose rows this loop pulls: every page is written only while that account is signed in.
@@ -627,17 +603,6 @@ struct LoopState {
         resyncing = saved.resyncing
         self.signedIn = signedIn
     }
-}
-
-/// The sync loop's time: how long since the loop started, on the engine's clock.
-struct LoopInstant: InstantProtocol {
-    var offset: Duration
-
-    init(_ offset: Duration) { self.offset = offset }
-
-    func advanced(by duration: Duration) -> LoopInstant { LoopInstant(offset + duration) }
-    func duration(to other: LoopInstant) -> Duration { other.offset - offset }
-    static func < (lhs: LoopInstant, rhs: LoopInstant) -> Bool { lhs.offset < rhs.offset }
 }
 
 /// The pages a pull asks for ahead of the one being written, each after the cursor of the page
