@@ -22,10 +22,9 @@ import OfflineCore
 ///   answering go as soon as it answers again (a probe, any response, the connection coming
 ///   back), instead of waiting out their backoff.
 /// - Only one process drains a queue at a time: ``run()`` holds a file lock beside the database.
-/// - Given the app's ``SyncEngine`` (`pullFirst`), it pulls before it sends, when it starts and
+/// - Given something to pull first (`pullFirst`), it pulls before it sends, when it starts and
 ///   each time the connection comes back with writes waiting: a change made elsewhere to a row
-///   the user changed offline comes down while the user's change is still on its way, so it is
-///   reported as a ``SyncConflict`` instead of being overwritten unseen.
+///   the user changed offline comes down while the user's change is still on its way.
 ///
 /// Every decision above is OfflineCore's `OutboxDrainerStateMachine`, tested without a clock or a
 /// network; this type reads one stream of events in one loop and performs what the machine says.
@@ -39,7 +38,8 @@ public final class OutboxDrainer: Sendable {
     let policy: OutboxDrainerPolicy
     let prepare: @Sendable (TransportRequest) async throws -> TransportRequest
     let requestTimeout: Duration
-    let pullFirst: SyncEngine?
+    /// What to pull before sending; nil when nothing is pulled.
+    let pullFirst: (@Sendable () async throws -> Void)?
     /// The delivery loop of this drainer, while one runs: ``run()`` and ``drain()`` called side
     /// by side share one, instead of competing for the queue's lock (which a second loop of the
     /// same process would be refused).
@@ -48,28 +48,19 @@ public final class OutboxDrainer: Sendable {
     /// needed for a database in memory): what ``OfflineClient/running(_:)`` waits for.
     let owning = Broadcast(false)
 
-    /// - Parameters:
-    ///   - baseURL: entries' paths are resolved against it.
-    ///   - transport: how requests are sent; wrapped in ``GatedTransport`` so every outcome is
-    ///     connectivity evidence.
-    ///   - clock: for waiting until the next entry is due (a `TestClock` in tests).
-    ///   - random: a number in `0 ..< 1` for the backoff's jitter.
-    ///   - maxConcurrentRequests: how many requests (each of its own lane) may be in flight at once.
-    ///   - prepare: adds credentials (or anything else) to each request before it is sent.
-    ///   - pullFirst: the sync engine that pulls the rows these writes change: pulled before
-    ///     anything is sent, at the start and after each reconnect with writes waiting. A pull
-    ///     that fails holds nothing back.
-    public init(
+    /// The drainer, with `pullingFirst` run before anything is sent, at the start and after
+    /// each reconnect with writes waiting (nil: nothing is pulled); see the public initializer.
+    init(
         outbox: Outbox,
         baseURL: URL,
         transport: any HTTPTransport,
         connectivity: any ConnectivitySource,
-        clock: any Clock<Duration> = ContinuousClock(),
-        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
-        maxConcurrentRequests: Int = 16,
-        requestTimeout: Duration = .seconds(30),
-        pullFirst: SyncEngine? = nil,
-        prepare: @escaping @Sendable (TransportRequest) async throws -> TransportRequest = { $0 }
+        clock: any Clock<Duration>,
+        random: @escaping @Sendable () -> Double,
+        maxConcurrentRequests: Int,
+        requestTimeout: Duration,
+        pullingFirst: (@Sendable () async throws -> Void)?,
+        prepare: @escaping @Sendable (TransportRequest) async throws -> TransportRequest
     ) {
         self.outbox = outbox
         self.baseURL = baseURL
@@ -79,7 +70,7 @@ public final class OutboxDrainer: Sendable {
         self.random = random
         policy = OutboxDrainerPolicy(maxConcurrentRequests: maxConcurrentRequests)
         self.requestTimeout = requestTimeout
-        self.pullFirst = pullFirst
+        pullFirst = pullingFirst
         self.prepare = prepare
     }
 
@@ -186,7 +177,7 @@ public final class OutboxDrainer: Sendable {
                     switch action {
                     case .pull:
                         group.addTask { [pullFirst] in
-                            try? await pullFirst?.pull()
+                            try? await pullFirst?()
                             input.yield(.pulled)
                         }
                     case .expedite(let ids, let reconnect):

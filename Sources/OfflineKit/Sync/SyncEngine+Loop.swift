@@ -100,9 +100,7 @@ extension SyncEngine {
             let start = try await database.writer.write { db in
                 // Pages kept aside by a pull that did not finish are from a cursor never saved.
                 try Self.discardStaged(engine: engine, in: db)
-                let holdsRows = try collections.keys.contains { name in
-                    try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM offlinekit_sync_held WHERE collection = ?)", arguments: [name]) ?? false
-                }
+                let holdsRows = try HeldRows.holdsRows(of: collections.keys, in: db)
                 return (cursor: try SyncCursorRow.fetch(db, collections: collections), holdsRows: holdsRows, account: try Outbox.account(db),
                         lastPulled: try SyncCursorRow.lastPulled(db, collections: collections.keys))
             }
@@ -421,7 +419,7 @@ extension SyncEngine {
                 input.yield(.checkpoint(await result {
                     // Counted before asking: a write acknowledged after it may be missing from
                     // the checkpoint.
-                    let acknowledged = try await self.database.writer.read { db in try Self.acknowledgedWrites(db) }
+                    let acknowledged = try await self.database.writer.read { db in try HeldRows.acknowledgedWrites(db) }
                     return (try await self.fetchCheckpoint(), acknowledged)
                 }))
             }
