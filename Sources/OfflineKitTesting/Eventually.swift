@@ -45,22 +45,14 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
         where predicate: @escaping @Sendable (Element) -> Bool
     ) async throws -> Element {
         let seen = Locked<(count: Int, last: Element?)>((0, nil))
-        let outcome = try await withThrowingTaskGroup(of: WaitOutcome<Element>.self) { group in
-            group.addTask {
-                for try await element in self {
-                    seen.withLock { $0 = ($0.count + 1, element) }
-                    if predicate(element) { return .matched(element) }
-                }
-                return .ended
+        // A test's deadline, on the wall clock: the logic under test keeps its own clock.
+        let outcome = try await withDeadline(after: timeout, on: ContinuousClock()) { () -> WaitOutcome<Element> in
+            for try await element in self {
+                seen.withLock { $0 = ($0.count + 1, element) }
+                if predicate(element) { return .matched(element) }
             }
-            group.addTask {
-                // A test's deadline, on the wall clock: the logic under test keeps its own clock.
-                try await Task.sleep(for: timeout)
-                return .timedOut
-            }
-            defer { group.cancelAll() }
-            return try await group.next() ?? .timedOut
-        }
+            return .ended
+        } ?? .timedOut
         if case .matched(let element) = outcome { return element }
         let observed = seen.current
         throw WaitFailure(

@@ -143,7 +143,7 @@ extension Offline.Sync {
             let (rows, pulled, last, pending) = try await database.writer.read { db in
                 let rows = try db.tableExists("synced_record") ? try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM synced_record") ?? 0 : 0
                 return (rows, try SyncEngine.hasPulled(name, db), try SyncEngine.lastPulled(name, db),
-                        try SyncEngine.pendingPayloads(name, in: db).values.reduce(0) { $0 + $1.count })
+                        try HeldRows.writesOnTheirWay(to: name, in: db).values.reduce(0) { $0 + $1.count })
             }
             let queue = try await OfflineKit.Outbox(database: database, operations: []).snapshot()
             print("collection: \(name)")
@@ -188,7 +188,7 @@ extension Offline.Sync {
                 let rows = try Row.fetchAll(db, sql: "SELECT id, value FROM synced_record").map { row -> (String, Data) in (row["id"], row["value"]) }
                 // The user's edits still on their way: those rows must show the latest edit.
                 var edits: [String: Data] = [:]
-                for (id, payloads) in try SyncEngine.pendingPayloads(options.syncedName, in: db) {
+                for (id, payloads) in try HeldRows.writesOnTheirWay(to: options.syncedName, in: db) {
                     if let latest = payloads.last { edits[id] = Options.localValue(id: id, payload: latest) }
                 }
                 return (rows, edits)

@@ -87,11 +87,9 @@ public enum OutboxCoalescer {
     /// Merges two JSON objects key by key, the newer winning. When either is not a JSON object,
     /// the newer replaces the older if `replaceIfNotObjects`, else nil (cannot merge).
     public static func mergedPayload(_ older: Data?, _ newer: Data?, replaceIfNotObjects: Bool) -> Data? {
-        guard let older, let newer,
-              let old = (try? JSONSerialization.jsonObject(with: older)) as? [String: Any],
-              let new = (try? JSONSerialization.jsonObject(with: newer)) as? [String: Any]
+        guard let older, let newer, let old = try? JSON(parsing: older), let new = try? JSON(parsing: newer),
+              let merged = old.merging(fields: new)
         else { return replaceIfNotObjects ? newer : nil }
-        let merged = old.merging(new) { _, newer in newer }
-        return try? JSONSerialization.data(withJSONObject: merged, options: [.sortedKeys])
+        return try? merged.encoded()
     }
 }

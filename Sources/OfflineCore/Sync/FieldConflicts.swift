@@ -22,7 +22,7 @@ public enum FieldConflicts {
     public static func fields(base: Data?, server: Data, local: [Data], inside: String?) -> [String] {
         guard let server = object(server, inside: inside) else { return [] }
         let base = base.flatMap { object($0, inside: inside) }
-        var set: [String: Any] = [:]
+        var set: [String: JSON] = [:]
         for payload in local {
             guard let fields = object(payload, inside: nil) else { continue }
             set.merge(fields) { _, later in later }
@@ -35,26 +35,19 @@ public enum FieldConflicts {
         }.sorted()
     }
 
-    private static func object(_ json: Data, inside: String?) -> [String: Any]? {
-        guard let root = (try? JSONSerialization.jsonObject(with: json)) as? [String: Any] else { return nil }
-        guard let inside else { return root }
-        return root[inside] as? [String: Any]
+    private static func object(_ json: Data, inside: String?) -> [String: JSON]? {
+        guard let root = try? JSON(parsing: json) else { return nil }
+        guard let inside else { return root.fields }
+        return root[field: inside]?.fields
     }
 
-    /// JSON values compared as Foundation reads them: numbers by value, strings by text,
-    /// arrays and objects by their canonical JSON; absent equals absent.
-    private static func same(_ a: Any?, _ b: Any?) -> Bool {
+    /// The same JSON value (`JSON.sameValue(as:)`: numbers by value); absent equals absent.
+    private static func same(_ a: JSON?, _ b: JSON?) -> Bool {
         switch (a, b) {
-        case (nil, nil): return true
-        case (let a as String, let b as String): return a == b
-        case (let a as NSNumber, let b as NSNumber): return a == b
-        case (let a?, let b?): return canonical(a) == canonical(b)
-        default: return false
+        case (nil, nil): true
+        case (let a?, let b?): a.sameValue(as: b)
+        default: false
         }
-    }
-
-    private static func canonical(_ value: Any) -> Data? {
-        try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed])
     }
 }
 

@@ -1,14 +1,23 @@
-/// Decides what the sync engine does next: when to pull, what a page does to the app's tables,
-/// when to retry and after how long, when to hold the live stream open.
+/// Decides everything the sync engine does: when to pull, which page to ask for after which
+/// cursor, what each page does to the app's tables, which pages to ask for ahead, what a page the
+/// live stream sent is worth, when to retry and after how long, when to hold the live stream
+/// open, and how a pull someone waits for ends.
 ///
 /// Pure and synchronous, like ``ConnectivityStateMachine``: every event takes the current instant
 /// and returns the ``Action``s to perform; ``nextDeadline`` says when to call ``tick(now:)``.
-/// The shell (`SyncEngine`) sends the requests, writes the database and sleeps on its clock.
+/// The shell (`SyncEngine`) sends the requests, writes the database and sleeps on its clock; each
+/// result comes back as an event. One pull is nested in it (`SyncPullStateMachine`), as
+/// postgres-nio nests its query machines in its connection's.
 ///
 /// The rules:
 /// - **Pulls** run one at a time. Asked for while one runs (a poke, a reconnect, the app), the
 ///   next starts when it ends, from where it ended. Offline, none starts; the first one after the
-///   connection comes back starts at once.
+///   connection comes back starts at once. A pull asked for with a ticket
+///   (``pullDemanded(_:now:)``) is answered when the first pull that started after it ends
+///   (``Action/pullEnded(answering:failed:)``).
+/// - **Cursors.** Each page is asked for after the cursor of the page before it; a pull starts
+///   from where the last one that completed ended, or from the last page a failed first sync
+///   wrote.
 /// - **Pages.** A first sync (nothing pulled yet, or starting again after the server forgot the
 ///   cursor) applies each page as it comes: the tables fill page by page, and
 ///   ``SyncStatus/isFirstSync`` says so. Every later pull is applied whole: a pull of one page
@@ -16,7 +25,11 @@
 ///   the last one, so a screen never shows part of a server transaction, nor rows from two
 ///   different moments of the server. What is kept aside is bounded
 ///   (``SyncPolicy/stagedBytesPerPull``): a pull that would keep more lands what it has with
-///   the page that would pass the bound, and goes on.
+///   the page that would pass the bound, and goes on. A later pull's pages grow
+///   (``SyncPolicy/pageLimit(after:pageSize:)``). A page that brings nothing new, where no row
+///   can be held, is not written at all.
+/// - **Read-ahead.** While a page is written, the next two are asked for, each after the cursor
+///   of the one before it; pages that came before the pull asked for them are written with it.
 /// - **Retries** back off with full jitter (``SyncPolicy/retry``) after a transport failure, an
 ///   error status or a malformed page; a page the server no longer follows (`410`) starts the
 ///   pull again from nothing at once, and more than ``SyncPolicy/restartsPerPull`` of those in
@@ -24,99 +37,140 @@
 /// - **Read your writes.** Writes that reached the server are only certain to be in a pull once
 ///   the server's capture has passed them: after writes settle, the engine asks for the server's
 ///   checkpoint, and rows held for those writes settle only with a page captured through it
-///   (``Action/applyPage(settlingHeldRows:)``); until then the engine pulls again, a little later
-///   each time. Each held row knows when its write was acknowledged, so a page pulled before the
+///   (``Landing/settlingHeldRows``); until then the engine pulls again, a little later each
+///   time. Each held row knows when its write was acknowledged, so a page pulled before the
 ///   engine hears of the write settles nothing for it.
-/// - **The live stream** is held while the server is reachable. When it opens, everything is
-///   pulled (what changed while it was closed was not announced). One that ends without having
-///   said anything after it settled backs off like a failure (``EventStreamReconnect``), so a
-///   server that answers and drops at once is not asked again four times a second.
-public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant.Duration == Duration {
+/// - **The live stream** is held while the server is reachable, after the saved cursor once there
+///   is one (before the first sync it can only announce; it is replaced once a cursor is saved).
+///   When it opens, everything is pulled (what changed while it was closed was not announced);
+///   the page it opens with, or sends later, is the pull's own first page when the device still
+///   stands at the cursor it was read after, so no request is sent for it. A page sent while a
+///   pull is under way waits for it to end: one ending where the device then stands asks for
+///   nothing, any other announces a change. One that ends without having said anything after it
+///   settled backs off like a failure (``EventStreamReconnect``), so a server that answers and
+///   drops at once is not asked again four times a second.
+public struct SyncStateMachine<Instant: InstantProtocol, Page: SyncFetchedPage>: Sendable where Instant.Duration == Duration {
+    /// How long the machine runs.
+    public enum Mode: Sendable, Hashable {
+        /// Until stopped, pulling whenever asked, and holding the live stream when `liveStream`.
+        case run(liveStream: Bool)
+        /// One pull, as if the server could be reached (the request says whether it can), then
+        /// ``Action/stop``.
+        case once
+    }
+
     /// What the shell must do, in order.
-    public enum Action: Sendable, Hashable {
-        /// Ask the server for the next page after the current cursor and report it with
-        /// ``SyncStateMachine/pageFetched(_:now:)`` or ``SyncStateMachine/pullFailed(_:now:)``.
-        case fetchPage
-        /// Apply the fetched page to the app's tables with the cursor after it, in one
-        /// transaction. When `settlingHeldRows` is a number, rows held for writes that settled
-        /// take the server's version: those whose writes were refused, and those whose writes
-        /// were acknowledged at or before that number in the device's count of acknowledgments
-        /// (the server's capture has passed them; see
-        /// ``SyncStateMachine/checkpointFetched(_:acknowledged:now:)``). Nil: no held row
-        /// settles. Report ``SyncStateMachine/pageApplied(now:)``.
-        case applyPage(settlingHeldRows: Int64?)
-        /// Keep the fetched page aside (nothing shows yet) and report
-        /// ``SyncStateMachine/pageApplied(now:)``.
-        case stagePage
-        /// Apply what was kept aside and the fetched page together, in one transaction, with the
-        /// cursor after it; held rows settle as for ``applyPage(settlingHeldRows:)``. Report
-        /// ``SyncStateMachine/pageApplied(now:)``.
-        case applyStaged(settlingHeldRows: Int64?)
-        /// Apply what was kept aside (if anything) and the fetched page together, in one
-        /// transaction, with the cursor after it, and go on with the pull: kept aside too, its
-        /// pages would pass ``SyncPolicy/stagedBytesPerPull``. The pull is not over, so it
-        /// counts as no completed pull and no held row settles. Report
-        /// ``SyncStateMachine/pageApplied(now:)``.
-        case applyStagedSoFar
+    public enum Action: Sendable, Equatable {
+        /// Ask the server for `limit` rows after `cursor` (nil: from the start) and report the
+        /// page with ``SyncStateMachine/pageFetched(_:_:now:)`` or the failure with
+        /// ``SyncStateMachine/pageFailed(_:_:now:)``, naming the request `id`.
+        case fetchPage(id: Int, after: String?, limit: Int)
+        /// Cancel these requests: their pages are no longer wanted. Report nothing of them.
+        case cancelFetches([Int])
+        /// Apply the page to the app's tables with the cursor after it, in one transaction, and
+        /// report ``SyncStateMachine/pageWritten(now:)``.
+        case applyPage(Page, Landing)
+        /// Keep the page aside (nothing shows yet) and report ``SyncStateMachine/pageWritten(now:)``.
+        case stagePage(Page)
+        /// Apply what was kept aside and the page together, in one transaction, with the cursor
+        /// after it, and report ``SyncStateMachine/pageWritten(now:)``. When the landing does not
+        /// complete the pull, keeping the page aside too would pass
+        /// ``SyncPolicy/stagedBytesPerPull``: the pull goes on, and no held row settles.
+        case applyStaged(Page, Landing)
         /// Drop what was kept aside: the pull failed before its last page.
         case discardStaged
         /// The server no longer follows the cursor: forget it and start again from nothing,
         /// removing at the end of that pull the rows the server no longer has.
         case forgetCursor
-        /// Ask for the server's checkpoint and report ``SyncStateMachine/checkpointFetched(_:now:)``.
+        /// Ask for the server's checkpoint and report
+        /// ``SyncStateMachine/checkpointFetched(_:acknowledged:now:)``.
         case fetchCheckpoint
-        /// Open the live stream, after the saved cursor when there is one, and report
-        /// ``SyncStateMachine/streamOpened(now:)`` or ``SyncStateMachine/streamEnded(_:now:)``.
-        case openStream
-        /// Close the live stream and open it again after the cursor now saved, reporting as for
-        /// ``openStream``: it was opened with no cursor to follow (before the device's first sync,
-        /// or while it synced again from nothing), so it could only announce changes.
-        case reopenStream
+        /// Open the live stream `id`, after `cursor` (nil: one that only announces), replacing
+        /// the one open if any, and report its events naming `id`.
+        case openStream(id: Int, after: String?)
+        /// A pull ended, completed or `failed` (by the last failure reported): note when it
+        /// completed, or what failed.
+        case pullEnded(failed: Bool)
         /// The status changed: publish ``SyncStateMachine/status``.
         case publishStatus
+        /// Answer the pulls asked for with these tickets (``SyncStateMachine/pullDemanded(_:now:)``):
+        /// the pull that covered them ended, `failed` or not.
+        case answerPulls([Int], failed: Bool)
+        /// The machine is done (``Mode/once``): stop. Tickets asked for meanwhile are not
+        /// answered.
+        case stop
     }
 
-    /// What a fetched page said, as far as decisions go.
-    public struct Page: Sendable, Hashable {
-        /// More pages follow at once.
-        public var hasMore: Bool
-        /// How far the server's capture had come when it answered.
-        public var through: Int64?
-        /// How far through the pull, `0...1`, when the server says.
-        public var progress: Double?
-        /// The page's size as received, in bytes: what keeping it aside costs.
-        public var bytes: Int
+    /// How a page lands in the app's tables.
+    public struct Landing: Sendable, Hashable {
+        /// When a number, rows held for writes that settled take the server's version: those
+        /// whose writes were refused, and those whose writes were acknowledged at or before that
+        /// number in the device's count of acknowledgments (the server's capture has passed
+        /// them; see ``SyncStateMachine/checkpointFetched(_:acknowledged:now:)``). Nil: no held
+        /// row settles.
+        public var settlingHeldRows: Int64?
+        /// The pull ends with this page: a resync sweeps the rows the server no longer has, and
+        /// the collections count as pulled.
+        public var completesPull: Bool
+        /// The pull syncs everything again from nothing: rows are noted as seen.
+        public var resyncing: Bool
+        /// Move the database's log into its file once written: the pull applied many pages.
+        public var checkpointsLog: Bool
 
-        public init(hasMore: Bool, through: Int64? = nil, progress: Double? = nil, bytes: Int = 0) {
-            self.hasMore = hasMore
-            self.through = through
-            self.progress = progress
-            self.bytes = bytes
+        public init(settlingHeldRows: Int64?, completesPull: Bool, resyncing: Bool = false, checkpointsLog: Bool = false) {
+            self.settlingHeldRows = settlingHeldRows
+            self.completesPull = completesPull
+            self.resyncing = resyncing
+            self.checkpointsLog = checkpointsLog
         }
     }
 
-    private enum Pull: Sendable, Hashable {
+    private enum Pull: Sendable {
         case idle
-        /// Waiting for a page; `first` when the pull applies its pages as they come; `staged`
-        /// when pages are kept aside, `stagedBytes` their size.
-        case fetching(first: Bool, pages: Int, staged: Bool, stagedBytes: Int)
-        /// Waiting for the page's rows to be written (applied or staged); `staged` while pages
-        /// may be kept aside (a failed write leaves them there), `stagedAfter` and
-        /// `stagedBytes` once it is written.
-        case writing(first: Bool, pages: Int, staged: Bool, stagedAfter: Bool, stagedBytes: Int, last: Bool)
         /// Waiting for the checkpoint.
         case checkpointing
+        case pulling(SyncPullStateMachine<Page>)
     }
 
-    private enum Stream: Sendable, Hashable {
+    private enum Stream: Sendable, Equatable {
         case off
         case closed
-        case opening
-        case open(since: Instant)
+        case opening(id: Int)
+        case open(id: Int, since: Instant)
         case waiting(until: Instant)
+
+        var id: Int? {
+            switch self {
+            case .opening(let id), .open(let id, _): id
+            case .off, .closed, .waiting: nil
+            }
+        }
+    }
+
+    /// Where the device stands in the feed.
+    private struct Position: Sendable {
+        /// The next page is asked for after it.
+        var cursor: String?
+        /// Where the last completed pull ended: the cursor saved with its last page.
+        var saved: String?
+        /// Where a failed pull starts again when it wrote pages (a first sync's) before failing:
+        /// the last one's cursor. Nil: from ``saved``.
+        var resume: String?
+        /// The pull syncs everything again from nothing.
+        var resyncing: Bool
+        /// Whether rows may be held for writes on their way: false only while no page was
+        /// written since the loop found none held.
+        var mayHoldRows: Bool
+
+        /// Whether a pull's pages grow: a later pull's, kept aside until its last, not a first
+        /// sync's, each shown as it lands.
+        var grows: Bool { saved != nil && !resyncing }
     }
 
     public let policy: SyncPolicy
+    public let mode: Mode
+    /// The rows asked for in a first sync's pages, and in the first page of every later pull.
+    public let pageSize: Int
     public private(set) var status: SyncStatus<Instant>
 
     private let random: @Sendable () -> Double
@@ -125,7 +179,9 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
     private var link = false
     private var pull = Pull.idle
     private var wanted = false
+    private var stopped = false
     private var hasCursor: Bool
+    private var position: Position
     private var restarts = 0
     private var failures = 0
     private var retryAt: Instant?
@@ -143,29 +199,54 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
     /// The stream opening or open was opened after a saved cursor.
     private var streamFollows = false
     private var reconnect: EventStreamReconnect
+    /// The last page the stream sent, until the machine decides on it: the pull that starts
+    /// from the cursor it was read after takes it; once no pull is under way, one ending where
+    /// the device stands asks for nothing, any other announces a change.
+    private var streamed: Page?
+    /// A page the stream offers the pull the current event starts, taken if that pull starts
+    /// from the cursor the page was read after: the page the stream opened with, or the last
+    /// one it sent once decided on. Dropped at the event's end.
+    private var offered: Page?
+    /// Tickets asked and not yet covered by a pull, and those the pull under way answers.
+    private var waitingTickets: [Int] = []
+    private var coveredTickets: [Int] = []
+    private var nextID = 1
 
     /// - Parameters:
-    ///   - hasCursor: whether a pull already completed on this device (the next one is a delta).
+    ///   - cursor: the cursor saved by the last page written; nil before the first.
+    ///   - resyncing: whether a sync from nothing runs (pages it wrote saved `cursor`).
     ///   - holdsRows: whether rows are held for writes that may have settled (after a restart):
     ///     the checkpoint is asked for before they may settle.
-    ///   - liveStream: whether to hold the server's live stream.
     ///   - pulls: whether there is anything to pull (an engine with no collections holds the
     ///     stream only, as evidence for the connectivity monitor).
+    ///   - pageSize: the rows asked for in a first sync's pages, and first in later pulls.
+    ///   - tickets: pulls asked for with a ticket before the machine started.
     ///   - random: a number in `0 ..< 1`, for the jitter of backoffs.
-    public init(policy: SyncPolicy = SyncPolicy(), hasCursor: Bool, holdsRows: Bool, liveStream: Bool, pulls: Bool = true,
-                random: @escaping @Sendable () -> Double, now: Instant) {
+    public init(policy: SyncPolicy = SyncPolicy(), mode: Mode, cursor: String?, resyncing: Bool = false, holdsRows: Bool,
+                pulls: Bool = true, pageSize: Int, tickets: [Int] = [], random: @escaping @Sendable () -> Double, now: Instant) {
         self.policy = policy
+        self.mode = mode
+        self.pageSize = max(1, pageSize)
         self.pulls = pulls
-        self.hasCursor = hasCursor
         self.random = random
+        hasCursor = cursor != nil && !resyncing
+        position = Position(cursor: cursor, saved: cursor, resyncing: resyncing, mayHoldRows: holdsRows)
         checkpointWanted = holdsRows
-        stream = liveStream ? .closed : .off
+        stream = mode == .run(liveStream: true) ? .closed : .off
         reconnect = EventStreamReconnect(policy: policy.stream)
         status = SyncStatus(isFirstSync: !hasCursor)
+        waitingTickets = tickets
+        if mode == .once {
+            // One pull, sent whatever the monitor says: offline, the gate refuses it.
+            reachable = true
+            wanted = true
+        }
     }
 
     /// A pull (or the checkpoint read that opens one) is under way.
-    public var isPullUnderWay: Bool { pull != .idle }
+    public var isPullUnderWay: Bool {
+        if case .idle = pull { false } else { true }
+    }
 
     /// Rows are held for writes that settled, and the server's capture has not yet been seen to
     /// reach them: a single pull that wants them settled pulls again (``capturePollsPerPull``
@@ -176,6 +257,7 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
 
     /// When ``tick(now:)`` is due next, if anything waits on time.
     public var nextDeadline: Instant? {
+        guard !stopped else { return nil }
         var deadlines: [Instant] = []
         if let retryAt { deadlines.append(retryAt) }
         if let rePullAt { deadlines.append(rePullAt) }
@@ -183,7 +265,15 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         return deadlines.min()
     }
 
+    /// The tickets not answered yet, oldest first: for a machine that replaces this one.
+    public var pendingTickets: [Int] { coveredTickets + waitingTickets }
+
     // MARK: Events
+
+    /// The shell is ready: what to do first.
+    public mutating func start(now: Instant) -> [Action] {
+        settle(now: now)
+    }
 
     /// The connectivity monitor's verdict changed.
     ///
@@ -193,6 +283,7 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
     ///     tried even while the server seems unreachable, because its attempts are evidence too,
     ///     and the first that gets through tells the monitor the server is back.
     public mutating func connectivityChanged(reachable: Bool, link: Bool, now: Instant) -> [Action] {
+        guard mode != .once else { return [] }
         let wasReachable = self.reachable
         self.reachable = reachable
         self.link = link || reachable
@@ -209,21 +300,30 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
             status.isConnected = reachable && isStreamOpen
             actions.append(.publishStatus)
         }
-        return actions + settle(now: now)
+        return finish(actions + settle(now: now), now: now)
     }
 
-    /// Something asks for a pull: the app, a poke from the live stream, writes that settled.
-    public mutating func pullRequested(now: Instant) -> [Action] {
+    /// Something asks for a pull: the app, writes that settled. With a `ticket`, the asker waits
+    /// for the first pull that starts after this to end (``Action/answerPulls(_:failed:)``).
+    /// ``Mode/once`` answers only tickets asked before its pull starts.
+    public mutating func pullDemanded(_ ticket: Int?, now: Instant) -> [Action] {
+        if let ticket {
+            waitingTickets.append(ticket)
+        } else if mode == .once {
+            return []
+        }
         wanted = true
-        return settle(now: now)
+        return finish(settle(now: now), now: now)
     }
 
     /// Writes to synced rows reached the server: pull, and let their rows settle only once the
     /// server's capture has passed them.
     public mutating func writesSettled(now: Instant) -> [Action] {
+        // Their rows are held until a page captured after them lands.
+        position.mayHoldRows = true
         checkpointWanted = true
         wanted = true
-        return settle(now: now)
+        return finish(settle(now: now), now: now)
     }
 
     /// The server's checkpoint: a pull captured through it has every write that settled before.
@@ -246,47 +346,191 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         }
         rePulls = 0
         wanted = true
-        return settle(now: now)
+        return finish(settle(now: now), now: now)
     }
 
-    /// A page arrived.
-    public mutating func pageFetched(_ page: Page, now: Instant) -> [Action] {
-        guard case .fetching(let first, let pages, let staged, var stagedBytes) = pull else { return [] }
+    /// Request `id` brought a page: the pull's, or one asked for ahead.
+    public mutating func pageFetched(_ id: Int, _ page: Page, now: Instant) -> [Action] {
+        guard case .pulling(var pulling) = pull else { return [] }
+        guard pulling.waits(for: id) else {
+            let requests = pulling.aheadArrived(id, .page(page), grows: position.grows, limit: limit)
+            pull = .pulling(pulling)
+            return finish(requests.map(Self.fetch), now: now)
+        }
+        return finish(arrived(page, &pulling, now: now), now: now)
+    }
+
+    /// Request `id` failed: the pull fails when it is the page it waits for; a page asked for
+    /// ahead fails the pull once the pull needs it.
+    public mutating func pageFailed(_ id: Int, _ failure: SyncFailure, now: Instant) -> [Action] {
+        guard case .pulling(var pulling) = pull else { return [] }
+        guard pulling.waits(for: id) else {
+            let requests = pulling.aheadArrived(id, .failed(failure), grows: position.grows, limit: limit)
+            pull = .pulling(pulling)
+            return finish(requests.map(Self.fetch), now: now)
+        }
+        return finish(failed(failure, now: now), now: now)
+    }
+
+    /// The page was written (applied or kept aside).
+    public mutating func pageWritten(now: Instant) -> [Action] {
+        finish(written(now: now), now: now)
+    }
+
+    /// The pull failed otherwise: its write, or the checkpoint read.
+    public mutating func pullFailed(_ failure: SyncFailure, now: Instant) -> [Action] {
+        finish(failed(failure, now: now), now: now)
+    }
+
+    /// Live stream `id` opened, with the page it sent as it opened, if it sent one: everything
+    /// changed while it was closed is pulled (by that page, when the device stands where it
+    /// starts).
+    public mutating func streamOpened(_ id: Int, page: Page?, now: Instant) -> [Action] {
+        guard stream == .opening(id: id) else { return [] }
+        stream = .open(id: id, since: now)
+        status.isConnected = reachable
+        wanted = true
+        offered = page
+        return finish([.publishStatus] + settle(now: now), now: now)
+    }
+
+    /// Live stream `id` said something changed.
+    public mutating func streamAnnounced(_ id: Int, now: Instant) -> [Action] {
+        guard stream.id == id else { return [] }
+        wanted = true
+        return finish(settle(now: now), now: now)
+    }
+
+    /// Live stream `id` sent the page a pull after `page.from` would get.
+    public mutating func streamPage(_ id: Int, _ page: Page, now: Instant) -> [Action] {
+        guard stream.id == id else { return [] }
+        streamed = page
+        return finish([], now: now)
+    }
+
+    /// Live stream `id` ended or could not open. When it opens again is
+    /// ``EventStreamReconnect``'s decision: soon after one that worked, backing off with jitter
+    /// after one that said nothing, could not open or was refused.
+    public mutating func streamEnded(_ id: Int, _ ending: EventStreamReconnect.Ending, now: Instant) -> [Action] {
+        guard stream.id == id else { return [] }
+        stream = .waiting(until: now.advanced(by: reconnect.delay(after: ending, unit: random())))
+        var actions: [Action] = []
+        if status.isConnected {
+            status.isConnected = false
+            actions.append(.publishStatus)
+        }
+        return finish(actions + settle(now: now), now: now)
+    }
+
+    /// Time passed: retries and stream reopenings that came due.
+    public mutating func tick(now: Instant) -> [Action] {
+        finish(settle(now: now), now: now)
+    }
+
+    // MARK: Pulling
+
+    /// The rows to ask for after a page asked for so many (nil: a pull's first page).
+    private var limit: (Int?) -> Int {
+        let (policy, pageSize) = (policy, pageSize)
+        return { policy.pageLimit(after: $0, pageSize: pageSize) }
+    }
+
+    /// The request to send for a page.
+    private static func fetch(_ request: (id: Int, after: String?, limit: Int)) -> Action {
+        .fetchPage(id: request.id, after: request.after, limit: request.limit)
+    }
+
+    /// Starts a pull from where the device stands: with a page the stream offers when it was
+    /// read after that very cursor, else with a request.
+    private mutating func startPull(now: Instant) -> [Action] {
+        coveredTickets += waitingTickets
+        waitingTickets = []
+        status.rows = 0
+        status.bytes = 0
+        let first = !hasCursor
+        if let page = takeOffered(after: position.cursor) {
+            var pulling = SyncPullStateMachine<Page>(first: first, state: .fetching(id: nil, limit: nil))
+            return arrived(page, &pulling, now: now)
+        }
+        let request = (id: nextID, after: position.cursor, limit: limit(nil))
+        nextID += 1
+        pull = .pulling(SyncPullStateMachine(first: first, state: .fetching(id: request.id, limit: request.limit)))
+        return [.fetchPage(id: request.id, after: request.after, limit: request.limit)]
+    }
+
+    /// The page the stream offers a pull that starts from `cursor`: the one offered in this
+    /// event, or the last one it sent, when read after that cursor. A page the stream sent that
+    /// was read after that cursor is decided on either way; any other is, once the pull is over.
+    private mutating func takeOffered(after cursor: String?) -> Page? {
+        var taken: Page?
+        if let offered, let from = offered.from, from == cursor { taken = offered }
+        offered = nil
+        if let streamed, streamed.from == cursor {
+            if taken == nil, streamed.from != nil { taken = streamed }
+            self.streamed = nil
+        }
+        return taken
+    }
+
+    /// The page the pull waited for came: how it is written, and the pages asked for ahead.
+    private mutating func arrived(_ page: Page, _ pulling: inout SyncPullStateMachine<Page>, now: Instant) -> [Action] {
+        let came = pulling.arrived(page, stagedBytesPerPull: policy.stagedBytesPerPull, grows: position.grows, limit: limit)
+        var actions = came.requests.map(Self.fetch)
+        let page = came.page
         if let through = page.through { lastThrough = max(lastThrough ?? through, through) }
         let captured = requiredCheckpoint.map { required in page.through.map { $0 >= required } ?? false } ?? true
         if captured, requiredCheckpoint != nil { capturedAcknowledged = max(capturedAcknowledged, checkpointAcknowledged) }
         let settling = captured ? capturedAcknowledged : nil
-        let action: Action
-        if first {
-            action = .applyPage(settlingHeldRows: settling)
-        } else if page.hasMore {
-            if stagedBytes + page.bytes > policy.stagedBytesPerPull {
-                action = .applyStagedSoFar
-                stagedBytes = 0
-            } else {
-                action = .stagePage
-                stagedBytes += page.bytes
-            }
-        } else if staged {
-            action = .applyStaged(settlingHeldRows: settling)
-        } else {
-            action = .applyPage(settlingHeldRows: settling)
-        }
-        pull = .writing(first: first, pages: pages + 1, staged: staged || action == .stagePage,
-                        stagedAfter: action == .stagePage, stagedBytes: stagedBytes,
-                        last: !page.hasMore)
+        status.rows += page.rows
+        status.bytes += page.bytes
         status.isPulling = true
         status.progress = page.hasMore ? page.progress : 1
-        return [action, .publishStatus]
+        let nothingNew = page.rows == 0 && page.cursor == position.saved && !position.resyncing && !position.mayHoldRows
+        position.cursor = page.cursor
+        let write: Action
+        switch came.write {
+        case .apply(let done):
+            write = .applyPage(page, Landing(settlingHeldRows: settling, completesPull: done, resyncing: position.resyncing,
+                                             checkpointsLog: done && pulling.pages > 1))
+        case .stage:
+            write = .stagePage(page)
+        case .applyStaged(let done):
+            write = .applyStaged(page, Landing(settlingHeldRows: done ? settling : nil, completesPull: done,
+                                               resyncing: position.resyncing))
+        }
+        actions += pulling.askAhead(after: page, grows: position.grows, limit: limit, ids: &nextID).map(Self.fetch)
+        pull = .pulling(pulling)
+        if nothingNew, came.write == .apply(done: true) {
+            // Nothing new since the last pull, and no row held for a write: nothing to write
+            // (most pulls are such, each spared a transaction and its sync).
+            return actions + [.publishStatus] + written(now: now)
+        }
+        if came.write != .stage { position.mayHoldRows = true }
+        return [write] + actions + [.publishStatus]
     }
 
-    /// The fetched page was applied or staged.
-    public mutating func pageApplied(now: Instant) -> [Action] {
-        guard case .writing(let first, let pages, _, let staged, let stagedBytes, let last) = pull else { return [] }
-        guard last else {
-            pull = .fetching(first: first, pages: pages, staged: staged, stagedBytes: stagedBytes)
-            return [.fetchPage]
+    /// The page being written is in: the next one is asked for, or the pull is over.
+    private mutating func written(now: Instant) -> [Action] {
+        guard case .pulling(var pulling) = pull, let written = pulling.written() else { return [] }
+        if let resume = written.resumeAt {
+            // A page of a pull that goes on is in, with its cursor: a failure from here on
+            // starts again from there, not from the pull's start.
+            position.resume = resume
         }
+        guard written.last else {
+            let next = pulling.fetchNext(after: position.cursor, grows: position.grows, limit: limit, ids: &nextID)
+            pull = .pulling(pulling)
+            switch next {
+            case .wait(let fetch): return fetch.map { [Self.fetch($0)] } ?? []
+            case .arrived(let page): return arrived(page, &pulling, now: now)
+            case .failed(let failure): return failed(failure, now: now)
+            }
+        }
+        return completed(now: now)
+    }
+
+    /// The pull's last page is in.
+    private mutating func completed(now: Instant) -> [Action] {
         pull = .idle
         hasCursor = true
         restarts = 0
@@ -295,17 +539,6 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         status.isFirstSync = false
         status.lastSyncedAt = now
         status.lastFailure = nil
-        var actions: [Action] = [.publishStatus]
-        switch stream {
-        case .opening, .open:
-            guard !streamFollows else { break }
-            // A cursor to follow at last: the stream can now carry the pages themselves. The
-            // status stays connected while one stream replaces the other.
-            stream = .opening
-            streamFollows = true
-            actions.append(.reopenStream)
-        case .off, .closed, .waiting: break
-        }
         if let required = requiredCheckpoint {
             if let through = lastThrough, through >= required {
                 requiredCheckpoint = nil
@@ -316,20 +549,43 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
                 rePullAt = now.advanced(by: policy.capturePoll.delay(afterFailedAttempts: rePulls, unit: 1))
             }
         }
+        position.saved = position.cursor
+        position.resume = nil
+        if mode == .once, awaitsCapture {
+            // A single pull returns with the user's settled writes in the rows: the server's
+            // capture has not read them yet, so it pulls again soon, and goes on.
+            return [.publishStatus] + settle(now: now)
+        }
+        position.resyncing = false
+        var actions = ended(failed: false)
+        switch stream {
+        case .opening, .open:
+            guard !streamFollows else { break }
+            // A cursor to follow at last: the stream can now carry the pages themselves. The
+            // status stays connected while one stream replaces the other.
+            let id = nextID
+            nextID += 1
+            stream = .opening(id: id)
+            streamFollows = true
+            actions.append(.openStream(id: id, after: position.saved))
+        case .off, .closed, .waiting: break
+        }
         return actions + settle(now: now)
     }
 
-    /// The pull failed.
-    public mutating func pullFailed(_ failure: SyncFailure, now: Instant) -> [Action] {
-        let wasStaged: Bool
+    /// The pull failed: it starts again from nothing (`410`), or waits out its backoff.
+    private mutating func failed(_ failure: SyncFailure, now: Instant) -> [Action] {
+        var actions: [Action] = []
         switch pull {
-        case .fetching(_, _, let staged, _), .writing(_, _, let staged, _, _, _): wasStaged = staged
+        case .pulling(var pulling):
+            if pulling.staged { actions.append(.discardStaged) }
+            let dropped = pulling.dropAhead()
+            if !dropped.isEmpty { actions.append(.cancelFetches(dropped)) }
         case .checkpointing:
-            wasStaged = false
             checkpointWanted = true
-        case .idle: return []
+        case .idle:
+            return []
         }
-        var actions: [Action] = wasStaged ? [.discardStaged] : []
         pull = .idle
         if failure == .gone, restarts < policy.restartsPerPull {
             restarts += 1
@@ -338,6 +594,7 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
             streamFollows = false
             wanted = true
             status.isFirstSync = true
+            position = Position(cursor: nil, saved: nil, resume: nil, resyncing: true, mayHoldRows: position.mayHoldRows)
             return actions + [.forgetCursor] + settle(now: now)
         }
         restarts = 0
@@ -345,41 +602,29 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         retryAt = now.advanced(by: policy.retry.delay(afterFailedAttempts: failures, unit: random()))
         status.isPulling = false
         status.lastFailure = failure
-        actions.append(.publishStatus)
-        return actions + settle(now: now)
+        // The next pull starts from the last page written.
+        position.cursor = position.resume ?? position.saved
+        return actions + ended(failed: true) + settle(now: now)
     }
 
-    /// The live stream opened: everything changed while it was closed is pulled.
-    public mutating func streamOpened(now: Instant) -> [Action] {
-        guard case .opening = stream else { return [] }
-        stream = .open(since: now)
-        status.isConnected = reachable
-        wanted = true
-        return [.publishStatus] + settle(now: now)
-    }
-
-    /// The live stream said something changed.
-    public mutating func streamAnnounced(now: Instant) -> [Action] {
-        pullRequested(now: now)
-    }
-
-    /// The live stream ended or could not open. When it opens again is
-    /// ``EventStreamReconnect``'s decision: soon after one that worked, backing off with jitter
-    /// after one that said nothing, could not open or was refused.
-    public mutating func streamEnded(_ ending: EventStreamReconnect.Ending, now: Instant) -> [Action] {
-        guard stream != .off else { return [] }
-        stream = .waiting(until: now.advanced(by: reconnect.delay(after: ending, unit: random())))
-        var actions: [Action] = []
-        if status.isConnected {
-            status.isConnected = false
-            actions.append(.publishStatus)
+    /// A pull ended: when or why is noted, then published, then the tickets it covered are
+    /// answered (what they see of the status is the pull's end); a single pull is over.
+    private mutating func ended(failed: Bool) -> [Action] {
+        var actions: [Action] = [.pullEnded(failed: failed)]
+        if mode == .once {
+            // What is asked for meanwhile is the next pull's: no request sent for nothing, and no
+            // status that says a pull goes on.
+            stopped = true
+            status.isPulling = false
+            status.progress = 1
         }
-        return actions + settle(now: now)
-    }
-
-    /// Time passed: retries and stream reopenings that came due.
-    public mutating func tick(now: Instant) -> [Action] {
-        settle(now: now)
+        actions.append(.publishStatus)
+        if !coveredTickets.isEmpty {
+            actions.append(.answerPulls(coveredTickets, failed: failed))
+            coveredTickets = []
+        }
+        if stopped { actions.append(.stop) }
+        return actions
     }
 
     // MARK: Deciding
@@ -389,13 +634,31 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
         return false
     }
 
+    /// Ends an event: decides on the page the stream sent last, once no pull is under way. One
+    /// ending where the device stands asks for nothing (the pulls brought its changes, and those
+    /// of every page the stream sent before it); any other announces a change, and the pull it
+    /// starts now takes it when it starts where the page does.
+    private mutating func finish(_ actions: [Action], now: Instant) -> [Action] {
+        offered = nil
+        guard let page = streamed, !isPullUnderWay, !stopped else { return actions }
+        streamed = nil
+        guard page.cursor != position.cursor else { return actions }
+        wanted = true
+        offered = page
+        defer { offered = nil }
+        return actions + settle(now: now)
+    }
+
     private mutating func settle(now: Instant) -> [Action] {
+        guard !stopped else { return [] }
         var actions: [Action] = []
         if case .waiting(let until) = stream, until <= now { stream = .closed }
         if stream == .closed, link {
-            stream = .opening
+            let id = nextID
+            nextID += 1
+            stream = .opening(id: id)
             streamFollows = hasCursor
-            actions.append(.openStream)
+            actions.append(.openStream(id: id, after: position.resyncing ? nil : position.saved))
         }
         if let due = rePullAt, due <= now {
             rePullAt = nil
@@ -406,21 +669,22 @@ public struct SyncStateMachine<Instant: InstantProtocol>: Sendable where Instant
             retryAt = nil
             wanted = true
         }
-        guard pulls, pull == .idle, reachable else { return actions }
+        guard pulls, !isPullUnderWay, reachable else { return actions }
         if checkpointWanted {
             checkpointWanted = false
             pull = .checkpointing
+            coveredTickets += waitingTickets
+            waitingTickets = []
             return actions + [.fetchCheckpoint]
         }
         guard wanted else { return actions }
         wanted = false
-        pull = .fetching(first: !hasCursor, pages: 0, staged: false, stagedBytes: 0)
         if !status.isPulling || status.progress != nil {
             status.isPulling = true
             status.progress = nil
             actions.append(.publishStatus)
         }
-        return actions + [.fetchPage]
+        return actions + startPull(now: now)
     }
 }
 
@@ -475,6 +739,10 @@ public struct SyncStatus<Instant: InstantProtocol>: Sendable, Hashable {
     public var isPulling = false
     /// How far through the current pull, `0...1`, when the server says.
     public var progress: Double?
+    /// Rows the current (or last) pull received so far.
+    public var rows = 0
+    /// Bytes the current (or last) pull received so far, as they came.
+    public var bytes = 0
     /// No pull has completed on this device yet: tables fill page by page until one does.
     public var isFirstSync: Bool
     /// When the last pull completed.

@@ -78,12 +78,7 @@ struct CityGuideShell: ScreenShell {
             return .child { [packs, clock, backgroundRefreshTimeout] send in
                 // The deadline of a quiet background refresh (weak network: 3–5 s), on the
                 // shell's clock: whichever ends first, the check or the deadline, ends both.
-                await withTaskGroup(of: Void.self) { group in
-                    group.addTask { _ = try? await packs.checkForUpdate(packId) }
-                    group.addTask { try? await clock.sleep(for: backgroundRefreshTimeout) }
-                    await group.next()
-                    group.cancelAll()
-                }
+                _ = try? await withDeadline(after: backgroundRefreshTimeout, on: clock) { _ = try? await packs.checkForUpdate(packId) }
                 send(.updateChecked)
             }
         case .remove(let packId, let city):

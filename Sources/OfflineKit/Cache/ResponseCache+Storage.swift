@@ -37,7 +37,9 @@ extension ResponseCache {
             let transport = transport
             let maxBodyBytes = maxBodyBytes
             let sent = request
-            let response = try await withDeadline(deadline) { try await transport.send(sent, maxBodyBytes: maxBodyBytes) }
+            // The deadline on the injected clock: the request is cancelled when it passes first.
+            guard let response = try await withDeadline(after: deadline, on: clock, { try await transport.send(sent, maxBodyBytes: maxBodyBytes) })
+            else { throw TransportError.timeout }
             switch (response.status.code, entry) {
             case (304, let entry?):
                 return try await revalidated(query, entry: entry, response: response)
@@ -168,20 +170,5 @@ extension ResponseCache {
 
     static func digest(_ data: Data) -> String {
         SHA256.hash(data: data).hexEncoded
-    }
-
-    /// Runs `body` with a deadline measured on the injected clock; the loser is cancelled.
-    private func withDeadline<T: Sendable>(_ deadline: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        let clock = clock
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await body() }
-            group.addTask {
-                try await clock.sleep(for: deadline)
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let value = first else { throw TransportError.timeout }
-            return value
-        }
     }
 }

@@ -157,9 +157,9 @@ public final class ResponseCache: Sendable {
             let reachable = try await firstVerdict().isReachable
             return CachePlan.decide(policy: query.policy, entry: entry, reachable: reachable, now: now())
         }
-        let waited = clock.stopwatch()
+        let waited = LoopClock(self.clock)
         let reachable = try await firstVerdict(within: min(timeout, firstVerdictTimeout)).isReachable
-        let left = timeout - waited()
+        let left = timeout - waited.now.offset
         return reachable && left > .zero ? .fetch(fallBackToCache: true, timeout: left) : .serveCache
     }
 
@@ -172,23 +172,13 @@ public final class ResponseCache: Sendable {
         let connectivity = connectivity
         let current = connectivity.status
         guard current.kind == .unknown else { return current }
-        let clock = clock
-        let timeout = limit ?? firstVerdictTimeout
         let updates = connectivity.statusUpdates()
-        let verdict = await withTaskGroup(of: ConnectivityStatus?.self) { group in
-            group.addTask {
-                for await status in updates where status.kind != .unknown { return status }
-                return nil
-            }
-            group.addTask {
-                try? await clock.sleep(for: timeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            return await group.next() ?? nil
+        let verdict = try await withDeadline(after: limit ?? firstVerdictTimeout, on: clock) { () -> ConnectivityStatus? in
+            for await status in updates where status.kind != .unknown { return status }
+            return nil
         }
         try Task.checkCancellation()
-        return verdict ?? connectivity.status
+        return (verdict ?? nil) ?? connectivity.status
     }
 
     /// The stored copy of `query`, without touching the network; nil when there is none.

@@ -23,7 +23,7 @@ public final class ConnectivityMonitor: ConnectivitySource, Sendable {
         case request(RequestOutcome)
         case foreground
         case check
-        case tick
+        case tick(generation: Int)
     }
 
     private let probe: ConnectivityProbe
@@ -31,14 +31,14 @@ public final class ConnectivityMonitor: ConnectivitySource, Sendable {
     /// The injected probe transport; nil means `run()` creates (and shuts down) its own.
     private let probeTransport: (any HTTPTransport)?
     private let linkMonitor: (any LinkMonitor)?
-    private let clock: ElapsedClock
+    private let clock: LoopClock
     private let wallClock: @Sendable () -> Date
     private let broadcast: Broadcast<ConnectivityStatus>
     /// Each time the server is seen answering (subscribed to without the latest).
     private let answers = Broadcast(())
     /// The newest evidence; it changes with every event, the published status only with its kind.
     private let evidence = Locked(ConnectivityEvidence())
-    private let inputs: Locked<AsyncStream<Input>.Continuation?> = Locked(nil)
+    private let inbox = LoopInbox<Input, Never>()
 
     /// - Parameters:
     ///   - probe: what to probe; its URL should be the app's own health endpoint.
@@ -60,7 +60,7 @@ public final class ConnectivityMonitor: ConnectivitySource, Sendable {
         self.policy = policy
         self.linkMonitor = linkMonitor
         self.probeTransport = probeTransport
-        self.clock = ElapsedClock(clock)
+        self.clock = LoopClock(clock)
         wallClock = now
         broadcast = Broadcast(.unknown(since: now()))
     }
@@ -98,12 +98,13 @@ public final class ConnectivityMonitor: ConnectivitySource, Sendable {
     }
 
     private func send(_ input: Input) {
-        _ = inputs.withLock { $0 }?.yield(input)
+        inbox.send(input)
     }
 
     // MARK: Running
 
-    /// Monitors until the calling task is cancelled.
+    /// Monitors until the calling task is cancelled. Called while it already runs, it waits for
+    /// that run to end, then monitors.
     ///
     /// - Throws: `CancellationError` when cancelled; the link monitor's error if it fails.
     public func run() async throws {
@@ -116,61 +117,48 @@ public final class ConnectivityMonitor: ConnectivitySource, Sendable {
         try await run(probingOver: probeTransport)
     }
 
+    private typealias Machine = ConnectivityStateMachine<LoopClock.Instant>
+
     private func run(probingOver probeTransport: any HTTPTransport) async throws {
-        let (stream, continuation) = AsyncStream.makeStream(of: Input.self)
-        inputs.withLock { $0 = continuation }
-        defer {
-            inputs.withLock { $0 = nil }
-            continuation.finish()
-        }
-        var machine = ConnectivityStateMachine(policy: policy, now: clock.now)
+        guard let session = await inbox.openWhenFree() else { throw CancellationError() }
+        defer { inbox.close() }
+        var machine = Machine(policy: policy, now: clock.now)
+        let timer = DeadlineTimer()
         try await withThrowingTaskGroup(of: Void.self) { group in
+            let input = session.input
             if let linkMonitor {
                 group.addTask {
-                    for try await event in linkMonitor.linkEvents() {
-                        continuation.yield(.link(event))
-                    }
+                    for try await event in linkMonitor.linkEvents() { input.yield(.link(event)) }
                 }
             }
-            var timer: Task<Void, Never>?
-            var timerDeadline: ElapsedClock.Instant?
-            defer { timer?.cancel() }
+            group.addTask { [clock] in await timer.run(on: clock) { input.yield(.tick(generation: $0)) } }
 
-            func perform(_ output: ConnectivityStateMachine<ElapsedClock.Instant>.Output) {
+            func perform(_ output: Machine.Output) {
                 evidence.withLock { $0 = machine.verdict.evidence }
                 if output.changed { publish(machine.verdict) }
                 if output.startProbe {
-                    group.addTask { [probe, probeTransport, clock] in
-                        let outcome = await probe.run(over: probeTransport) { clock.now.offset }
-                        continuation.yield(.probe(outcome))
+                    group.addTask { [probe, clock] in
+                        input.yield(.probe(await probe.run(over: probeTransport) { clock.now.offset }))
                     }
                 }
-                let deadline = machine.nextDeadline
-                if deadline != timerDeadline {
-                    timer?.cancel()
-                    timerDeadline = deadline
-                    if let deadline {
-                        timer = Task { [clock] in
-                            guard (try? await clock.sleep(until: deadline)) != nil else { return }
-                            continuation.yield(.tick)
-                        }
-                    }
-                }
+                timer.set(machine.nextDeadline)
             }
 
             perform(machine.start(now: clock.now))
-            for await input in stream {
+            for await event in session.inputs {
                 let now = clock.now
-                if case .probe(.success) = input { answers.send(()) }
-                let output = switch input {
-                case .link(let event): machine.linkChanged(event, now: now)
-                case .probe(let outcome): machine.probeCompleted(outcome, now: now)
-                case .request(let outcome): machine.requestCompleted(outcome, now: now)
-                case .foreground: machine.appDidBecomeActive(now: now)
-                case .check: machine.checkRequested(now: now)
-                case .tick: machine.tick(now: now)
+                if case .probe(.success) = event { answers.send(()) }
+                let output: Machine.Output
+                switch event {
+                case .link(let link): output = machine.linkChanged(link, now: now)
+                case .probe(let outcome): output = machine.probeCompleted(outcome, now: now)
+                case .request(let outcome): output = machine.requestCompleted(outcome, now: now)
+                case .foreground: output = machine.appDidBecomeActive(now: now)
+                case .check: output = machine.checkRequested(now: now)
+                case .tick(let generation):
+                    guard timer.isCurrent(generation) else { continue }
+                    output = machine.tick(now: now)
                 }
-                if case .tick = input { timerDeadline = nil }
                 perform(output)
                 if Task.isCancelled { break }
             }
@@ -179,33 +167,7 @@ public final class ConnectivityMonitor: ConnectivitySource, Sendable {
         }
     }
 
-    private func publish(_ verdict: ConnectivityStateMachine<ElapsedClock.Instant>.Verdict) {
+    private func publish(_ verdict: Machine.Verdict) {
         broadcast.send(ConnectivityStatus(kind: verdict.kind, reason: verdict.reason, since: wallClock(), evidence: verdict.evidence))
-    }
-}
-
-/// Any `Clock` with `Duration`, seen as time elapsed since the monitor was created, so the pure
-/// state machine needs no generic clock parameter.
-struct ElapsedClock: Sendable {
-    struct Instant: InstantProtocol {
-        var offset: Duration
-        func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
-        func duration(to other: Instant) -> Duration { other.offset - offset }
-        static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
-    }
-
-    private let elapsed: @Sendable () -> Duration
-    private let sleeper: @Sendable (Duration) async throws -> Void
-
-    init<C: Clock>(_ clock: C) where C.Duration == Duration {
-        let start = clock.now
-        elapsed = { start.duration(to: clock.now) }
-        sleeper = { offset in try await clock.sleep(until: start.advanced(by: offset), tolerance: nil) }
-    }
-
-    var now: Instant { Instant(offset: elapsed()) }
-
-    func sleep(until deadline: Instant) async throws {
-        try await sleeper(deadline.offset)
     }
 }

@@ -55,19 +55,21 @@ extension Outbox {
         return try await writer.write { db in
             // Only the signed-in account's entries go out; a lane is ordered within its account.
             let account = try Self.account(db)
-            let isEmpty = try !Bool.fetchOne(db.cachedStatement(sql: """
-                SELECT EXISTS (SELECT 1 FROM offlinekit_outbox WHERE state IN ('pending', 'in-flight') AND account IS ?)
-                """), arguments: [account])!
+            let isEmpty = try !SQLRequest<Bool>(literal: """
+                SELECT EXISTS (SELECT 1 FROM \(OutboxEntry.self) WHERE \(OutboxEntry.isOnItsWay) AND \(OutboxEntry.queued(by: account)))
+                """, cached: true).fetchOne(db)!
             if try Self.isPaused(db) { return DeliveryClaim(entries: [], nextWake: nil, paused: true, queueEmpty: isEmpty) }
             if isEmpty { return DeliveryClaim(entries: [], nextWake: nil, paused: false, queueEmpty: true) }
             // The oldest active entry of each lane (nothing behind it in its lane may go first),
             // due ones first: a lane waiting out a backoff never keeps a due lane out of the window,
             // and the window stays small however long the queue is.
-            let headCondition = """
-                +o.state = 'pending'
+            let pending = OutboxEntryState.pending.rawValue
+            let headCondition: SQL = """
+                +o.state = \(pending)
                 AND NOT EXISTS (SELECT 1 FROM offlinekit_outbox p INDEXED BY offlinekit_outbox_lane
-                                WHERE p.lane = o.lane AND p.account IS o.account AND p.sequence < o.sequence AND p.state IN ('pending', 'in-flight'))
-                AND o.account IS ?
+                                WHERE p.lane = o.lane AND p.account IS o.account AND p.sequence < o.sequence
+                                AND p.state IN \(OutboxEntry.statesOnTheirWay))
+                AND o.account IS \(account)
                 """
             // Four heads per free slot leave room for heads still waiting on a dependency.
             let window = max(limit * 4, 16)
@@ -75,17 +77,17 @@ extension Outbox {
             // the state index, which would collect every pending entry and sort them all: 7 ms
             // per claim with 10,000 queued, against 0.2 ms). Both statements are prepared once:
             // parsing them took longer than running them.
-            var heads = try OutboxEntry.fetchAll(db.cachedStatement(sql: """
+            var heads = try SQLRequest<OutboxEntry>(literal: """
                 SELECT o.* FROM offlinekit_outbox o
-                WHERE \(headCondition) AND +o.nextAttemptAt <= ?
-                ORDER BY o.sequence LIMIT ?
-                """), arguments: [account, now.timeIntervalSince1970, window])
+                WHERE \(headCondition) AND +o.nextAttemptAt <= \(now.timeIntervalSince1970)
+                ORDER BY o.sequence LIMIT \(window)
+                """, cached: true).fetchAll(db)
             // The next waiting head, for the wake-up time (and its retention).
-            heads += try OutboxEntry.fetchAll(db.cachedStatement(sql: """
+            heads += try SQLRequest<OutboxEntry>(literal: """
                 SELECT o.* FROM offlinekit_outbox o INDEXED BY offlinekit_outbox_state
-                WHERE o.state = 'pending' AND \(headCondition) AND o.nextAttemptAt > ?
+                WHERE o.state = \(pending) AND \(headCondition) AND o.nextAttemptAt > \(now.timeIntervalSince1970)
                 ORDER BY o.nextAttemptAt LIMIT 1
-                """), arguments: [account, now.timeIntervalSince1970])
+                """, cached: true).fetchAll(db)
             heads.sort { ($0.sequence ?? 0) < ($1.sequence ?? 0) }
             let dependencies = Set(heads.flatMap(\.dependsOn))
             var dependencyStates: [String: OutboxEntryState] = [:]
@@ -151,7 +153,7 @@ extension Outbox {
                             }
                         }
                         try entry.delete(db)
-                        if let record = entry.record { try SyncEngine.noteAcknowledged(record, in: db) }
+                        if let record = entry.record { try self.hooks.acknowledged(record, db) }
                     } catch {
                         // The server has the write but its answer could not be applied locally
                         // (a malformed body): resending would replay the same answer, so the entry
@@ -174,6 +176,14 @@ extension Outbox {
             }
         }
     }
+}
+
+/// What else hears of the queue's deliveries, in the transaction that records each: another
+/// feature that keeps state of its own beside the queue's. Every outbox takes them from its
+/// database (`OfflineDatabase.outboxHooks`), so they run whichever parts of the app hold it.
+struct OutboxHooks: Sendable {
+    /// A write to `record` was acknowledged.
+    var acknowledged: @Sendable (_ record: RecordKey, _ db: Database) throws -> Void
 }
 
 /// What a claim found.

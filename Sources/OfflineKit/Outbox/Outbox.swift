@@ -25,6 +25,8 @@ public final class Outbox: Sendable {
     /// Sent when something was queued, the queue was resumed or the account changed: the
     /// drainer follows it.
     let changes = Broadcast(())
+    /// What the database's other features hear of deliveries.
+    let hooks: OutboxHooks
 
     /// - Parameters:
     ///   - operations: every operation the app queues, with its hooks. Entries of an operation not
@@ -39,6 +41,7 @@ public final class Outbox: Sendable {
         self.database = database
         self.policy = policy
         self.now = now
+        hooks = database.outboxHooks
         self.operations = Dictionary(operations.map { ($0.name, $0) }, uniquingKeysWith: { _, last in last })
     }
 
@@ -153,9 +156,8 @@ public final class Outbox: Sendable {
 
         if !operation.coalescing.isEmpty {
             let queued = try OutboxEntry
-                .filter(Column("lane") == lane && Column("account") == account)
-                .filter([OutboxEntryState.pending.rawValue, OutboxEntryState.inFlight.rawValue].contains(Column("state")))
-                .order(Column("sequence"))
+                .filter(OutboxEntry.TableColumn.lane == lane && OutboxEntry.queued(by: account) && OutboxEntry.isOnItsWay)
+                .order(OutboxEntry.TableColumn.sequence)
                 .fetchAll(db)
             let decision = OutboxCoalescer.decide(
                 operation: operation.name, change: operation.change, payload: payload, rules: operation.coalescing,
@@ -387,10 +389,10 @@ public struct OutboxSnapshot: Sendable, Hashable {
 
     static func fetch(_ db: Database) throws -> OutboxSnapshot {
         let account = try Outbox.account(db)
-        let counts = try Row.fetchAll(db, sql: """
-            SELECT state, COUNT(*) AS count, MIN(nextAttemptAt) AS next FROM offlinekit_outbox
-            WHERE state IN ('pending', 'in-flight') AND account IS ? GROUP BY state
-            """, arguments: [account])
+        let counts = try SQLRequest<Row>(literal: """
+            SELECT state, COUNT(*) AS count, MIN(nextAttemptAt) AS next FROM \(OutboxEntry.self)
+            WHERE \(OutboxEntry.isOnItsWay) AND \(OutboxEntry.queued(by: account)) GROUP BY state
+            """).fetchAll(db)
         var snapshot = OutboxSnapshot(pendingCount: 0, inFlightCount: 0, nextRetryAt: nil, failures: [], pausedFor: nil)
         for row in counts {
             let state: String = row["state"]
@@ -401,12 +403,11 @@ public struct OutboxSnapshot: Sendable, Hashable {
                 snapshot.inFlightCount = row["count"]
             }
         }
-        snapshot.waitingForOtherAccounts = try Int.fetchOne(db, sql: """
-            SELECT COUNT(*) FROM offlinekit_outbox WHERE state IN ('pending', 'in-flight') AND account IS NOT ?
-            """, arguments: [account]) ?? 0
+        snapshot.waitingForOtherAccounts = try OutboxEntry.filter(OutboxEntry.isOnItsWay && OutboxEntry.TableColumn.account !== account)
+            .fetchCount(db)
         snapshot.failures = try OutboxEntry
-            .filter([OutboxEntryState.rejected.rawValue, OutboxEntryState.deadLetter.rawValue].contains(Column("state")))
-            .order(Column("sequence"))
+            .filter(OutboxEntry.hasFailed)
+            .order(OutboxEntry.TableColumn.sequence)
             .fetchAll(db)
         if let reason = try String.fetchOne(db, sql: "SELECT pausedReason FROM offlinekit_outbox_control WHERE id = 1") {
             snapshot.pausedFor = try? JSONDecoder().decode(OutboxFailure.self, from: Data(reason.utf8))

@@ -22,10 +22,9 @@ import OfflineCore
 ///   answering go as soon as it answers again (a probe, any response, the connection coming
 ///   back), instead of waiting out their backoff.
 /// - Only one process drains a queue at a time: ``run()`` holds a file lock beside the database.
-/// - Given the app's ``SyncEngine`` (`pullFirst`), it pulls before it sends, when it starts and
+/// - Given something to pull first (`pullFirst`), it pulls before it sends, when it starts and
 ///   each time the connection comes back with writes waiting: a change made elsewhere to a row
-///   the user changed offline comes down while the user's change is still on its way, so it is
-///   reported as a ``SyncConflict`` instead of being overwritten unseen.
+///   the user changed offline comes down while the user's change is still on its way.
 ///
 /// Every decision above is OfflineCore's `OutboxDrainerStateMachine`, tested without a clock or a
 /// network; this type reads one stream of events in one loop and performs what the machine says.
@@ -39,37 +38,29 @@ public final class OutboxDrainer: Sendable {
     let policy: OutboxDrainerPolicy
     let prepare: @Sendable (TransportRequest) async throws -> TransportRequest
     let requestTimeout: Duration
-    let pullFirst: SyncEngine?
-    /// Whether a delivery loop of this drainer runs now: ``run()`` and ``drain()`` called side
+    /// What to pull before sending; nil when nothing is pulled.
+    let pullFirst: (@Sendable () async throws -> Void)?
+    /// The delivery loop of this drainer, while one runs: ``run()`` and ``drain()`` called side
     /// by side share one, instead of competing for the queue's lock (which a second loop of the
     /// same process would be refused).
-    private let looping = Broadcast(false)
+    private let loop = LoopInbox<Input, Never>()
     /// Whether a delivery loop of this drainer holds the queue now (its lock taken, or none
     /// needed for a database in memory): what ``OfflineClient/running(_:)`` waits for.
     let owning = Broadcast(false)
 
-    /// - Parameters:
-    ///   - baseURL: entries' paths are resolved against it.
-    ///   - transport: how requests are sent; wrapped in ``GatedTransport`` so every outcome is
-    ///     connectivity evidence.
-    ///   - clock: for waiting until the next entry is due (a `TestClock` in tests).
-    ///   - random: a number in `0 ..< 1` for the backoff's jitter.
-    ///   - maxConcurrentRequests: how many requests (each of its own lane) may be in flight at once.
-    ///   - prepare: adds credentials (or anything else) to each request before it is sent.
-    ///   - pullFirst: the sync engine that pulls the rows these writes change: pulled before
-    ///     anything is sent, at the start and after each reconnect with writes waiting. A pull
-    ///     that fails holds nothing back.
-    public init(
+    /// The drainer, with `pullingFirst` run before anything is sent, at the start and after
+    /// each reconnect with writes waiting (nil: nothing is pulled); see the public initializer.
+    init(
         outbox: Outbox,
         baseURL: URL,
         transport: any HTTPTransport,
         connectivity: any ConnectivitySource,
-        clock: any Clock<Duration> = ContinuousClock(),
-        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
-        maxConcurrentRequests: Int = 16,
-        requestTimeout: Duration = .seconds(30),
-        pullFirst: SyncEngine? = nil,
-        prepare: @escaping @Sendable (TransportRequest) async throws -> TransportRequest = { $0 }
+        clock: any Clock<Duration>,
+        random: @escaping @Sendable () -> Double,
+        maxConcurrentRequests: Int,
+        requestTimeout: Duration,
+        pullingFirst: (@Sendable () async throws -> Void)?,
+        prepare: @escaping @Sendable (TransportRequest) async throws -> TransportRequest
     ) {
         self.outbox = outbox
         self.baseURL = baseURL
@@ -79,7 +70,7 @@ public final class OutboxDrainer: Sendable {
         self.random = random
         policy = OutboxDrainerPolicy(maxConcurrentRequests: maxConcurrentRequests)
         self.requestTimeout = requestTimeout
-        self.pullFirst = pullFirst
+        pullFirst = pullingFirst
         self.prepare = prepare
     }
 
@@ -90,12 +81,9 @@ public final class OutboxDrainer: Sendable {
     /// - Throws: ``OutboxError/queueOwnedElsewhere(path:)`` if another process drains this
     ///   queue; database errors. Cancellation ends it without an error.
     public func run() async throws {
-        while !beginLoop() {
-            for await running in looping.subscribe() where !running { break }
-            if Task.isCancelled { return }
-        }
-        defer { looping.send(false) }
-        try await deliver(.run)
+        guard let session = await loop.openWhenFree() else { return }
+        defer { loop.close() }
+        try await deliver(.run, session)
     }
 
     /// Delivers until nothing is left to send, then returns. Waits for backoffs and for
@@ -114,37 +102,21 @@ public final class OutboxDrainer: Sendable {
     ///
     /// - Throws: as ``run()``; `CancellationError` when cancelled while joining a running loop.
     public func drain() async throws {
-        while !beginLoop() {
-            if try await joinRunningLoop() { return }
-            try Task.checkCancellation()
-        }
-        defer { looping.send(false) }
-        try await deliver(.drain)
-    }
-
-    /// Claims the delivery loop for the caller; false when one already runs.
-    private func beginLoop() -> Bool {
-        looping.update { running in
-            defer { running = true }
-            return !running
-        }
-    }
-
-    /// Waits beside the running loop: true once the queue is empty, false when the loop ended
-    /// first (cancelled, or failed) and did not empty it.
-    private func joinRunningLoop() async throws -> Bool {
-        try await withThrowingTaskGroup(of: Bool.self) { group in
-            group.addTask { [outbox] in
+        var opened = loop.open()
+        while opened == nil {
+            // Beside the running loop: done once it empties the queue; if it stops first (cancelled,
+            // or failed) without emptying it, this delivers the rest itself.
+            let emptied = try await loop.whileOpen { [outbox] in
                 for try await snapshot in outbox.snapshots() where snapshot.isEmpty { return true }
                 return false
             }
-            group.addTask { [looping] in
-                for await running in looping.subscribe() where !running { break }
-                return false
-            }
-            defer { group.cancelAll() }
-            return try await group.next() ?? false
+            if emptied == true { return }
+            try Task.checkCancellation()
+            opened = loop.open()
         }
+        guard let session = opened else { return }
+        defer { loop.close() }
+        try await deliver(.drain, session)
     }
 
     private func takeOwnership() throws -> OutboxOwnership? {
@@ -153,7 +125,7 @@ public final class OutboxDrainer: Sendable {
         return try OutboxOwnership(lockFileAt: path + "-outbox.lock")
     }
 
-    private typealias Machine = OutboxDrainerStateMachine<ElapsedClock.Instant, String>
+    private typealias Machine = OutboxDrainerStateMachine<LoopClock.Instant, String>
 
     /// What the delivery loop reads: events from outside, and the results of its own actions.
     private enum Input: Sendable {
@@ -165,13 +137,13 @@ public final class OutboxDrainer: Sendable {
         case claimed(Result<DeliveryClaim, any Error>)
         case attempted(DeliveryAttempt)
         case settled(Result<Void, any Error>)
-        case tick
+        case tick(generation: Int)
     }
 
     /// The delivery loop: one owner of the queue's delivery, deciding in
     /// ``OutboxDrainerStateMachine`` and doing what it says, each result an input of the same
     /// loop.
-    private func deliver(_ mode: Machine.Mode) async throws {
+    private func deliver(_ mode: Machine.Mode, _ session: LoopInbox<Input, Never>.Session) async throws {
         let ownership = try takeOwnership()
         owning.send(true)
         defer {
@@ -180,18 +152,16 @@ public final class OutboxDrainer: Sendable {
         }
         try await outbox.recoverInterruptedDeliveries()
         let queueEmpty = try await outbox.snapshot().isEmpty
-        let clock = ElapsedClock(self.clock)
-        let (inputs, input) = AsyncStream.makeStream(of: Input.self)
-        defer { input.finish() }
+        let clock = LoopClock(self.clock)
+        let input = session.input
         var machine = Machine(mode: mode, policy: policy, pullsFirst: pullFirst != nil)
         // The entries in flight and the attempts not committed yet, by id: the machine knows ids.
         var sending: [String: OutboxEntry] = [:]
         var attempts: [String: DeliveryAttempt] = [:]
-        var timer: Task<Void, Never>?
-        var timerDeadline: ElapsedClock.Instant?
-        defer { timer?.cancel() }
+        let timer = DeadlineTimer()
 
         try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await timer.run(on: clock) { input.yield(.tick(generation: $0)) } }
             group.addTask { [connectivity] in
                 for await status in connectivity.statusUpdates() { input.yield(.reachable(status.isReachable)) }
             }
@@ -207,16 +177,16 @@ public final class OutboxDrainer: Sendable {
                     switch action {
                     case .pull:
                         group.addTask { [pullFirst] in
-                            try? await pullFirst?.pull()
+                            try? await pullFirst?()
                             input.yield(.pulled)
                         }
                     case .expedite(let ids, let reconnect):
                         group.addTask { [outbox] in
-                            input.yield(.expedited(await Self.result { try await outbox.expedite(ids, afterReconnect: reconnect) }))
+                            input.yield(.expedited(await result { try await outbox.expedite(ids, afterReconnect: reconnect) }))
                         }
                     case .claim(let limit):
                         group.addTask { [outbox] in
-                            input.yield(.claimed(await Self.result { try await outbox.claimDueEntries(limit: limit) }))
+                            input.yield(.claimed(await result { try await outbox.claimDueEntries(limit: limit) }))
                         }
                     case .send(let ids):
                         for id in ids {
@@ -226,7 +196,7 @@ public final class OutboxDrainer: Sendable {
                     case .settle(let ids):
                         let batch = ids.compactMap { attempts.removeValue(forKey: $0) }
                         group.addTask { [outbox, random] in
-                            input.yield(.settled(await Self.result { try await outbox.settle(batch, unit: random) }))
+                            input.yield(.settled(await result { try await outbox.settle(batch, unit: random) }))
                         }
                     case .checkConnectivity:
                         connectivity.checkNow()
@@ -234,17 +204,7 @@ public final class OutboxDrainer: Sendable {
                         return false
                     }
                 }
-                let deadline = machine.nextDeadline
-                if deadline != timerDeadline {
-                    timer?.cancel()
-                    timerDeadline = deadline
-                    if let deadline {
-                        timer = Task {
-                            guard (try? await clock.sleep(until: deadline)) != nil else { return }
-                            input.yield(.tick)
-                        }
-                    }
-                }
+                timer.set(machine.nextDeadline)
                 return true
             }
 
@@ -252,7 +212,7 @@ public final class OutboxDrainer: Sendable {
                 group.cancelAll()
                 return
             }
-            for await event in inputs {
+            for await event in session.inputs {
                 let now = clock.now
                 let actions: [Machine.Action]
                 switch event {
@@ -282,18 +242,14 @@ public final class OutboxDrainer: Sendable {
                 case .settled(let result):
                     try result.get()
                     actions = machine.settled(now: now)
-                case .tick:
-                    timerDeadline = nil
+                case .tick(let generation):
+                    guard timer.isCurrent(generation) else { continue }
                     actions = machine.tick(now: now)
                 }
                 if !perform(actions) || Task.isCancelled { break }
             }
             group.cancelAll()
         }
-    }
-
-    private static func result<T>(_ body: () async throws -> T) async -> Result<T, any Error> {
-        do { return .success(try await body()) } catch { return .failure(error) }
     }
 
     /// Sends one entry. A nil outcome means the request never left (the gate refused it).

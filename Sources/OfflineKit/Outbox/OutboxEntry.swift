@@ -111,6 +111,54 @@ extension OutboxEntry: FetchableRecord, PersistableRecord {
     }
 }
 
+extension OutboxEntry {
+    /// The queue's columns that statements name, the outbox's own and other features' alike.
+    package enum TableColumn {
+        package static let state = Column("state")
+        package static let account = Column("account")
+        package static let recordCollection = Column("recordCollection")
+        package static let recordID = Column("recordID")
+        package static let lane = Column("lane")
+        package static let sequence = Column("sequence")
+    }
+
+    /// The states of entries still on their way (``OutboxEntryState/isActive``): waiting to be
+    /// sent, or being sent.
+    package static var statesOnTheirWay: [String] {
+        OutboxEntryState.allCases.filter(\.isActive).map(\.rawValue)
+    }
+
+    /// Entries still on their way: waiting to be sent, or being sent.
+    package static var isOnItsWay: SQLExpression {
+        statesOnTheirWay.contains(TableColumn.state)
+    }
+
+    /// Entries the server refused, or that were given up on (``OutboxEntryState/isFailed``).
+    package static var hasFailed: SQLExpression {
+        OutboxEntryState.allCases.filter(\.isFailed).map(\.rawValue).contains(TableColumn.state)
+    }
+
+    /// Entries queued while `account` was signed in (nil: no account).
+    package static func queued(by account: String?) -> SQLExpression {
+        TableColumn.account === account
+    }
+
+    /// The writes queued by `account` still on their way to the record `id` of `collection`,
+    /// or to any of its records when `id` is nil: what holds a row pulled from the server.
+    ///
+    /// ```swift
+    /// let pending = try SQLRequest<Row>(literal: """
+    ///     SELECT recordID, payload FROM \(OutboxEntry.self)
+    ///     WHERE \(OutboxEntry.writesOnTheirWay(to: "notes", by: account))
+    ///     """, cached: true).fetchAll(db)
+    /// ```
+    package static func writesOnTheirWay(to collection: some SQLExpressible, _ id: (any SQLExpressible)? = nil,
+                                         by account: String?) -> SQLExpression {
+        let record = id.map { TableColumn.recordID == $0 } ?? (TableColumn.recordID != nil)
+        return TableColumn.recordCollection == collection && record && isOnItsWay && queued(by: account)
+    }
+}
+
 extension UUID {
     /// A version 7 UUID: 48 bits of Unix milliseconds, then random bits, so ids sort by time.
     static func timeOrdered(at date: Date) -> UUID {

@@ -109,10 +109,12 @@ struct ConflictLedger {
     func settled(_ id: String, server: Data?, in db: Database) throws {
         guard inside != nil else { return }
         try keepBase(id, server, in: db)
-        try db.execute(sql: """
-            DELETE FROM offlinekit_sync_conflict WHERE collection = ? AND id = ? AND EXISTS (
-                SELECT 1 FROM offlinekit_outbox WHERE recordCollection = ? AND recordID = ? AND state IN ('rejected', 'dead-letter'))
-            """, arguments: [collection.name, id, collection.name, id])
+        try db.execute(literal: """
+            DELETE FROM offlinekit_sync_conflict WHERE collection = \(collection.name) AND id = \(id) AND EXISTS (
+                SELECT 1 FROM \(OutboxEntry.self)
+                WHERE \(OutboxEntry.TableColumn.recordCollection) = \(collection.name) AND \(OutboxEntry.TableColumn.recordID) = \(id)
+                AND \(OutboxEntry.hasFailed))
+            """)
     }
 
     static func encode(_ fields: [String]) -> String {

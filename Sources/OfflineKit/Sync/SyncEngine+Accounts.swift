@@ -30,8 +30,8 @@ extension SyncEngine {
             for id in try collection.ids(db) { try collection.delete(db, id) }
         }
         let placeholders = databaseQuestionMarks(count: names.count)
-        for table in ["offlinekit_sync_seen", "offlinekit_sync_held", "offlinekit_sync_base", "offlinekit_sync_conflict",
-                      "offlinekit_sync_pulled"] {
+        try HeldRows.forget(of: names, in: db)
+        for table in ["offlinekit_sync_seen", "offlinekit_sync_base", "offlinekit_sync_conflict", "offlinekit_sync_pulled"] {
             try db.execute(sql: "DELETE FROM \(table) WHERE collection IN (\(placeholders))", arguments: StatementArguments(names))
         }
         try db.execute(sql: "DELETE FROM offlinekit_sync_cursor WHERE engine = ?", arguments: [engineKey])

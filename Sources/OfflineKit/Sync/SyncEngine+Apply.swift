@@ -1,5 +1,5 @@
-package import Foundation
-package import GRDB
+import Foundation
+import GRDB
 import OfflineCore
 
 extension SyncEngine {
@@ -24,7 +24,7 @@ extension SyncEngine {
         do {
             var page = try SyncPage(json: response.body)
             try page.validate(after: cursor, collections: Set(collections.keys))
-            return Fetched(page: page, bytes: response.body.count, limit: limit)
+            return Fetched(page: page, bytes: response.body.count)
         } catch {
             throw SyncError.malformedPage(String(describing: error))
         }
@@ -45,29 +45,95 @@ extension SyncEngine {
             headerFields: [.accept: "application/json"], requirement: .networkRequired), maxBodyBytes: 4 << 10)
         if response.status == 404 { return nil }
         guard response.status == 200 else { throw SyncError.unavailable(status: response.status.code) }
-        guard let object = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any],
-              let checkpoint = object["checkpoint"] as? Int64 ?? (object["checkpoint"] as? Int).map(Int64.init), checkpoint >= 0 else {
-            throw SyncError.malformedPage("the checkpoint is not a number")
+        let value = (try? JSON(parsing: response.body))?[field: "checkpoint"]
+        let checkpoint: Int64? = switch value {
+        case .integer(let number)?: number
+        case .double(let number)?: Int64(exactly: number)
+        default: nil
         }
+        guard let checkpoint, checkpoint >= 0 else { throw SyncError.malformedPage("the checkpoint is not a number") }
         return checkpoint
     }
 
     // MARK: Landing pages
 
-    /// Lands `changes` in the app's tables and saves `cursor`, in the caller's transaction: the
-    /// rows of a page applied as it comes (a first sync), or of a pull of one page.
-    ///
-    /// - Parameters:
-    ///   - done: the pull ends with these changes: a resync sweeps, and the collections count
-    ///     as pulled.
-    ///   - settling: rows held for writes that have settled take the server's version now: those
-    ///     refused, and those acknowledged at or before this count (the server has captured
-    ///     them). Nil: none.
-    static func land(_ changes: [SyncPage.Change], cursor: String, done: Bool, resyncing: Bool, settling: Int64?,
+    /// Writes a page as the machine said, in one transaction, for `signedIn`'s account only.
+    func write(_ action: Machine.Action, for signedIn: Signed, _ input: AsyncStream<Input>.Continuation,
+                       _ group: inout ThrowingTaskGroup<Void, any Error>) {
+        let (collections, engine) = (collections, engineKey)
+        switch action {
+        case .applyPage(let fetched, let landing):
+            noteDropped(fetched.page.dropped)
+            group.addTask {
+                input.yield(.written(await result {
+                    try await self.database.writer.write { db in
+                        try signedIn.check(in: db)
+                        try Self.land(fetched.page.changes, cursor: fetched.cursor, landing: landing, collections: collections,
+                                      at: self.now(), in: db)
+                    }
+                    // A pull of many pages (a first sync) leaves no log behind for the app's next
+                    // small writes to wait on: one change pulled after a first sync of a million
+                    // rows took 12 ms instead of 2 when the checkpoint came due beside it.
+                    if landing.checkpointsLog { await self.database.checkpointAfterBulkWrite() }
+                }))
+            }
+        case .stagePage(let fetched):
+            noteDropped(fetched.page.dropped)
+            group.addTask {
+                input.yield(.written(await result {
+                    try await self.database.writer.write { db in
+                        try signedIn.check(in: db)
+                        try Self.stage(fetched.page.changes, engine: engine, in: db)
+                    }
+                }))
+            }
+        case .applyStaged(let fetched, let landing):
+            noteDropped(fetched.page.dropped)
+            if !landing.completesPull {
+                Self.logger.notice("A pull kept its most aside: landing what it has, then going on",
+                                   metadata: ["cursor": "\(fetched.cursor)", "bytes": "\(fetched.bytes)"])
+            }
+            group.addTask {
+                input.yield(.written(await result {
+                    try await self.database.writer.write { db in
+                        try signedIn.check(in: db)
+                        try Self.landStaged(then: fetched.page.changes, cursor: fetched.cursor, landing: landing,
+                                            collections: collections, at: self.now(), in: db)
+                    }
+                }))
+            }
+        default:
+            preconditionFailure("not a write: \(action)")
+        }
+    }
+
+    /// Logs the rows dropped from a page (the first few of them: a server may send thousands)
+    /// and counts them for the status.
+    func noteDropped(_ rows: [SyncDroppedRow]) {
+        guard !rows.isEmpty else { return }
+        for row in rows.prefix(5) {
+            Self.logger.warning("A row the server sent cannot be kept: it is dropped, the rest of its page applied",
+                                metadata: ["collection": "\(row.collection)", "id": "\(row.id)", "reason": "\(row.reason)"])
+        }
+        if rows.count > 5 {
+            Self.logger.warning("More rows the server sent cannot be kept: dropped too", metadata: ["rows": "\(rows.count - 5)"])
+        }
+        droppedRows.withLock { dropped in
+            dropped.count += rows.count
+            dropped.last = rows.last
+        }
+    }
+
+
+    /// Lands `changes` in the app's tables and saves `cursor`, in the caller's transaction, as
+    /// `landing` says: the rows of a page applied as it comes (a first sync), or of a pull of one
+    /// page. A landing that completes the pull sweeps a resync's leftovers, and the collections
+    /// count as pulled; held rows settle as ``SyncStateMachine/Landing/settlingHeldRows`` says.
+    static func land(_ changes: [SyncPage.Change], cursor: String, landing: Machine.Landing,
                      collections: [String: SyncedCollection], at now: Date, in db: Database) throws {
-        try apply(changes, resyncing: resyncing, settling: settling, collections: collections, at: now, in: db)
+        try apply(changes, resyncing: landing.resyncing, settling: landing.settlingHeldRows, collections: collections, at: now, in: db)
         try SyncCursorRow.save(db, SyncCursorRow.key(collections.keys), cursor: cursor)
-        if done { try finishPull(resyncing: resyncing, collections: collections, at: now, in: db) }
+        if landing.completesPull { try finishPull(resyncing: landing.resyncing, collections: collections, at: now, in: db) }
     }
 
     /// Keeps a page of a pull of several aside, unseen, until its last page lands.
@@ -84,10 +150,11 @@ extension SyncEngine {
     }
 
     /// Lands what was kept aside, then `changes`, and saves `cursor`, in the caller's
-    /// transaction: the whole pull when `done` (`changes` is its last page), or what it kept
-    /// aside so far when keeping more would pass ``SyncPolicy/stagedBytesPerPull``.
-    static func landStaged(then changes: [SyncPage.Change], cursor: String, done: Bool, resyncing: Bool, settling: Int64?,
+    /// transaction: the whole pull when `landing` completes it (`changes` is its last page), or
+    /// what it kept aside so far when keeping more would pass ``SyncPolicy/stagedBytesPerPull``.
+    static func landStaged(then changes: [SyncPage.Change], cursor: String, landing: Machine.Landing,
                            collections: [String: SyncedCollection], at now: Date, in db: Database) throws {
+        let (done, resyncing, settling) = (landing.completesPull, landing.resyncing, landing.settlingHeldRows)
         let engine = SyncCursorRow.key(collections.keys)
         var after: Int64 = 0
         var first = true
@@ -107,41 +174,13 @@ extension SyncEngine {
         if done { try finishPull(resyncing: resyncing, collections: collections, at: now, in: db) }
     }
 
-    /// A write to `record` was acknowledged (in the outbox's transaction): while a full resync
-    /// of its collection runs, its row counts as seen, so the resync's sweep keeps it. The
-    /// resync's pages may have been read before the server had the write, and the row is the
-    /// user's own, on the server now: the next pull brings whatever the server holds for it.
-    /// Without this, a message sent during a first sync vanished until the next pull.
-    ///
-    /// The row is held from now until a page captured after the write settles it
-    /// (``settleHeldRows(of:except:acknowledgedThrough:in:)``), whether or not a version of it
-    /// was pulled while the write was on its way: a page read before the server had the write,
-    /// landing after this, would otherwise show the version the write replaced.
-    static func noteAcknowledged(_ record: RecordKey, in db: Database) throws {
-        guard try db.tableExists("offlinekit_sync_seen") else { return }
-        // Whether an engine pulls the collection (nil: none does), and whether one runs a resync.
-        guard let resyncing = try Bool.fetchOne(db.cachedStatement(sql: """
-            SELECT max(resyncing) FROM offlinekit_sync_cursor WHERE instr(',' || engine || ',', ',' || ? || ',') > 0
-            """), arguments: [record.collection]) else { return }
-        try db.cachedStatement(sql: "UPDATE offlinekit_sync_acknowledged SET count = count + 1").execute()
-        try db.cachedStatement(sql: """
-            INSERT INTO offlinekit_sync_held (collection, id, value, pulled, acknowledged)
-            VALUES (?, ?, NULL, 0, (SELECT count FROM offlinekit_sync_acknowledged))
-            ON CONFLICT (collection, id) DO UPDATE SET acknowledged = excluded.acknowledged
-            """).execute(arguments: [record.collection, record.id])
-        if resyncing {
-            try db.execute(sql: "INSERT OR IGNORE INTO offlinekit_sync_seen (collection, id) VALUES (?, ?)",
-                           arguments: [record.collection, record.id])
-        }
-    }
-
     /// A pull completed: at the end of a full resync, rows the server no longer has go (except
     /// those a queued write holds); every collection counts as pulled from now on.
     private static func finishPull(resyncing: Bool, collections: [String: SyncedCollection], at now: Date, in db: Database) throws {
         if resyncing {
             for collection in collections.values {
                 let seen = try Set(String.fetchAll(db, sql: "SELECT id FROM offlinekit_sync_seen WHERE collection = ?", arguments: [collection.name]))
-                let writes = try pendingPayloads(collection.name, in: db)
+                let writes = try HeldRows.writesOnTheirWay(to: collection.name, in: db)
                 let conflicts = ConflictLedger(collection: collection)
                 for id in try collection.ids(db) where !seen.contains(id) && writes[id] == nil {
                     try collection.delete(db, id)
@@ -167,8 +206,8 @@ extension SyncEngine {
                       at now: Date, in db: Database) throws {
         if let settling {
             for collection in collections.values {
-                try settleHeldRows(of: collection, except: changes.filter { $0.collection == collection.name },
-                                   acknowledgedThrough: settling, in: db)
+                try HeldRows.settle(collection, except: changes.filter { $0.collection == collection.name },
+                                    acknowledgedThrough: settling, in: db)
             }
         }
         // The writes on their way are few: read them once per collection, not once per row.
@@ -186,130 +225,81 @@ extension SyncEngine {
             while end < changes.endIndex, changes[end].collection == name { end += 1 }
             defer { start = end }
             guard let collection = collections[name] else { continue }
-            let writes = try writesByCollection.value(name) { try pendingPayloads(name, in: db) }
+            let writes = try writesByCollection.value(name) { try HeldRows.writesOnTheirWay(to: name, in: db) }
             try apply(changes[start..<end], to: collection, writes: writes, held: &heldByCollection, resyncing: resyncing,
                       at: now, in: db)
         }
     }
 
     /// ``apply(_:resyncing:settling:collections:at:in:)`` for a run of changes of `collection`,
-    /// with the payloads of its writes on their way (`writes`).
+    /// with the payloads of its writes on their way (`writes`): each does what the page plan
+    /// says (`SyncPagePlan`).
     private static func apply(_ changes: ArraySlice<SyncPage.Change>, to collection: SyncedCollection, writes: [String: [Data]],
                               held heldByCollection: inout ReadOnce<Set<String>>, resyncing: Bool, at now: Date,
                               in db: Database) throws {
         let conflicts = ConflictLedger(collection: collection)
+        let policy = collection.conflictPolicy
         for change in changes {
             if resyncing {
                 try db.execute(sql: "INSERT OR IGNORE INTO offlinekit_sync_seen (collection, id) VALUES (?, ?)",
                                arguments: [collection.name, change.id])
             }
             let pending = writes.isEmpty ? [] : writes[change.id] ?? []
-            // A row still held (its writes settled, the server's capture not yet seen to pass
-            // them) keeps the newer version for when it settles.
-            if pending.isEmpty {
-                let held = try heldByCollection.value(collection.name) {
-                    try Set(String.fetchAll(db.cachedStatement(sql: "SELECT id FROM offlinekit_sync_held WHERE collection = ?"),
-                                            arguments: [collection.name]))
-                }
-                if held.contains(change.id) {
-                    try db.execute(sql: "UPDATE offlinekit_sync_held SET value = ?, pulled = 1 WHERE collection = ? AND id = ?",
-                                   arguments: [change.value, collection.name, change.id])
-                    continue
-                }
-            }
-            guard !pending.isEmpty else {
-                if let value = change.value {
-                    try collection.upsert(db, SyncedRow(id: change.id, value: value))
-                } else {
-                    try collection.delete(db, change.id)
-                }
+            // The rows held for writes that settled matter only to rows no write on its way holds.
+            let held = pending.isEmpty ? try heldByCollection.value(collection.name) { try HeldRows.ids(of: collection.name, in: db) } : []
+            switch SyncPagePlan.step(deleted: change.value == nil, writesOnTheirWay: !pending.isEmpty, held: held.contains(change.id),
+                                     policy: policy.plan) {
+            case .upsert:
+                try collection.upsert(db, SyncedRow(id: change.id, value: change.value ?? Data()))
                 try conflicts.keepBase(change.id, change.value, in: db)
-                continue
+            case .delete:
+                try collection.delete(db, change.id)
+                try conflicts.keepBase(change.id, nil, in: db)
+            case .hold:
+                try HeldRows.keep(change.value, of: collection.name, change.id, in: db)
+            case .holdUnderWrites(let shown):
+                try HeldRows.hold(change.value, of: collection.name, change.id, in: db)
+                guard let value = change.value else { continue }
+                let server = SyncedRow(id: change.id, value: value)
+                try conflicts.judge(server, against: pending, at: now, in: db)
+                if shown != .users, let row = try policy.shown(server, pending) {
+                    try collection.upsert(db, SyncedRow(id: change.id, value: row))
+                }
             }
-            // A queued write holds the row: keep the server's version for when it settles. When
-            // an earlier write to the row was acknowledged, that version may predate it: the row
-            // keeps that write's count, and settles no sooner than it would have, even if the
-            // queued write is refused.
-            try db.execute(sql: """
-                INSERT INTO offlinekit_sync_held (collection, id, value) VALUES (?, ?, ?)
-                ON CONFLICT (collection, id) DO UPDATE SET value = excluded.value, pulled = 1
-                """, arguments: [collection.name, change.id, change.value])
-            guard let value = change.value else { continue }
-            let server = SyncedRow(id: change.id, value: value)
-            try conflicts.judge(server, against: pending, at: now, in: db)
-            let shown: Data? = switch collection.conflictPolicy {
-            case .serverWins: nil
-            case .mergeFields(let inside): try mergeFields(server.value, pending, inside: inside)
-            case .custom(let decide): try decide(server, pending)
-            }
-            if let shown { try collection.upsert(db, SyncedRow(id: change.id, value: shown)) }
         }
-    }
-
-    /// Rows held for writes that have settled since: the server's version lands now, unless the
-    /// changes being applied carry a newer one (`except`), which lands instead. Rows whose
-    /// writes were acknowledged after count `acknowledgedThrough` stay held: the page may have
-    /// been read before the server captured them, and its version would take the user's away.
-    static func settleHeldRows(of collection: SyncedCollection, except changes: [SyncPage.Change], acknowledgedThrough: Int64,
-                               in db: Database) throws {
-        // Cached, like every statement a pull runs per page: prepared again each time, this one
-        // took 0.37 ms of a first sync's page (two collections), against 0.10 cached.
-        let settled = try Row.fetchAll(db.cachedStatement(sql: """
-            SELECT id, value, pulled FROM offlinekit_sync_held AS held WHERE collection = ? AND coalesce(acknowledged, 0) <= ? AND NOT EXISTS (
-                SELECT 1 FROM offlinekit_outbox WHERE recordCollection = held.collection AND recordID = held.id
-                AND state IN ('pending', 'in-flight') AND account IS ?)
-            """), arguments: [collection.name, acknowledgedThrough, Outbox.account(db)])
-        guard !settled.isEmpty else { return }
-        let newer = Set(changes.map(\.id))
-        let conflicts = ConflictLedger(collection: collection)
-        for row in settled {
-            let id: String = row["id"]
-            let value: Data? = row["value"]
-            if newer.contains(id) {
-                // Settled below, by the newer version.
-            } else if !row["pulled"] {
-                // No version was pulled while the row was held: the table keeps the user's.
-            } else if let value {
-                try collection.upsert(db, SyncedRow(id: id, value: value))
-            } else {
-                try collection.delete(db, id)
-            }
-            if row["pulled"] { try conflicts.settled(id, server: value, in: db) }
-            try db.execute(sql: "DELETE FROM offlinekit_sync_held WHERE collection = ? AND id = ?", arguments: [collection.name, id])
-        }
-    }
-
-    /// The device's count of acknowledged writes to rows of synced collections.
-    static func acknowledgedWrites(_ db: Database) throws -> Int64 {
-        try Int64.fetchOne(db, sql: "SELECT count FROM offlinekit_sync_acknowledged") ?? 0
-    }
-
-    /// The payloads of the signed-in account's writes to the collection's rows that are still on
-    /// their way, by row, oldest first. Another account's writes, paused until it signs in again,
-    /// hold nothing: the rows shown are the signed-in user's.
-    package static func pendingPayloads(_ collection: String, in db: Database) throws -> [String: [Data]] {
-        var writes: [String: [Data]] = [:]
-        for row in try Row.fetchAll(db.cachedStatement(sql: """
-            SELECT recordID, payload FROM offlinekit_outbox WHERE recordCollection = ? AND recordID IS NOT NULL
-            AND state IN ('pending', 'in-flight') AND account IS ? ORDER BY sequence
-            """), arguments: [collection, Outbox.account(db)]) {
-            writes[row["recordID"], default: []].append(row["payload"] ?? Data())
-        }
-        return writes
     }
 
     /// The server's JSON object with the top-level fields of `pending` set over it (inside the
     /// object at key `inside`, when given). Nil when either side is not a JSON object.
     static func mergeFields(_ server: Data, _ pending: [Data], inside: String?) throws -> Data? {
-        guard var root = try JSONSerialization.jsonObject(with: server) as? [String: Any] else { return nil }
-        var target = inside.map { root[$0] as? [String: Any] } ?? root
-        guard target != nil else { return nil }
+        var root = try JSON(parsing: server)
+        guard root.fields != nil, var target = inside.map({ root[field: $0] }) ?? root, target.fields != nil else { return nil }
         for payload in pending {
-            guard let fields = try? JSONSerialization.jsonObject(with: payload) as? [String: Any] else { continue }
-            target!.merge(fields) { _, local in local }
+            guard let fields = try? JSON(parsing: payload), let merged = target.merging(fields: fields) else { continue }
+            target = merged
         }
-        if let inside { root[inside] = target } else { root = target! }
-        return try JSONSerialization.data(withJSONObject: root, options: [.sortedKeys])
+        if let inside { root[field: inside] = target } else { root = target }
+        return try root.encoded()
+    }
+}
+
+extension SyncConflictPolicy {
+    /// The policy, for the page plan.
+    var plan: SyncPagePlan.Policy {
+        switch self {
+        case .serverWins: .serverWins
+        case .mergeFields: .mergeFields
+        case .custom: .custom
+        }
+    }
+
+    /// The row to show for `server`'s version under `pending` writes; nil: the row as it is.
+    func shown(_ server: SyncedRow, _ pending: [Data]) throws -> Data? {
+        switch self {
+        case .serverWins: nil
+        case .mergeFields(let inside): try SyncEngine.mergeFields(server.value, pending, inside: inside)
+        case .custom(let decide): try decide(server, pending)
+        }
     }
 }
 

@@ -56,50 +56,44 @@ extension SyncEngine {
     ///   server closed.
     private func follow(_ body: StreamedBody, stream: Int, _ input: AsyncStream<Input>.Continuation) async throws -> EventStreamReconnect.Ending {
         let received = Locked(0)
-        let elapsed = clock.stopwatch()
+        let clock = LoopClock(self.clock)
         let lastHeard = Locked<Duration?>(nil)
+        // Heard from since the silence was last looked at: the deadline moves on.
+        let heard = Locked(false)
         do {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    var parser = ServerSentEventParser()
-                    try await body.readBlocks(blockBytes: 64 << 10, eachChunk: true) { block in
-                        lastHeard.withLock { $0 = elapsed() }
-                        var events: [ServerSentEvent] = []
-                        do {
-                            try block.forEachRegion { events += try parser.append($0) }
-                        } catch {
-                            throw SyncError.malformedEvents(String(describing: error))
-                        }
-                        if received.withLock({ count in defer { count += 1 }; return count == 0 }) {
-                            // The page the stream opened with answers the pull its opening calls for.
-                            let opening = events.first.flatMap { $0.type == "page" ? self.streamedPage($0) : nil }
-                            if opening != nil { events.removeFirst() }
-                            input.yield(.streamOpened(stream: stream, opening))
-                        }
-                        var announced = false
-                        for event in events {
-                            if event.type == "page", let page = self.streamedPage(event) {
-                                input.yield(.streamPage(stream: stream, page))
-                            } else if event.type == "change" || event.type == "page", !announced {
-                                input.yield(.streamAnnounced(stream: stream))
-                                announced = true
-                            }
+            // Silent for longer than `eventsSilence`: the network dropped the stream without a word.
+            let read: Void? = try await withDeadline(after: eventsSilence, on: self.clock,
+                                                     renewedWhile: { heard.withLock { heard in defer { heard = false }; return heard } }) {
+                var parser = ServerSentEventParser()
+                try await body.readBlocks(blockBytes: 64 << 10, eachChunk: true) { block in
+                    lastHeard.withLock { $0 = clock.now.offset }
+                    heard.withLock { $0 = true }
+                    var events: [ServerSentEvent] = []
+                    do {
+                        try block.forEachRegion { events += try parser.append($0) }
+                    } catch {
+                        throw SyncError.malformedEvents(String(describing: error))
+                    }
+                    if received.withLock({ count in defer { count += 1 }; return count == 0 }) {
+                        // The page the stream opened with answers the pull its opening calls for.
+                        let opening = events.first.flatMap { $0.type == "page" ? self.streamedPage($0) : nil }
+                        if opening != nil { events.removeFirst() }
+                        input.yield(.streamOpened(stream: stream, opening))
+                    }
+                    var announced = false
+                    for event in events {
+                        if event.type == "page", let page = self.streamedPage(event) {
+                            input.yield(.streamPage(stream: stream, page))
+                        } else if event.type == "change" || event.type == "page", !announced {
+                            input.yield(.streamAnnounced(stream: stream))
+                            announced = true
                         }
                     }
                 }
-                group.addTask {
-                    while true {
-                        let before = received.current
-                        try await self.clock.sleep(for: self.eventsSilence)
-                        if received.current == before {
-                            self.connectivity.report(.timeout)
-                            throw TransportError.timeout
-                        }
-                    }
-                }
-                defer { group.cancelAll() }
-                // The first to end ends both: the body (the stream closed), or the watchdog.
-                try await group.next()
+            }
+            if read == nil {
+                connectivity.report(.timeout)
+                throw TransportError.timeout
             }
         } catch is CancellationError {
             throw CancellationError()
@@ -130,32 +124,5 @@ extension SyncEngine {
             Self.logger.warning("The event stream sent a page that is not one to apply: \(error)")
             return nil
         }
-    }
-}
-
-/// Time on one clock counted from one instant: how long since, and a sleep until a point of that
-/// count, so a deadline stays where it was set however late the sleeper starts.
-struct Stopwatch: Sendable {
-    private let read: @Sendable () -> Duration
-    private let sleeper: @Sendable (Duration) async throws -> Void
-
-    /// The time since the stopwatch was made.
-    func callAsFunction() -> Duration { read() }
-
-    /// Sleeps until `offset` after the stopwatch was made; at once if that is past.
-    func sleep(untilElapsed offset: Duration) async throws { try await sleeper(offset) }
-
-    fileprivate init(read: @escaping @Sendable () -> Duration, sleeper: @escaping @Sendable (Duration) async throws -> Void) {
-        self.read = read
-        self.sleeper = sleeper
-    }
-}
-
-extension Clock where Duration == Swift.Duration {
-    /// A stopwatch on this clock, started now.
-    func stopwatch() -> Stopwatch {
-        let start = now
-        return Stopwatch(read: { start.duration(to: self.now) },
-                         sleeper: { try await self.sleep(until: start.advanced(by: $0), tolerance: nil) })
     }
 }

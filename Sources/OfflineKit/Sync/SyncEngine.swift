@@ -56,17 +56,12 @@ public final class SyncEngine: Sendable {
     let outbox: Outbox?
     let random: @Sendable () -> Double
     let now: @Sendable () -> Date
-    /// One pull loop at a time: two would each apply pages from the cursor they read.
-    let turns = AsyncLock()
-    /// Asks the running loop for a pull.
-    let demands = Broadcast(0)
+    /// The engine's one loop, ``run()``'s or a single ``pull()``'s (two would each apply pages from
+    /// the cursor they read), and the way in for the pulls asked for meanwhile.
+    let inbox = Inbox()
     let progressUpdates = Broadcast(SyncProgress(collection: nil, rows: 0, bytes: 0, fraction: nil, isPulling: false))
-    /// Each pull's end, for ``pull()`` waiting on the loop ``run()`` runs.
-    let pullsEnded = Broadcast(PullEnded(demand: -1, failure: nil))
     /// Counts the switches of account, for the loop to start again for the new one.
     let accountSwitches = Broadcast(0)
-    /// How many ``run()`` loops are running (one, or none).
-    let runningLoops = Locked(0)
     /// The rows dropped from the pages read so far, and the last of them, for the status.
     let droppedRows = Locked((count: 0, last: SyncDroppedRow?.none))
     static let logger = Logger(label: "offlinekit.sync")
@@ -168,18 +163,19 @@ public final class SyncEngine: Sendable {
 
     /// Asks ``run()`` to pull now (the user pulled to refresh, or the app knows something changed).
     public func pullNow() {
-        demands.update { $0 += 1 }
+        inbox.send(.demand(ticket: nil))
     }
 
     /// Pulls until the app has what the server has now, then returns.
     ///
-    /// Pulls take turns: asked for while ``run()`` runs, it waits for the running loop to stop
-    /// pulling (``run()`` holds its turn only while it pulls).
+    /// Pulls take turns: asked for while ``run()`` runs (or another `pull()`), it is answered by
+    /// the running loop's first pull that starts after it asked; with no loop running, it pulls
+    /// itself.
     ///
     /// - Throws: `NetworkRequiredError` offline; ``SyncError``; database errors. A first sync
     ///   keeps what it applied before a failure; any other pull lands whole or not at all.
     public func pull() async throws {
-        try await loop(once: true)
+        try await pullOnce()
     }
 
     /// Pulls until cancelled: at once, whenever connectivity comes back, after ``pullNow()``,
@@ -187,7 +183,7 @@ public final class SyncEngine: Sendable {
     /// pull is retried with backoff (``SyncPolicy``). Cancellation ends it without an error.
     public func run() async throws {
         do {
-            try await loop(once: false)
+            try await runLoop()
         } catch is CancellationError {}
     }
 }
@@ -244,6 +240,17 @@ public enum SyncError: Error, Sendable, Hashable, CustomStringConvertible {
         case .unavailable(let status): "The server answered the pull with status \(status)."
         case .pageTooLarge(let limit): "The server's sync page is larger than \(limit) bytes."
         case .malformedPage(let reason), .malformedEvents(let reason): reason
+        }
+    }
+}
+
+extension SyncFailure {
+    /// What the user would call `error`, for the sync machine.
+    init(_ error: any Error) {
+        switch error {
+        case SyncError.unavailable(let status): self = status == 410 ? .gone : .serverError(status: status)
+        case is SyncError: self = .malformed
+        default: self = .unreachable
         }
     }
 }

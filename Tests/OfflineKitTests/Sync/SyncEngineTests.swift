@@ -398,7 +398,7 @@ struct SyncEngineTests {
             _ = try await arrivals.first("the first pull's first request", within: .seconds(10)) { _ in true }
             async let second: Void = engine.pull()
             try await eventually("the second pull waiting for its turn", within: .seconds(10),
-                                 observed: { "\(held.requests.count) requests" }) { engine.turns.waitingCount == 1 }
+                                 observed: { "\(held.requests.count) requests" }) { engine.inbox.waitingAsks == 1 }
             #expect(held.requests.count == 1, "nothing sent by the second pull while the first runs")
             released.yield()
             try await first

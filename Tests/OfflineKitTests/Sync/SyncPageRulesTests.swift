@@ -102,16 +102,17 @@ struct SyncPageRulesTests {
         let clock = TestClock()
         let engine = Self.engine(notes, feed, clock: clock)
         // The clock moves only once the loop has taken in a pull's failure: its backoff is counted
-        // from the test clock's time then, however long the loop takes to get there.
-        let failed = Locked(0)
-        let ended = engine.pullsEnded.subscribe(replayingLatest: false)
+        // from the test clock's time then, however long the loop takes to get there. A pull's status
+        // says it pulls before its request goes: once the feed has pull N's request, a status that
+        // says no pull runs and why the last failed is pull N's failure.
+        let failed = { (pulls: Int) in
+            let status = engine.progressUpdates.latest
+            return feed.requests == pulls && !status.isPulling && status.failure != nil
+        }
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for await pull in ended where pull.failure != nil { failed.withLock { $0 += 1 } }
-            }
             group.addTask { try await engine.run() }
             defer { group.cancelAll() }
-            try await eventually("the first pull to fail", within: .seconds(10)) { failed.current == 1 }
+            try await eventually("the first pull to fail", within: .seconds(10)) { failed(1) }
             for _ in 0..<200 { await Task.yield() }
             #expect(feed.requests == 1, "asked again without waiting")
             for (seconds, expected) in [(1, 2), (2, 3), (4, 4)] {
@@ -119,8 +120,7 @@ struct SyncPageRulesTests {
                 for _ in 0..<200 { await Task.yield() }
                 #expect(feed.requests == expected - 1, "before \(seconds) s")
                 await clock.advance(by: .milliseconds(1))
-                try await eventually("pull \(expected) to fail", within: .seconds(10)) { failed.current == expected }
-                #expect(feed.requests == expected)
+                try await eventually("pull \(expected) to fail", within: .seconds(10)) { failed(expected) }
             }
         }
         #expect(try await notes.rows().isEmpty)
