@@ -163,10 +163,9 @@ extension PostgresCapture {
                 try await copy(session, snapshot: created.snapshot, through: created.consistentPoint, timeline: timeline, prepared: prepared)
             }
         } catch let error as ReplicationSession.Failed {
-            // A database that takes no replication session (no `replication` line in
-            // `pg_hba.conf`, a pooler in front, a role without REPLICATION, every
-            // `max_wal_senders` taken): the slot is made through SQL, and the snapshot taken just
-            // after it. A row changed in between is read in the snapshot and again from the slot,
+            // A database that takes no replication session (a pooler in front, a role without
+            // REPLICATION, every `max_wal_senders` taken): the slot is made through SQL, and the
+            // snapshot taken just after it. A row changed in between is read in the snapshot and again from the slot,
             // and may show its older value until the slot's change is recorded.
             logger.warning("Sync capture could not open a replication session to build the feed; building it from a snapshot taken after the slot",
                            metadata: ["error": "\(error)"])
