@@ -7,7 +7,8 @@ extension Router where Context == OfflineRequestContext {
     ///   is at most 64 Unicode scalars, as the published contract counts a string's length: one
     ///   character may carry any number of combining marks, so counting characters bounds nothing.
     /// - `POST /_demo/packs/{pack}/publish`: publishes the next version of a city pack (with
-    ///   `faultsEnabled` only), so a client can show "Update available".
+    ///   `faultsEnabled` only, from this machine only: `404` to any other), so a client can show
+    ///   "Update available".
     func addCityRoutes(store: DomainStore, packsDirectory: URL?, faultsEnabled: Bool, now: @escaping @Sendable () -> Date) {
         get("/api/cities") { request, _ in
             let query = request.uri.queryParameters.get("q") ?? ""
@@ -18,6 +19,8 @@ extension Router where Context == OfflineRequestContext {
         }
         if faultsEnabled, let packsDirectory {
             post("/_demo/packs/:pack/publish") { _, context in
+                // A test control, like the fault switch: for the labs on this machine only.
+                try context.requireLocalPeer()
                 let pack = try context.parameters.require("pack")
                 guard DomainCatalog.cities.contains(where: { $0.packId == pack }) else {
                     return try DomainHTTP.problem("No such city pack.", status: .notFound)
