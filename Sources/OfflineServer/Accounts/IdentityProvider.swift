@@ -97,13 +97,16 @@ enum ClaimValue: Decodable, Sendable, Equatable {
     case string(String)
     case number(Double)
     case strings([String])
-    /// Anything else (objects, booleans, mixed arrays): present, but not read.
+    case bool(Bool)
+    /// Anything else (objects, null, mixed arrays): present, but not read.
     case other
 
     init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if let string = try? container.decode(String.self) {
             self = .string(string)
+        } else if let bool = try? container.decode(Bool.self) {
+            self = .bool(bool)
         } else if let number = try? container.decode(Double.self) {
             self = .number(number)
         } else if let strings = try? container.decode([String].self) {
@@ -139,8 +142,11 @@ enum ProviderTokenCheck {
         var kid: String
     }
 
-    /// The key a token's header names, once its algorithm is one the server accepts.
-    static func header(alg: String?, kid: String?) -> Result<Named, ProviderTokenRefusal> {
+    /// The key a token's header names, once its algorithm is one the server accepts. A header
+    /// with `crit` (`critical`) names extensions the token must not be used without: the server
+    /// understands none, so RFC 7515 (section 4.1.11) has it refuse the token.
+    static func header(alg: String?, kid: String?, critical: Bool = false) -> Result<Named, ProviderTokenRefusal> {
+        guard !critical else { return .failure(.malformed("crit names extensions the server does not understand")) }
         guard let alg else { return .failure(.malformed("no alg")) }
         guard algorithms.contains(alg) else { return .failure(.algorithmNotAllowed(alg)) }
         guard let kid, !kid.isEmpty else { return .failure(.malformed("no kid")) }
@@ -180,8 +186,19 @@ enum ProviderTokenCheck {
         case .string(let roles)?: roles.split(separator: " ").map(String.init)
         default: []
         }
-        return .success(User(id: subject, name: name, email: string(claims["email"]) ?? "",
+        // Workspace roles are matched by email: one the provider has not verified is anyone's
+        // to type, and is not taken.
+        let email = isTrue(claims["email_verified"]) ? string(claims["email"]) : nil
+        return .success(User(id: subject, name: name, email: email ?? "",
                              displayName: string(claims["name"]) ?? name, roles: Set(roles).sorted()))
+    }
+
+    /// Whether a claim says true: `true`, or the string `"true"` some providers send.
+    static func isTrue(_ value: ClaimValue?) -> Bool {
+        switch value {
+        case .bool(true)?, .string("true")?: true
+        default: false
+        }
     }
 
     /// A claim's or header field's text; nil when absent, empty or not a string.

@@ -53,7 +53,8 @@ actor ProviderKeys {
         }
         if clock.now - readAt >= provider.refreshInterval { startReading() }
         let named: ProviderTokenCheck.Named
-        switch ProviderTokenCheck.header(alg: ProviderTokenCheck.string(header["alg"]), kid: ProviderTokenCheck.string(header["kid"])) {
+        switch ProviderTokenCheck.header(alg: ProviderTokenCheck.string(header["alg"]), kid: ProviderTokenCheck.string(header["kid"]),
+                                         critical: header["crit"] != nil) {
         case .success(let found): named = found
         case .failure(let refusal): return .failure(refusal)
         }

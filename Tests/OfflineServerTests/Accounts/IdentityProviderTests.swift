@@ -68,6 +68,30 @@ struct IdentityProviderTests {
         }
     }
 
+    @Test("a provider's email gives its workspace role only when verified; a token with crit is refused")
+    func unverifiedEmailAndCrit() async throws {
+        let setup = try await Setup()
+        try await withRunningServer(setup.configuration()) { server in
+            func members(_ verified: Any?) async throws -> Int {
+                var claims = TestIdentityProvider.claims("mallory")
+                claims["email"] = "ANA@example.com"
+                claims["email_verified"] = verified
+                let token = try setup.issuer.token(kid: "rsa-1", claims: claims)
+                return try await LiveRequest.send(server.port, "GET", "/api/workspace/members", headers: ["Authorization": "Bearer \(token)"]).status
+            }
+            // Ana is the workspace's admin, by her email: anyone may type it into a provider's
+            // profile, only she can verify it.
+            #expect(try await members(false) == 403)
+            #expect(try await members(nil) == 403)
+            #expect(try await members(true) == 200)
+            let crit = try setup.issuer.token(header: ["alg": "ES256", "kid": "ec-1", "crit": "b64"],
+                                              claims: TestIdentityProvider.claims("carol"), signedBy: "ec-1")
+            #expect(try await Self.notes(server.port, crit).status == 401)
+            let plain = try setup.issuer.token(header: ["alg": "ES256", "kid": "ec-1"], claims: TestIdentityProvider.claims("carol"), signedBy: "ec-1")
+            #expect(try await Self.notes(server.port, plain).status == 200)
+        }
+    }
+
     @Test("expired, not yet valid, without exp, wrong issuer or audience, unknown key, alg none, key confusion: 401 invalid_token")
     func refusesEachBadToken() async throws {
         let setup = try await Setup()
@@ -220,8 +244,14 @@ struct IdentityProviderTests {
         #expect(check(["sub": .string(String(repeating: "x", count: 256))]) == .failure(.badSubject))
         #expect(check(["aud": .strings(["b", "c"])]) == .failure(.wrongAudience))
         let named = try check(["roles": .strings(["support", "admin", "support"]), "preferred_username": .string("carol"),
-                               "email": .string("carol@example.com"), "name": .string("Carol King")]).get()
+                               "email": .string("carol@example.com"), "email_verified": .bool(true), "name": .string("Carol King")]).get()
         #expect(named == User(id: "u-1", name: "carol", email: "carol@example.com", displayName: "Carol King", roles: ["admin", "support"]))
+        // Roles in a workspace follow the email: only one the provider verified is taken.
+        #expect(try check(["email": .string("ANA@example.com"), "email_verified": .bool(false)]).get().email == "")
+        #expect(try check(["email": .string("ana@example.com")]).get().email == "", "no email_verified")
+        #expect(try check(["email": .string("ana@example.com"), "email_verified": .string("true")]).get().email == "ana@example.com")
+        #expect(ProviderTokenCheck.header(alg: "ES256", kid: "k", critical: true) == .failure(.malformed("crit names extensions the server does not understand")))
+        #expect(ProviderTokenCheck.header(alg: "ES256", kid: "k") == .success(.init(alg: "ES256", kid: "k")))
         #expect(try check(["roles": .string("viewer editor")]).get().roles == ["editor", "viewer"])
         #expect(ProviderTokenCheck.header(alg: "none", kid: "k") == .failure(.algorithmNotAllowed("none")))
         #expect(ProviderTokenCheck.key(type: "RSA", algorithm: nil, accepts: "HS256") == .algorithmMismatch(token: "HS256", key: "RSA"))
