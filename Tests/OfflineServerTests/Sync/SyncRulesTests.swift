@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 @testable import OfflineServer
 import Testing
 
@@ -110,6 +111,38 @@ struct SyncRulesTests {
         #expect(failure(notes("log", "id", "id", "user: author_id"), noKey)
                 == "Sync rules, line 2: the table log has no primary key: sync needs one to follow its rows' changes and deletions.")
         #expect(failure(notes("messages", "id", "id, body", "user: author_id")) == nil)
+    }
+
+    @Test("rules read none of the server's own tables: accounts and tokens, write keys, quotas, the feed, capture")
+    func serverTablesRefused() throws {
+        // Every table of the server's own schemas, as a fresh database has them; `records` is
+        // the demo app's, which the built-in rules publish to each owner.
+        var catalog = try DatabaseQueue().write { db in
+            let database = TestDatabase(db: db)
+            try StorageSchema.apply([AccountStore.schema(seeds: []), IdempotentWrites.schema, RecordStore.schema, SyncFeed.schema,
+                                     SQLiteCapture.schema], in: database)
+            return try SyncCatalog.sqlite(in: database)
+        }
+        let own = Set(catalog.tables.keys).subtracting(["records"])
+        #expect(own.isSuperset(of: ["account", "access_token", "refresh_token", "write_key", "sync_change", "record_usage"]))
+        #expect(own.isSubset(of: SyncRules.serverTables), "every table the server makes is its own: \(own.subtracting(SyncRules.serverTables).sorted())")
+        catalog.tables["notes"] = .init(columns: ["id": "text", "owner": "text"], primaryKey: ["id"])
+        for table in own.sorted() {
+            for name in [table, table.uppercased()] {
+                let collection = "collections:\n  leak:\n    table: \(name)\n    key: id\n    columns: [id]\n    seen_by: [user: id]\n"
+                let audience = "audiences:\n  everyone:\n    table: \(name)\n    user: id\n    key: id\n"
+                    + "collections:\n  notes:\n    table: notes\n    key: id\n    columns: [id]\n    seen_by: [everyone: id]\n"
+                for yaml in [collection, audience] {
+                    #expect(throws: SyncRulesError.self, "\(name)") { try SyncRules.load(yaml: yaml).check(against: catalog) }
+                }
+            }
+        }
+        let passwords = "collections:\n  people:\n    table: account\n    key: id\n    columns: [id, password_hash]\n    seen_by: [user: id]\n"
+        #expect(throws: SyncRulesError(file: "app.yaml", line: 2, "the collection people reads the table account, which is the server's own (accounts, tokens, kept write answers, quotas, the feed): sync rules read only the app's tables")) {
+            try SyncRules.load(yaml: passwords, file: "app.yaml").check(against: catalog)
+        }
+        let notes = "collections:\n  notes:\n    table: notes\n    key: id\n    columns: [id]\n    seen_by: [user: owner]\n"
+        try SyncRules.load(yaml: notes).check(against: catalog)
     }
 
     @Test("rules added to the built-in ones may not redefine a collection or an audience")

@@ -223,7 +223,18 @@ extension SyncRules {
         }
     }
 
+    /// The server's own tables, which no rule may read: accounts and their password hashes,
+    /// tokens, the answers kept for replayed writes, quotas, and the feed and capture themselves.
+    /// The app's tables beside them (the demo's `records`, `chat_message`, ...) are read like any.
+    static let serverTables: Set<String> = [
+        "account", "access_token", "refresh_token", "write_key", "record_effects", "record_effects_owned", "record_usage",
+        "storage_migrations", "sync_change", "sync_change_staged", "sync_feed_state", "sync_capture", "sync_build_seen",
+    ]
+
     private static func table(_ name: String, in catalog: SyncCatalog, _ origin: Origin, for user: String) throws -> SyncCatalog.Table {
+        guard !serverTables.contains(name.lowercased()) else {
+            throw SyncRulesError(origin, "\(user) reads the table \(name), which is the server's own (accounts, tokens, kept write answers, quotas, the feed): sync rules read only the app's tables")
+        }
         guard let table = catalog.tables[name.lowercased()] else {
             throw SyncRulesError(origin, "\(user) reads the table \(name), which does not exist")
         }
