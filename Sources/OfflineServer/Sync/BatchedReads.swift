@@ -86,16 +86,38 @@ final class BatchedReads<Request: Sendable, Answer: Sendable>: Sendable {
         case .answered(let answer):
             return try answer.get()
         case .lead(let others):
+            // The storage fails a cancelled task's read, every page of it: a read ahead that its
+            // user's next pull replaced would fail the pages of other users it leads. The first
+            // of them leads them instead.
+            guard !Task.isCancelled else {
+                handOn(others)
+                throw CancellationError()
+            }
             let answers = await read([request] + others.map(\.request))
             precondition(answers.count == others.count + 1, "one answer per request")
+            // Cancelled while the batch was read: the others' failures may be this one's
+            // cancellation, and they are read again, without it. Each read again has one
+            // request fewer, so this ends.
+            let cancelled = Task.isCancelled
+            var again: [Waiter] = []
             for (waiter, answer) in zip(others, answers.dropFirst()) {
-                waiter.turn.resume(returning: .answered(answer))
+                if cancelled, case .failure = answer {
+                    again.append(waiter)
+                } else {
+                    waiter.turn.resume(returning: .answered(answer))
+                }
             }
-            let next = batching.withLock { $0.finished() }
-            if let first = next.first {
-                first.turn.resume(returning: .lead(Array(next.dropFirst())))
-            }
+            handOn(again)
             return try answers[0].get()
+        }
+    }
+
+    /// Ends a read: `waiters` read next, led by the first of them, in its place; with none, the
+    /// next batch that waits starts.
+    private func handOn(_ waiters: [Waiter]) {
+        let next = waiters.isEmpty ? batching.withLock { $0.finished() } : waiters
+        if let first = next.first {
+            first.turn.resume(returning: .lead(Array(next.dropFirst())))
         }
     }
 }
