@@ -96,7 +96,7 @@ func buildRouter(_ configuration: ServerConfiguration, storage: any ServerStorag
     router.add(middleware: BodyLimitMiddleware())
     router.add(middleware: HeadMiddleware())
     // Inside HEAD's, so a HEAD's refusal has the headers of the GET's.
-    router.add(middleware: ProblemMiddleware())
+    router.add(middleware: ProblemMiddleware(serverErrors: metrics.serverErrors))
     router.addFaultSwitch(configuration)
     router.addHealthRoutes()
     // Before every route that needs to know who is asking.

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Metrics
 
 /// Refuses a request whose target host is missing or said twice (`400`), as HTTP/1.1 requires
 /// (RFC 9112, 3.2): a proxy and this server could otherwise each route it by another `Host`.
@@ -21,7 +22,16 @@ struct HostHeaderMiddleware<Context: RequestContext>: RouterMiddleware {
 /// Answers every refusal in one shape: an `HTTPError` thrown by a route or a middleware (a `401`
 /// of sign-in, a `404` of the router) becomes `application/problem+json` (RFC 9457) with its
 /// status, its message as the detail, and its headers (a `401`'s `WWW-Authenticate`) kept.
+///
+/// An error no route answered (a failed statement, a broken invariant) is the server's own: it is
+/// logged at `error` with its cause, method and path, counted in `serverErrors`, and answered
+/// `500` with a problem that says nothing of it. Hummingbird alone answers it with an empty `500`
+/// and logs it at `debug`, where nobody looks.
 struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
+    var serverErrors: Counter?
+
+    static var serverErrorDetail: String { "Something went wrong on the server. Try again in a moment." }
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
             return try await next(request, context)
@@ -31,6 +41,17 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
                 response.headers.append(field)
             }
             return response
+        } catch let error as any HTTPResponseError {
+            throw error
+        } catch is CancellationError {
+            // The request's task was cancelled: its connection is gone, and nobody reads an answer.
+            throw CancellationError()
+        } catch {
+            context.logger.error("A request failed on the server", metadata: [
+                "cause": "\(String(reflecting: error))", "method": "\(request.method)", "path": "\(request.uri.path)",
+            ])
+            serverErrors?.increment()
+            return problemResponse(.internalServerError, Self.serverErrorDetail)
         }
     }
 }

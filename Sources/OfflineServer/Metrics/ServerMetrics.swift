@@ -20,6 +20,7 @@ import Metrics
 /// | `offlinekit_idempotent_replays_total` | counter | writes answered from their stored answer instead of running again |
 /// | `offlinekit_purge_runs_total` | counter | purges of expired keys, tokens and tombstones that completed |
 /// | `offlinekit_purge_tombstones_total` | counter | feed tombstones those purges removed |
+/// | `offlinekit_http_server_errors_total` | counter | requests answered `500` by an error no route answered (each logged at `error` with its cause) |
 struct ServerMetrics: Sendable {
     let pulls: Counter
     let pullsGone: Counter
@@ -35,6 +36,7 @@ struct ServerMetrics: Sendable {
     let replays: Counter
     let purgeRuns: Counter
     let purgedTombstones: Counter
+    let serverErrors: Counter
 
     init(factory: any MetricsFactory = MetricsSystem.factory) {
         pulls = Counter(label: "offlinekit_sync_pulls_total", dimensions: [("outcome", "ok")], factory: factory)
@@ -51,5 +53,6 @@ struct ServerMetrics: Sendable {
         replays = Counter(label: "offlinekit_idempotent_replays_total", factory: factory)
         purgeRuns = Counter(label: "offlinekit_purge_runs_total", factory: factory)
         purgedTombstones = Counter(label: "offlinekit_purge_tombstones_total", factory: factory)
+        serverErrors = Counter(label: "offlinekit_http_server_errors_total", factory: factory)
     }
 }
