@@ -9,8 +9,9 @@ extension Router where Context == OfflineRequestContext {
     /// - `POST /api/auth/sign-in` `{"name": "ana", "password": "…"}` → `200` with
     ///   `{"accessToken", "refreshToken", "tokenType": "Bearer", "expiresIn", "user"}`; `401` when
     ///   the name or password is wrong (one answer for both); `429` with `Retry-After` after
-    ///   five wrong passwords for a name, or 100 from the client's address (unless the server
-    ///   was started without), within 15 minutes (``SignInAttempts``); `503` with
+    ///   five wrong passwords for a name from the client's address, or 100 from that address
+    ///   whatever the names (unless the server was started without), within 15 minutes
+    ///   (``SignInAttempts``): a stranger's wrong passwords never lock the owner out elsewhere; `503` with
     ///   `Retry-After` while more sign-ins are waiting to be checked, from the client's address or
     ///   in all, than ``PasswordChecks`` takes (addresses take turns).
     /// - `POST /api/auth/refresh` `{"refreshToken": "…"}` → a new pair (the old refresh token is

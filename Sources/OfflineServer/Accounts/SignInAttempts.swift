@@ -18,7 +18,7 @@ struct SignInAttempts: Sendable {
         /// address, no, or one account of the attacker's own would reset its count.
         var forgetsOnSuccess = true
 
-        /// Five wrong passwords for one name in 15 minutes.
+        /// Five wrong passwords for one name from one address in 15 minutes.
         static let perName = Policy()
         /// `failures` wrong passwords from one address in 15 minutes, whatever the names (100 by
         /// default), never forgotten on a success.
@@ -88,14 +88,22 @@ final class SignInThrottle: Sendable {
     /// it may go ahead. An empty address (unknown) is not counted.
     func retryAfter(_ name: String, address: String) -> (seconds: TimeInterval, limit: Limit)? {
         let now = now()
-        if let wait = names.withLock({ $0.retryAfter(name, now: now) }) { return (wait, .name) }
+        if let wait = names.withLock({ $0.retryAfter(Self.nameKey(name, address), now: now) }) { return (wait, .name) }
         guard let addresses, !address.isEmpty, let wait = addresses.withLock({ $0.retryAfter(address, now: now) }) else { return nil }
         return (wait, .address)
     }
 
+    /// What a name's failures are counted under: the name from that address, so that a
+    /// stranger's wrong passwords never lock its owner out where the owner signs in from; the
+    /// name alone when the address is unknown.
+    private static func nameKey(_ name: String, _ address: String) -> String {
+        address.isEmpty ? name : address + " " + name
+    }
+
     func record(_ name: String, address: String, succeeded: Bool) {
         let now = now()
-        names.withLock { succeeded ? $0.succeeded(name) : $0.failed(name, now: now) }
+        let key = Self.nameKey(name, address)
+        names.withLock { succeeded ? $0.succeeded(key) : $0.failed(key, now: now) }
         guard let addresses, !address.isEmpty else { return }
         addresses.withLock { succeeded ? $0.succeeded(address) : $0.failed(address, now: now) }
     }

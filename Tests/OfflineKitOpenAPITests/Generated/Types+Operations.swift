@@ -1144,7 +1144,7 @@ internal enum Operations {
                     self.body = body
                 }
             }
-            /// Five wrong passwords for this name within 15 minutes: it may try again after Retry-After seconds.
+            /// Five wrong passwords for this name from this address, or 100 from this address, within 15 minutes: it may try again after Retry-After seconds.
             ///
             /// - Remark: Generated from `#/paths//api/auth/sign-in/post(signIn)/responses/429`.
             ///

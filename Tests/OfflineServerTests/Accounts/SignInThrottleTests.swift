@@ -44,6 +44,18 @@ struct SignInThrottleTests {
         #expect(unlimited.retryAfter("y-99", address: "203.0.113.7") == nil, "started without the per-address count")
     }
 
+    @Test("five wrong passwords for a name stop it from that address only: its owner signs in from another")
+    func perNameAndAddress() {
+        let throttle = SignInThrottle(now: { [start] in start })
+        for _ in 0..<5 { throttle.record("ana", address: "203.0.113.7", succeeded: false) }
+        #expect(throttle.retryAfter("ana", address: "203.0.113.7")?.limit == .name)
+        #expect(throttle.retryAfter("Ana", address: "203.0.113.7")?.limit == .name, "names folded")
+        #expect(throttle.retryAfter("ana", address: "198.51.100.4") == nil, "the owner, elsewhere")
+        #expect(throttle.retryAfter("ben", address: "203.0.113.7") == nil)
+        for _ in 0..<5 { throttle.record("ben", address: "", succeeded: false) }
+        #expect(throttle.retryAfter("ben", address: "")?.limit == .name, "an unknown address counts the name alone")
+    }
+
     @Test("names sprayed past the capacity push out the oldest, never memory up")
     func capacity() {
         var attempts = SignInAttempts(policy: .init(failures: 5, window: 900, capacity: 100))
