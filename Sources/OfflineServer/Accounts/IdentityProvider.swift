@@ -46,6 +46,10 @@ public struct IdentityProvider: Sendable, Hashable {
     /// The least time between two reads caused by tokens naming an unknown key, so tokens made
     /// up with random `kid`s cannot make the server fetch the set for each request.
     public var unknownKeyInterval: Duration
+    /// The longest one read of the key set from its address takes, its body included: a set
+    /// that stalls is given up on (at start, the server does not start; later, the keys read
+    /// before are kept), so that rotation goes on and a start does not hang.
+    public var keySetTimeout: Duration = .seconds(10)
 
     public init(issuer: String, audience: String, keys: Keys, leeway: Duration = .seconds(60),
                 rolesClaim: String = "roles", refreshInterval: Duration = .seconds(300),

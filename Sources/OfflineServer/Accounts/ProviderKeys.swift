@@ -36,7 +36,7 @@ actor ProviderKeys {
     init(_ provider: IdentityProvider, logger: Logger) async throws {
         self.provider = provider
         self.logger = logger
-        current = try await Self.read(provider.keys)
+        current = try await Self.read(provider.keys, timeout: provider.keySetTimeout)
         readAt = clock.now
         guard !current.keys.isEmpty else {
             throw IdentityProviderError(description: "the identity provider's key set (\(provider.keys)) holds no signing key")
@@ -82,7 +82,7 @@ actor ProviderKeys {
         guard reading == nil else { return }
         reading = Task {
             do {
-                let keySet = try await Self.read(provider.keys)
+                let keySet = try await Self.read(provider.keys, timeout: provider.keySetTimeout)
                 if keySet.keys.isEmpty {
                     logger.warning("The identity provider's key set holds no signing key; keeping the keys read before")
                 } else {
@@ -101,7 +101,7 @@ actor ProviderKeys {
     /// The largest key set read: a few keys take a few kilobytes.
     static let maxKeySetBytes = 1 << 20
 
-    static func read(_ source: IdentityProvider.Keys) async throws -> KeySet {
+    static func read(_ source: IdentityProvider.Keys, timeout: Duration = .seconds(10)) async throws -> KeySet {
         switch source {
         case .file(let url):
             let data: Data
@@ -119,14 +119,55 @@ actor ProviderKeys {
             guard url.scheme == "https" || (url.scheme == "http" && ["127.0.0.1", "localhost", "::1"].contains(url.host ?? "")) else {
                 throw IdentityProviderError(description: "the identity provider's keys must come from an https address, not \(url)")
             }
-            let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: url.absoluteString), timeout: .seconds(10))
-            guard response.status == .ok else {
-                throw IdentityProviderError(description: "\(url) answered \(response.status.code)")
-            }
-            let body = try await response.body.collect(upTo: maxKeySetBytes)
-            return try await keySet(from: Data(buffer: body), allowsSecrets: false, source: url.absoluteString)
+            let body = try await within(timeout, reading: url) { try await fetch(url) }
+            return try await keySet(from: body, allowsSecrets: false, source: url.absoluteString)
         }
     }
+
+    /// The most redirects followed to the key set, each on its own origin.
+    static let maxRedirects = 3
+
+    /// Reads the set at `url`, following redirects on its origin only (scheme, host and port): one
+    /// to another host, or to plain `http`, would let whoever answers there sign tokens.
+    private static func fetch(_ url: URL) async throws -> Data {
+        var address = url
+        for _ in 0...maxRedirects {
+            let response = try await keySetClient.execute(HTTPClientRequest(url: address.absoluteString), timeout: .seconds(3600))
+            switch response.status.code {
+            case 200:
+                return Data(buffer: try await response.body.collect(upTo: maxKeySetBytes))
+            case 301, 302, 303, 307, 308:
+                guard let location = response.headers.first(name: "location"), let next = URL(string: location, relativeTo: address)?.absoluteURL,
+                      next.scheme == url.scheme, next.host == url.host, next.port == url.port else {
+                    throw IdentityProviderError(description: "\(address) redirects the key set off its origin (\(url.scheme ?? "")://\(url.host ?? ""))")
+                }
+                address = next
+            default:
+                throw IdentityProviderError(description: "\(address) answered \(response.status.code)")
+            }
+        }
+        throw IdentityProviderError(description: "\(url) redirects the key set more than \(maxRedirects) times")
+    }
+
+    /// Runs `read`, given up after `timeout` in all.
+    private static func within<T: Sendable>(_ timeout: Duration, reading url: URL, _ read: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await read() }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let value = try await group.next() ?? nil else {
+                throw IdentityProviderError(description: "\(url) did not send the key set within \(timeout)")
+            }
+            return value
+        }
+    }
+
+    /// A client that follows no redirect itself (``fetch(_:)`` follows those on the origin).
+    private static let keySetClient = HTTPClient(eventLoopGroupProvider: .singleton,
+                                                 configuration: HTTPClient.Configuration(redirectConfiguration: .disallow))
 
     /// The signing keys of a JWK Set. Keys for encryption (`"use": "enc"`) and of types the server
     /// cannot use are left out; a signing key that is malformed refuses the whole set.

@@ -208,6 +208,60 @@ struct IdentityProviderTests {
         }
     }
 
+    @Test("the key set is read within its timeout, body included; redirects are followed on its origin only")
+    func keySetDeadlineAndRedirects() async throws {
+        var issuer = TestIdentityProvider()
+        issuer.addEC("ec-1")
+        let jwks = try issuer.jwks(["ec-1"])
+        let router = Router()
+        router.get("/jwks.json") { _, _ in Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: .init(string: jwks))) }
+        router.get("/moved.json") { _, _ in Response(status: .found, headers: [.location: "/jwks.json"]) }
+        router.get("/elsewhere.json") { _, _ in Response(status: .found, headers: [.location: "http://127.0.0.2:9/jwks.json"]) }
+        router.get("/drip.json") { _, _ in
+            Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody { writer in
+                while true {
+                    try await writer.write(ByteBuffer(string: " "))
+                    try await Task.sleep(for: .milliseconds(200))
+                }
+            })
+        }
+        var logger = Logger(label: "idp")
+        logger.logLevel = .critical
+        let (ports, port) = AsyncStream.makeStream(of: Int.self)
+        let keyServer = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                                    onServerRunning: { port.yield($0.localAddress?.port ?? 0) }, logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await keyServer.runService() }
+            var iterator = ports.makeAsyncIterator()
+            let keyPort = try #require(await iterator.next())
+            func configuration(_ path: String) throws -> ServerConfiguration {
+                var configuration = ServerConfiguration.testing()
+                var provider = IdentityProvider(issuer: TestIdentityProvider.issuer, audience: TestIdentityProvider.audience,
+                                                keys: .url(try #require(URL(string: "http://127.0.0.1:\(keyPort)\(path)"))))
+                provider.keySetTimeout = .seconds(1)
+                configuration.identityProvider = provider
+                return configuration
+            }
+            // A redirect on the set's origin is followed.
+            try await withRunningServer(try configuration("/moved.json")) { server in
+                let token = try issuer.token(kid: "ec-1", claims: TestIdentityProvider.claims("carol"))
+                #expect(try await Self.notes(server.port, token).status == 200)
+            }
+            // One to another host is not: whoever answers there could sign tokens.
+            await #expect { try await withRunningServer(try configuration("/elsewhere.json")) { _ in } } throws: { error in
+                "\(error)".contains("redirects the key set off its origin")
+            }
+            // A body that drips forever is given up on at the timeout: the start fails, saying why.
+            let clock = ContinuousClock()
+            let started = clock.now
+            await #expect { try await withRunningServer(try configuration("/drip.json")) { _ in } } throws: { error in
+                "\(error)".contains("did not send the key set within")
+            }
+            #expect(clock.now - started < .seconds(10), "given up after \(clock.now - started)")
+            group.cancelAll()
+        }
+    }
+
     @Test("a key set that cannot be read stops the server at start, saying why")
     func unreadableKeysStopTheStart() async throws {
         let setup = try await Setup()
