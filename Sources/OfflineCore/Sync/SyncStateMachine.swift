@@ -43,10 +43,11 @@
 /// - **The live stream** is held while the server is reachable, after the saved cursor once there
 ///   is one (before the first sync it can only announce; it is replaced once a cursor is saved).
 ///   When it opens, everything is pulled (what changed while it was closed was not announced);
-///   the page it opens with, or sends later, is the pull's own first page when the device still
-///   stands at the cursor it was read after, so no request is sent for it. A page sent while a
-///   pull is under way waits for it to end: one ending where the device then stands asks for
-///   nothing, any other announces a change. One that ends without having said anything after it
+///   the page it opens with, and those it sends later, are the pull's own first page (read as
+///   one) when the device still stands at the cursor the first of them was read after, so no
+///   request is sent for them. Pages sent while a pull is under way, or while none can start (it
+///   backs off, or the server cannot be reached), wait for one: those ending where the device
+///   then stands ask for nothing, any others announce a change. One that ends without having said anything after it
 ///   settled backs off like a failure (``EventStreamReconnect``), so a server that answers and
 ///   drops at once is not asked again four times a second.
 public struct SyncStateMachine<Instant: InstantProtocol, Page: SyncFetchedPage>: Sendable where Instant.Duration == Duration {
@@ -199,14 +200,12 @@ public struct SyncStateMachine<Instant: InstantProtocol, Page: SyncFetchedPage>:
     /// The stream opening or open was opened after a saved cursor.
     private var streamFollows = false
     private var reconnect: EventStreamReconnect
-    /// The last page the stream sent, until the machine decides on it: the pull that starts
-    /// from the cursor it was read after takes it; once no pull is under way, one ending where
-    /// the device stands asks for nothing, any other announces a change.
-    private var streamed: Page?
-    /// A page the stream offers the pull the current event starts, taken if that pull starts
-    /// from the cursor the page was read after: the page the stream opened with, or the last
-    /// one it sent once decided on. Dropped at the event's end.
-    private var offered: Page?
+    /// The pages the stream sent (the first perhaps as it opened) since the machine last decided
+    /// on them, each read after the cursor of the one before it: a pull that starts from the
+    /// cursor one of them was read after takes it and those after it as its first page; once no
+    /// pull is under way, pages that end where the device stands ask for nothing, any others
+    /// announce a change.
+    private var streamed: [Page] = []
     /// Tickets asked and not yet covered by a pull, and those the pull under way answers.
     private var waitingTickets: [Int] = []
     private var coveredTickets: [Int] = []
@@ -390,7 +389,8 @@ public struct SyncStateMachine<Instant: InstantProtocol, Page: SyncFetchedPage>:
         stream = .open(id: id, since: now)
         status.isConnected = reachable
         wanted = true
-        offered = page
+        // A new stream's pages follow the cursor it was opened after, not the last one's.
+        streamed = page.map { [$0] } ?? []
         return finish([.publishStatus] + settle(now: now), now: now)
     }
 
@@ -404,7 +404,16 @@ public struct SyncStateMachine<Instant: InstantProtocol, Page: SyncFetchedPage>:
     /// Live stream `id` sent the page a pull after `page.from` would get.
     public mutating func streamPage(_ id: Int, _ page: Page, now: Instant) -> [Action] {
         guard stream.id == id else { return [] }
-        streamed = page
+        if let last = streamed.last, page.from == last.cursor {
+            streamed.append(page)
+            // What is kept is bounded as what a pull keeps aside is: the oldest go first.
+            var bytes = streamed.reduce(0) { $0 + $1.bytes }
+            while bytes > policy.stagedBytesPerPull, streamed.count > 1 {
+                bytes -= streamed.removeFirst().bytes
+            }
+        } else {
+            streamed = [page]
+        }
         return finish([], now: now)
     }
 
@@ -458,18 +467,12 @@ public struct SyncStateMachine<Instant: InstantProtocol, Page: SyncFetchedPage>:
         return [.fetchPage(id: request.id, after: request.after, limit: request.limit)]
     }
 
-    /// The page the stream offers a pull that starts from `cursor`: the one offered in this
-    /// event, or the last one it sent, when read after that cursor. A page the stream sent that
-    /// was read after that cursor is decided on either way; any other is, once the pull is over.
+    /// The pages the stream sent from `cursor` on, as one page, for a pull that starts there;
+    /// nil when none was read after it (they are decided on once the pull is over).
     private mutating func takeOffered(after cursor: String?) -> Page? {
-        var taken: Page?
-        if let offered, let from = offered.from, from == cursor { taken = offered }
-        offered = nil
-        if let streamed, streamed.from == cursor {
-            if taken == nil, streamed.from != nil { taken = streamed }
-            self.streamed = nil
-        }
-        return taken
+        guard let cursor, let start = streamed.firstIndex(where: { $0.from == cursor }) else { return nil }
+        defer { streamed = [] }
+        return streamed[(start + 1)...].reduce(into: streamed[start]) { page, next in page.append(next) }
     }
 
     /// The page the pull waited for came: how it is written, and the pages asked for ahead.
@@ -634,18 +637,18 @@ public struct SyncStateMachine<Instant: InstantProtocol, Page: SyncFetchedPage>:
         return false
     }
 
-    /// Ends an event: decides on the page the stream sent last, once no pull is under way. One
-    /// ending where the device stands asks for nothing (the pulls brought its changes, and those
-    /// of every page the stream sent before it); any other announces a change, and the pull it
-    /// starts now takes it when it starts where the page does.
+    /// Ends an event: decides on the pages the stream sent, once no pull is under way. Pages
+    /// ending where the device stands ask for nothing (the pulls brought their changes); any
+    /// others announce a change, and the pull it starts takes them when it starts where one of
+    /// them does. While no pull can start (it backs off, or the server cannot be reached), they
+    /// wait for the one that will.
     private mutating func finish(_ actions: [Action], now: Instant) -> [Action] {
-        offered = nil
-        guard let page = streamed, !isPullUnderWay, !stopped else { return actions }
-        streamed = nil
-        guard page.cursor != position.cursor else { return actions }
+        guard let last = streamed.last, !isPullUnderWay, !stopped else { return actions }
+        guard last.cursor != position.cursor else {
+            streamed = []
+            return actions
+        }
         wanted = true
-        offered = page
-        defer { offered = nil }
         return actions + settle(now: now)
     }
 

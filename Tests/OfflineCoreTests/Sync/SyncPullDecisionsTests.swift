@@ -146,6 +146,76 @@ struct SyncPullDecisionsTests {
         #expect(Self.written(sync.last) == [["s3"]])
     }
 
+    @Test("pages sent while a pull backs off wait for its retry, which takes them all as one page: no request")
+    func pagesWhileBackingOff() {
+        var sync = Self.following()
+        sync.opened()
+        sync.failRequest(.serverError(status: 503))
+        sync.streamed(TestPage("s2", from: "c1"))
+        sync.streamed(TestPage("s3", from: "s2"))
+        #expect(sync.work.isEmpty, "no pull before the backoff ends")
+        sync.advance(by: .seconds(60))
+        #expect(sync.work == [.applyPage(settlingHeldRows: 0)] && sync.requests.isEmpty)
+        #expect(Self.written(sync.last) == [["s2", "s3"]])
+        sync.applied()
+        sync.streamed(TestPage("s4", from: "s3"))
+        #expect(sync.work == [.applyPage(settlingHeldRows: 0)], "the next change comes on the stream alone")
+    }
+
+    @Test("the page the stream opens with while a pull is under way is the next pull's first page, when it starts there")
+    func openingPageDuringPull() {
+        var sync = SyncHarness(synced: true)
+        sync.online()
+        sync.opened(page: TestPage("s2", from: "c1"))
+        #expect(sync.work.isEmpty, "the pull from c0 is under way")
+        sync.pullOnePage()
+        #expect(sync.work == [.applyPage(settlingHeldRows: 0)] && sync.requests.isEmpty, "the opening's pull starts at c1: no request")
+        #expect(Self.written(sync.last) == [["s2"]])
+    }
+
+    @Test("pages the stream sends one after another while a pull is under way are written as one, from where the pull ended")
+    func chainedPages() {
+        var sync = Self.following()
+        sync.opened()
+        sync.streamed(TestPage("s3", from: "c2"))
+        sync.streamed(TestPage("s4", from: "s3"))
+        sync.pullOnePage()
+        #expect(sync.work == [.applyPage(settlingHeldRows: 0)] && sync.requests.isEmpty, "the pull ended at c2, where they start")
+        #expect(Self.written(sync.last) == [["s3", "s4"]])
+        sync.applied()
+        // A page that does not follow the last one sent starts them again: read after another
+        // cursor, it announces a change.
+        sync.streamed(TestPage("x9", from: "x8"))
+        #expect(sync.work == [.fetchPage(after: "s4")])
+    }
+
+    @Test("pages sent while the server cannot be reached wait for the pull its return starts, which takes them")
+    func pagesWhileUnreachable() {
+        var sync = SyncHarness(synced: true)
+        sync.offline(link: true)
+        #expect(sync.steps == [.openStream(after: "c0")], "offline-soft, the stream is still tried")
+        sync.opened()
+        sync.streamed(TestPage("s1", from: "c0"))
+        sync.streamed(TestPage("s2", from: "s1"))
+        #expect(sync.work.isEmpty)
+        sync.online()
+        #expect(sync.work == [.applyPage(settlingHeldRows: 0)] && sync.requests.isEmpty)
+        #expect(Self.written(sync.last) == [["s1", "s2"]])
+    }
+
+    @Test("what the stream's pages keep is bounded: past it, the oldest go")
+    func keptIsBounded() {
+        var policy = SyncPolicy()
+        policy.stagedBytesPerPull = 100
+        var sync = SyncHarness(synced: true, policy: policy)
+        sync.offline(link: true)
+        sync.opened()
+        sync.streamed(TestPage("s1", from: "c0", bytes: 60))
+        sync.streamed(TestPage("s2", from: "s1", bytes: 60))
+        sync.online()
+        #expect(sync.work == [.fetchPage(after: "c0")], "the page from c0 went: the pull asks")
+    }
+
     @Test("a page read after another cursor announces a change: the pull asks")
     func pageElsewhere() {
         var sync = Self.following()
