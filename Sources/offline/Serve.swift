@@ -31,6 +31,8 @@ extension Offline {
         var responseWriteTimeout: Double = 30
         @Option(name: .customLong("max-connections"), help: "Connections served at once; more wait in the listen queue until one closes.")
         var maxConnections = 2048
+        @Option(name: .customLong("max-connections-per-address"), help: "Connections one client address holds at once (0: no limit); connections from this machine, a proxy's, are not counted.")
+        var maxConnectionsPerAddress = 128
         @Option(name: .customLong("listen-backlog"), help: "Connections the kernel holds for the server to take; past it, a connection's handshake is lost and retried a second later.")
         var listenBacklog = 4096
         @Option(name: .customLong("socket-send-buffer"), help: "Bytes of kernel send buffer per connection (0 leaves it to the kernel): what a client that reads nothing can hold.")
@@ -89,6 +91,7 @@ extension Offline {
                 throw ValidationError("\(name) must be positive.")
             }
             guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive.") }
+            guard maxConnectionsPerAddress >= 0 else { throw ValidationError("--max-connections-per-address must be 0 or more.") }
             guard listenBacklog > 0 else { throw ValidationError("--listen-backlog must be positive.") }
             guard socketSendBuffer >= 0 else { throw ValidationError("--socket-send-buffer must be 0 or more.") }
             guard tombstoneRetention > 0 else { throw ValidationError("--tombstone-retention must be positive.") }
@@ -129,6 +132,7 @@ extension Offline {
                 identityProvider: try identityProvider
             )
             configuration.syncReplicaIdentityFull = syncReplicaIdentityFull
+            configuration.maxConnectionsPerAddress = maxConnectionsPerAddress == 0 ? nil : maxConnectionsPerAddress
             let app = try await buildApplication(configuration, onServerRunning: { [configuration] port in
                 print("offline serve: listening on http://\(configuration.host):\(port)")
                 fflush(nil)

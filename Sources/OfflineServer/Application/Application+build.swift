@@ -58,9 +58,10 @@ func buildApplication(
                                 provider: provider),
         // Slow and silent clients are closed, and however many there are, they hold at most
         // `maxConnections`: past it, new connections wait in the listen queue until one closes.
+        // One address holds at most `maxConnectionsPerAddress` of them.
         server: .http1(idleTimeout: configuration.idleTimeout, requestHeadTimeout: configuration.requestHeadTimeout,
                        requestBodyTimeout: configuration.requestBodyTimeout, responseWriteTimeout: configuration.responseWriteTimeout,
-                       sendBuffer: configuration.socketSendBuffer),
+                       sendBuffer: configuration.socketSendBuffer, maxConnectionsPerAddress: configuration.maxConnectionsPerAddress),
         configuration: .init(
             address: .hostname(configuration.host, port: configuration.port),
             serverName: "OfflineServer",

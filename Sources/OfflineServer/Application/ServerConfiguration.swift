@@ -38,6 +38,9 @@ public struct ServerConfiguration: Sendable {
     /// The most connections served at once. Past it the server accepts no new connection until one
     /// closes: they wait in the kernel's listen queue (then are refused once that is full).
     public var maxConnections: Int
+    /// The most connections one client address holds at once (nil: no limit); one more is closed
+    /// as it opens. Connections from this machine (a reverse proxy in front) are not counted.
+    public var maxConnectionsPerAddress: Int? = 128
     /// How many connections the kernel holds, their handshakes complete, until the server takes
     /// them (Linux caps it at `net.core.somaxconn`, 4,096 by default). A burst of connections
     /// past it loses its handshakes, and each client tries again only a second or more later.

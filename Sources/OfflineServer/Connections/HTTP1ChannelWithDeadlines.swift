@@ -3,8 +3,9 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-/// Hummingbird's HTTP/1 channel with ``RequestDeadlineHandler`` in its pipeline and the
-/// connection's send buffer bounded.
+/// Hummingbird's HTTP/1 channel with ``RequestDeadlineHandler`` in its pipeline, the
+/// connection's send buffer bounded, and each client address held to its share of connections
+/// (``ConnectionsPerAddress``).
 ///
 /// Hummingbird's `additionalChannelHandlers` go after its own HTTP codec, where neither raw bytes
 /// nor an unfinished head can be seen, so this wraps the channel's setup instead: the bytes
@@ -17,8 +18,17 @@ struct HTTP1ChannelWithDeadlines: ServerChildChannel {
     let bodyTimeout: Duration
     let writeTimeout: Duration
     let sendBuffer: Int?
+    let perAddress: ConnectionsPerAddress?
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        if let perAddress, let remote = channel.remoteAddress, !remote.isLocal, let address = remote.ipAddress {
+            guard perAddress.opened(address) else {
+                logger.debug("Closing a connection past its address's share", metadata: ["remote": "\(address)"])
+                channel.close(promise: nil)
+                return channel.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel)
+            }
+            channel.closeFuture.whenComplete { _ in perAddress.closed(address) }
+        }
         do {
             if let sendBuffer {
                 try channel.syncOptions?.setOption(.socketOption(.so_sndbuf), value: SocketOptionValue(sendBuffer))
@@ -48,18 +58,21 @@ struct HTTP1ChannelWithDeadlines: ServerChildChannel {
 
 extension HTTPServerBuilder {
     /// HTTP/1 with an idle timeout, request head and body deadlines, a limit on how long an
-    /// answer may wait for a client that stopped reading, and each connection's send buffer.
+    /// answer may wait for a client that stopped reading, each connection's send buffer, and
+    /// the most connections one client address holds (nil: no limit).
     static func http1(
         idleTimeout: Duration, requestHeadTimeout: Duration, requestBodyTimeout: Duration, responseWriteTimeout: Duration,
-        sendBuffer: Int?
+        sendBuffer: Int?, maxConnectionsPerAddress: Int?
     ) -> HTTPServerBuilder {
-        HTTPServerBuilder { responder in
+        let perAddress = maxConnectionsPerAddress.map(ConnectionsPerAddress.init(limit:))
+        return HTTPServerBuilder { responder in
             HTTP1ChannelWithDeadlines(
                 http1: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: TimeAmount(idleTimeout))),
                 headTimeout: requestHeadTimeout,
                 bodyTimeout: requestBodyTimeout,
                 writeTimeout: responseWriteTimeout,
-                sendBuffer: sendBuffer
+                sendBuffer: sendBuffer,
+                perAddress: perAddress
             )
         }
     }

@@ -20,6 +20,17 @@ final class RequestDeadlineHandler: ChannelInboundHandler, RemovableChannelHandl
         self.logger = logger
     }
 
+    // The first head's clock starts as the connection opens: added as it is set up, the
+    // handler sees it become active, or finds it active already.
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { perform(deadlines.opened(at: .now), context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        perform(deadlines.opened(at: .now), context: context)
+        context.fireChannelActive()
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head:

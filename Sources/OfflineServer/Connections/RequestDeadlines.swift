@@ -41,6 +41,13 @@ struct RequestDeadlines<Instant: InstantProtocol>: Sendable where Instant: Senda
         self.bodyTimeout = bodyTimeout
     }
 
+    /// The connection opened: its first request's head is due within `headTimeout` from now,
+    /// bytes or not. A connection opened and left silent would otherwise hold its place until
+    /// the idle timeout, and a client opening thousands would hold every place there is.
+    mutating func opened(at now: Instant) -> Action {
+        bytesArrived(at: now)
+    }
+
     /// Bytes were read from the connection, before the HTTP decoder has seen them.
     mutating func bytesArrived(at now: Instant) -> Action {
         // Later bytes of the same head or body never move the deadline: that is the point.
