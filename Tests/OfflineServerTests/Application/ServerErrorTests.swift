@@ -56,9 +56,8 @@ private struct CapturingLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String, function: String,
-             line: UInt) {
-        records.withLock { $0.append((level, "\(message)", self.metadata.merging(metadata ?? [:]) { $1 })) }
+    func log(event: LogEvent) {
+        records.withLock { $0.append((event.level, "\(event.message)", metadata.merging(event.metadata ?? [:]) { $1 })) }
     }
 }
 
