@@ -12,6 +12,7 @@ let benchmarks: [(name: String, run: () async throws -> Void)] = [
     ("server-cost", runServerCostBenchmark),
     ("sync", runSyncBenchmark),
     ("capture", runCaptureBenchmark),
+    ("capture-large", runCaptureLargeBenchmark),
     ("move-out", runMoveOutBenchmark),
     ("fan-out", runFanOutBenchmark),
 ]
