@@ -113,7 +113,7 @@ struct OffMachineTests {
             // closed at once, and, of those it kept, how many are still open 3 s later (past the
             // 1 s head deadline). From the second address, meanwhile: /health.
             let script = """
-                import socket, time
+                socket, time = __import__("socket"), __import__("time")
                 def connect(source):
                     s = socket.socket(); s.bind((source, 0)); s.settimeout(5); s.connect(("\(namespace.hostAddress)", \(port))); return s
                 def closed(s):
