@@ -50,7 +50,7 @@ func buildApplication(
     var services: [any Service] = storage.services + [sync.capture, purge]
     if let endpoint {
         services.append(MetricsEndpoint.application(
-            host: configuration.metricsHost, port: endpoint.port, registry: endpoint.registry,
+            configuration: configuration, port: endpoint.port, registry: endpoint.registry,
             refresh: { [service = sync.service] in await service.refreshGauges() }, logger: logger, onRunning: onMetricsRunning))
     }
     return Application(

@@ -67,4 +67,22 @@ struct MetricsEndpointTests {
             #expect(Self.sample("offlinekit_capture_behind", in: text) != nil)
         }
     }
+
+    @Test("the metrics listener keeps the API's deadlines: silent connections are closed at the head deadline, and scrapes go on")
+    func deadlines() async throws {
+        var configuration = ServerConfiguration.testing(idleTimeout: .seconds(30), requestHeadTimeout: .seconds(1))
+        configuration.metricsPort = 0
+        try await withRunningServer(configuration) { server in
+            let metrics = try #require(server.metricsPort)
+            let silent = try await offPool {
+                let sockets = try (0..<20).map { _ in try LoopbackSocket(port: metrics) }
+                defer { sockets.forEach { $0.close() } }
+                Thread.sleep(forTimeInterval: 2.5)
+                return sockets.map { $0.read(within: .milliseconds(100)) }
+            }
+            #expect(silent.allSatisfy { $0 == .closed }, "\(silent.filter { $0 != .closed }.count) of 20 still open after 2.5 s")
+            #expect(try await LiveRequest.send(metrics, "GET", "/metrics").status == 200)
+        }
+    }
 }
+
