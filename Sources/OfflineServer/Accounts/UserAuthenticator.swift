@@ -11,15 +11,36 @@ import Logging
 ///
 /// The server's own tokens are 43 base64url characters; a token with dots is a JSON Web Token,
 /// checked against the app's identity provider (``ProviderKeys``) when the server has one.
+///
+/// An address off this machine that sent 4 tokens naming no one is refused with `429` and
+/// `Retry-After` before its next token is looked at, until a second has given it one more
+/// (``UnknownTokenBudget``).
 struct UserAuthenticator: AuthenticatorMiddleware {
     typealias Context = OfflineRequestContext
     let accounts: AccountStore
     var provider: ProviderKeys?
+    /// Tokens naming no one, per client address: past its budget, an address is refused (`429`)
+    /// before its token is looked at.
+    var unknown = UnknownTokens()
 
     static func isProviderToken(_ token: String) -> Bool { token.utf8.contains(UInt8(ascii: ".")) }
 
     func authenticate(request: Request, context: Context) async throws -> User? {
         guard let token = request.headers.bearerToken else { return nil }
+        let address = context.isLocalPeer ? nil : context.peerAddress
+        if let address, let wait = unknown.retryAfter(address) {
+            throw HTTPError(.tooManyRequests, headers: [.retryAfter: String(Int(wait.rounded(.up)))],
+                            message: "Too many sessions that have ended, from this network. Sign in again in a moment.")
+        }
+        do {
+            return try await user(for: token, context: context)
+        } catch let error as HTTPError where error.status == .unauthorized {
+            if let address { unknown.spent(address) }
+            throw error
+        }
+    }
+
+    private func user(for token: String, context: Context) async throws -> User {
         if let provider, Self.isProviderToken(token) {
             switch await provider.user(forToken: token, now: Date()) {
             case .success(let user): return user

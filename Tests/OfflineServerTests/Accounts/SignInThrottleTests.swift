@@ -56,6 +56,22 @@ struct SignInThrottleTests {
         #expect(throttle.retryAfter("ben", address: "")?.limit == .name, "an unknown address counts the name alone")
     }
 
+    @Test("tokens naming no one: four from an address, then one a second; other addresses keep their own")
+    func unknownTokens() {
+        var budget = UnknownTokenBudget()
+        for _ in 0..<4 {
+            #expect(budget.retryAfter("203.0.113.7", now: start) == nil)
+            budget.spent("203.0.113.7", now: start)
+        }
+        #expect(budget.retryAfter("203.0.113.7", now: start) == 1)
+        #expect(budget.retryAfter("203.0.113.7", now: start.addingTimeInterval(0.5)) == 0.5)
+        #expect(budget.retryAfter("203.0.113.7", now: start.addingTimeInterval(1)) == nil)
+        #expect(budget.retryAfter("198.51.100.4", now: start) == nil)
+        for index in 0..<(UnknownTokenBudget.maxAddresses + 10) { budget.spent("a-\(index)", now: start) }
+        #expect(budget.addresses <= UnknownTokenBudget.maxAddresses, "never more remembered")
+        #expect(budget.retryAfter("a-\(UnknownTokenBudget.maxAddresses + 9)", now: start) == nil, "the last keeps its three")
+    }
+
     @Test("names sprayed past the capacity push out the oldest, never memory up")
     func capacity() {
         var attempts = SignInAttempts(policy: .init(failures: 5, window: 900, capacity: 100))

@@ -143,4 +143,34 @@ struct OffMachineTests {
             #expect(answer[1] == "0", "the 8 kept, silent, are closed at the 1 s head deadline (\(answer))")
         }
     }
+
+    @Test("tokens naming no one: an address is refused before a look-up once it sent four, then one a second",
+          .enabled(if: canMakeNamespaces, "needs root, ip, curl and python3 to make another machine"))
+    func madeUpTokens() async throws {
+        let namespace = try await offPool { try Namespace.create() }
+        defer { namespace.remove() }
+        var configuration = ServerConfiguration.testing()
+        configuration.host = namespace.hostAddress
+        try await withLiveServer(configuration) { port in
+            let script = """
+                http = __import__("http.client", fromlist=["HTTPConnection"])
+                secrets, time = __import__("secrets"), __import__("time")
+                def get(token):
+                    c = http.HTTPConnection("\(namespace.hostAddress)", \(port), timeout=5, source_address=("\(namespace.clients[0])", 0))
+                    c.request("GET", "/api/records/notes", headers={"Authorization": "Bearer " + token})
+                    return c.getresponse().status
+                statuses = [get(secrets.token_urlsafe(32)) for _ in range(12)]
+                time.sleep(1.1)
+                print(",".join(map(str, statuses)), get(secrets.token_urlsafe(32)), sep="|")
+                """
+            let answer = try await offPool { try namespace.python(script) }.split(separator: "|").map(String.init)
+            #expect(answer.count == 2, "\(answer)")
+            guard answer.count == 2 else { return }
+            let statuses = answer[0].split(separator: ",").map(String.init)
+            #expect(Array(statuses.prefix(4)) == ["401", "401", "401", "401"], "\(statuses)")
+            #expect(statuses.filter { $0 == "429" }.count >= 6, "refused before a look-up: \(statuses)")
+            #expect(answer[1] == "401", "a second later, one more is looked at (\(answer))")
+        }
+    }
 }
+
