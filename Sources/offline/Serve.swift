@@ -65,6 +65,8 @@ extension Offline {
         var jwtKeys: String?
         @Option(name: .customLong("jwt-roles-claim"), help: "The claim holding the user's roles.")
         var jwtRolesClaim = "roles"
+        @Option(name: .customLong("jwt-user-prefix"), help: "Put before each provider user's sub to make their user id (idp: makes sub ana the user idp:ana); required beside the server's own accounts.")
+        var jwtUserPrefix: String?
 
         /// The identity provider the three `--jwt-` options name, or nil when none is given.
         var identityProvider: IdentityProvider? {
@@ -79,7 +81,9 @@ extension Offline {
                 } else {
                     .file(URL(fileURLWithPath: jwtKeys))
                 }
-                return IdentityProvider(issuer: jwtIssuer, audience: jwtAudience, keys: keys, rolesClaim: jwtRolesClaim)
+                var provider = IdentityProvider(issuer: jwtIssuer, audience: jwtAudience, keys: keys, rolesClaim: jwtRolesClaim)
+                provider.userIDPrefix = jwtUserPrefix.flatMap { $0.isEmpty ? nil : $0 }
+                return provider
             }
         }
 

@@ -50,6 +50,11 @@ public struct IdentityProvider: Sendable, Hashable {
     /// that stalls is given up on (at start, the server does not start; later, the keys read
     /// before are kept), so that rotation goes on and a start does not hang.
     public var keySetTimeout: Duration = .seconds(10)
+    /// Put before each provider user's `sub` to make their user id (`"idp:"`: `sub` `ana` is the
+    /// user `idp:ana`), so that the provider's users and the server's own accounts never share
+    /// an id. Required when the server has accounts of its own: without it, a token whose `sub`
+    /// is `ana` would be the local account `ana`.
+    public var userIDPrefix: String?
 
     public init(issuer: String, audience: String, keys: Keys, leeway: Duration = .seconds(60),
                 rolesClaim: String = "roles", refreshInterval: Duration = .seconds(300),
@@ -193,7 +198,7 @@ enum ProviderTokenCheck {
         // Workspace roles are matched by email: one the provider has not verified is anyone's
         // to type, and is not taken.
         let email = isTrue(claims["email_verified"]) ? string(claims["email"]) : nil
-        return .success(User(id: subject, name: name, email: email ?? "",
+        return .success(User(id: (provider.userIDPrefix ?? "") + subject, name: name, email: email ?? "",
                              displayName: string(claims["name"]) ?? name, roles: Set(roles).sorted()))
     }
 

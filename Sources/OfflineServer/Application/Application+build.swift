@@ -40,7 +40,16 @@ func buildApplication(
     let endpoint = configuration.metricsPort.map { (port: $0, registry: PrometheusCollectorRegistry()) }
     let metrics = endpoint.map { ServerMetrics(factory: PrometheusMetricsFactory(registry: $0.registry)) } ?? ServerMetrics()
     var provider: ProviderKeys?
-    if let identityProvider = configuration.identityProvider { provider = try await ProviderKeys(identityProvider, logger: logger) }
+    if let identityProvider = configuration.identityProvider {
+        // A provider's `sub` and a local account's id would name the same user.
+        if identityProvider.userIDPrefix == nil, try await storage.read({ db in try db.row("SELECT 1 AS found FROM account LIMIT 1") }) != nil {
+            throw IdentityProviderError(description: """
+                the server has accounts of its own, and the identity provider's users would share their ids (a token with sub "ana" \
+                would be the local account ana): give the provider's users a prefix (--jwt-user-prefix idp:, IdentityProvider.userIDPrefix)
+                """)
+        }
+        provider = try await ProviderKeys(identityProvider, logger: logger)
+    }
     let sync = try await SyncRuntime.prepare(configuration, rules: try SyncRules.serving(configuration), storage: storage,
                                              metrics: metrics, logger: logger)
     let purge = ExpiredDataPurge(

@@ -32,6 +32,8 @@ struct IdentityProviderTests {
             configuration.identityProvider = IdentityProvider(
                 issuer: TestIdentityProvider.issuer, audience: TestIdentityProvider.audience, keys: .file(keysFile),
                 refreshInterval: refresh, unknownKeyInterval: .milliseconds(100))
+            // Beside the test server's own accounts, the provider's users need ids of their own.
+            configuration.identityProvider?.userIDPrefix = "idp:"
             return configuration
         }
     }
@@ -65,6 +67,25 @@ struct IdentityProviderTests {
             #expect(try await Self.notes(port, try setup.issuer.token(kid: "rsa-1", claims: claims)).status == 200)
             // The server's own accounts still sign in.
             #expect(try await Self.notes(port, try await LiveRequest.signIn(port, "ana")).status == 200)
+        }
+    }
+
+    @Test("a provider's users have ids apart from the server's own accounts: sub ana is not the local ana")
+    func subjectsApartFromLocalAccounts() async throws {
+        let setup = try await Setup()
+        try await withRunningServer(setup.configuration()) { server in
+            let ana = try await LiveRequest.signIn(server.port, "ana")
+            #expect(try await LiveRequest.putRecord(server.port, token: ana, "notes/anas-own") == 200)
+            let impostor = try setup.issuer.token(kid: "rsa-1", claims: TestIdentityProvider.claims("ana"))
+            let answer = try await Self.notes(server.port, impostor)
+            #expect(answer.status == 200)
+            #expect(!answer.body.contains("anas-own"), "the provider's ana is idp:ana: \(answer.body)")
+        }
+        // Without a prefix, beside accounts of its own, the server does not start, and says why.
+        var configuration = setup.configuration()
+        configuration.identityProvider?.userIDPrefix = nil
+        await #expect { try await withRunningServer(configuration) { _ in } } throws: { error in
+            "\(error)".contains("--jwt-user-prefix")
         }
     }
 
@@ -196,6 +217,7 @@ struct IdentityProviderTests {
             configuration.identityProvider = IdentityProvider(
                 issuer: TestIdentityProvider.issuer, audience: TestIdentityProvider.audience,
                 keys: .url(try #require(URL(string: "http://127.0.0.1:\(keyPort)/jwks.json"))))
+            configuration.identityProvider?.userIDPrefix = "idp:"
             try await withRunningServer(configuration) { server in
                 let token = try issuer.token(kid: "ec-1", claims: TestIdentityProvider.claims("carol"))
                 #expect(try await Self.notes(server.port, token).status == 200)
@@ -239,6 +261,7 @@ struct IdentityProviderTests {
                 var provider = IdentityProvider(issuer: TestIdentityProvider.issuer, audience: TestIdentityProvider.audience,
                                                 keys: .url(try #require(URL(string: "http://127.0.0.1:\(keyPort)\(path)"))))
                 provider.keySetTimeout = .seconds(1)
+                provider.userIDPrefix = "idp:"
                 configuration.identityProvider = provider
                 return configuration
             }
