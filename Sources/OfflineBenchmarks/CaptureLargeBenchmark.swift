@@ -1,9 +1,4 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import GRDB
 import Logging
 import OfflineCore
@@ -74,7 +69,7 @@ func runCaptureLargeBenchmark() async throws {
 
     let database = try postgres.createDatabase()
     try await withSession(postgres, database, logger: logger) { session in try await createLargeTables(session, logger: logger) }
-    var configuration = ServerConfiguration(host: "127.0.0.1", port: try freePort(), postgresURL: database, accounts: AccountSeed.demo,
+    var configuration = ServerConfiguration(host: "127.0.0.1", port: try LoopbackNginx.freePort(), postgresURL: database, accounts: AccountSeed.demo,
                                             syncRules: rules, captureStreams: captureStreams)
     configuration.capturePollInterval = .milliseconds(5)
     let device = directory.appendingPathComponent("device.sqlite")
@@ -254,23 +249,3 @@ private func withSession<T: Sendable>(_ postgres: LoopbackPostgres, _ url: Strin
 }
 
 private func databaseName(_ url: String) -> String { String(url.split(separator: "/").last ?? "") }
-
-/// A loopback port nothing listens on now, for a server that must come back on the same one.
-private func freePort() throws -> Int {
-    #if canImport(Glibc)
-    let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    #else
-    let socket = Darwin.socket(AF_INET, SOCK_STREAM, 0)
-    #endif
-    defer { close(socket) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
-    }
-    guard bound else { throw LargeBenchmarkError.didNotConverge }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
