@@ -203,16 +203,7 @@ struct IdentityProviderTests {
         let router = Router()
         router.get("/jwks.json") { _, _ in Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: .init(string: jwks))) }
         router.get("/with-secret.json") { _, _ in Response(status: .ok, body: .init(byteBuffer: .init(string: withSecret))) }
-        var logger = Logger(label: "idp")
-        // Its shutdown at the test's end is not news.
-        logger.logLevel = .critical
-        let (ports, port) = AsyncStream.makeStream(of: Int.self)
-        let keyServer = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                                    onServerRunning: { port.yield($0.localAddress?.port ?? 0) }, logger: logger)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await keyServer.runService() }
-            var iterator = ports.makeAsyncIterator()
-            let keyPort = try #require(await iterator.next())
+        try await Self.withKeyServer(router) { keyPort in
             var configuration = ServerConfiguration.testing()
             configuration.identityProvider = IdentityProvider(
                 issuer: TestIdentityProvider.issuer, audience: TestIdentityProvider.audience,
@@ -226,7 +217,6 @@ struct IdentityProviderTests {
             await #expect { try await withRunningServer(configuration) { _ in } } throws: { error in
                 "\(error)".contains("shared secret")
             }
-            group.cancelAll()
         }
     }
 
@@ -247,15 +237,7 @@ struct IdentityProviderTests {
                 }
             })
         }
-        var logger = Logger(label: "idp")
-        logger.logLevel = .critical
-        let (ports, port) = AsyncStream.makeStream(of: Int.self)
-        let keyServer = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-                                    onServerRunning: { port.yield($0.localAddress?.port ?? 0) }, logger: logger)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await keyServer.runService() }
-            var iterator = ports.makeAsyncIterator()
-            let keyPort = try #require(await iterator.next())
+        try await Self.withKeyServer(router) { keyPort in
             func configuration(_ path: String) throws -> ServerConfiguration {
                 var configuration = ServerConfiguration.testing()
                 var provider = IdentityProvider(issuer: TestIdentityProvider.issuer, audience: TestIdentityProvider.audience,
@@ -281,7 +263,23 @@ struct IdentityProviderTests {
                 "\(error)".contains("did not send the key set within")
             }
             #expect(clock.now - started < .seconds(10), "given up after \(clock.now - started)")
-            group.cancelAll()
+        }
+    }
+
+    /// Runs `body` with the port of a server of `router` on loopback, the provider's key server
+    /// of a test, stopped when `body` ends.
+    static func withKeyServer(_ router: Router<BasicRequestContext>, _ body: (_ port: Int) async throws -> Void) async throws {
+        var logger = Logger(label: "idp")
+        // Its shutdown at the test's end is not news.
+        logger.logLevel = .critical
+        let (ports, port) = AsyncStream.makeStream(of: Int.self)
+        let keyServer = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+                                    onServerRunning: { port.yield($0.localAddress?.port ?? 0) }, logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await keyServer.runService() }
+            defer { group.cancelAll() }
+            var iterator = ports.makeAsyncIterator()
+            try await body(try #require(await iterator.next()))
         }
     }
 
