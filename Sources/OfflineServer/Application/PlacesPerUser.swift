@@ -2,7 +2,8 @@ import Hummingbird
 import OfflineCore
 
 /// How many places (live streams, requests under way) each user holds on this instance, and the
-/// most one may: one account must not take what the server has from the others.
+/// most one may: one account must not take what the server has from the others. Keyed by client
+/// address, it holds each address to its share of connections.
 final class PlacesPerUser: Sendable {
     /// Live streams: a stream is a connection held for as long as the client likes. A device
     /// holds one; a few more allow for an app open on several devices and a stream still closing.

@@ -5,7 +5,8 @@ import NIOHTTP1
 
 /// Hummingbird's HTTP/1 channel with ``RequestDeadlineHandler`` in its pipeline, the
 /// connection's send buffer bounded, and each client address held to its share of connections
-/// (``ConnectionsPerAddress``).
+/// (``PlacesPerUser``, keyed by address; this machine's connections, a reverse proxy's, are not
+/// counted).
 ///
 /// Hummingbird's `additionalChannelHandlers` go after its own HTTP codec, where neither raw bytes
 /// nor an unfinished head can be seen, so this wraps the channel's setup instead: the bytes
@@ -18,16 +19,16 @@ struct HTTP1ChannelWithDeadlines: ServerChildChannel {
     let bodyTimeout: Duration
     let writeTimeout: Duration
     let sendBuffer: Int?
-    let perAddress: ConnectionsPerAddress?
+    let perAddress: PlacesPerUser?
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         if let perAddress, let remote = channel.remoteAddress, !remote.isLocal, let address = remote.ipAddress {
-            guard perAddress.opened(address) else {
+            guard let lease = perAddress.lease(for: address) else {
                 logger.debug("Closing a connection past its address's share", metadata: ["remote": "\(address)"])
                 channel.close(promise: nil)
                 return channel.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel)
             }
-            channel.closeFuture.whenComplete { _ in perAddress.closed(address) }
+            channel.closeFuture.whenComplete { _ in lease.end() }
         }
         do {
             if let sendBuffer {
@@ -64,7 +65,7 @@ extension HTTPServerBuilder {
         idleTimeout: Duration, requestHeadTimeout: Duration, requestBodyTimeout: Duration, responseWriteTimeout: Duration,
         sendBuffer: Int?, maxConnectionsPerAddress: Int?
     ) -> HTTPServerBuilder {
-        let perAddress = maxConnectionsPerAddress.map(ConnectionsPerAddress.init(limit:))
+        let perAddress = maxConnectionsPerAddress.map(PlacesPerUser.init(perUser:))
         return HTTPServerBuilder { responder in
             HTTP1ChannelWithDeadlines(
                 http1: HTTP1Channel(responder: responder, configuration: .init(idleTimeout: TimeAmount(idleTimeout))),
