@@ -73,6 +73,10 @@ struct StreamPagesTests {
     func pageAtTheOpening() async throws {
         try await Self.withFailingPulls { engine, server, clock, notes in
             server.openStream(with: ": connected\n\n" + Self.event(from: "e.1", to: "e.2", ["b"]))
+            // The page a stream opens with comes with its opening: once connected, it is held,
+            // and the retry it replaces may come due. Moved before that, the clock would let the
+            // retry go to the server first and back off past the page.
+            _ = try await engine.progress().first("the stream connected", within: .seconds(10)) { $0.isConnected }
             await clock.advance(by: .seconds(1))
             try await eventually("b applied", within: .seconds(10)) { notes.history("b") == ["b"] }
             server.endStream()
