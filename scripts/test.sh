@@ -82,8 +82,8 @@ trap 'for pid in "${lane_pids[@]}"; do pkill -TERM -P "$pid" 2>/dev/null; kill "
 #   - The first starts with the test suite. The connectivity lab spends most of its 150 s waiting
 #     out the monitor's own timers (the 5 s anti-flap rule, probe intervals, a 20 s soak) in
 #     namespaces of its own; its limits (10 to 90 s for each verdict) are far above what the load
-#     beside it adds. The psql writers' lab follows it: its checks are of rows, with deadlines of
-#     a minute.
+#     beside it adds. The psql writers' lab and the PostgreSQL faults lab follow it: their
+#     checks are of rows and of the states devices showed, with deadlines of a minute.
 #   - The second starts after the test suite, whose timers it would crowd: the fuzzers run for a
 #     fixed time each, and the API contract lab a fixed number of cases; the load beside them
 #     makes the first try fewer inputs and the second take longer, nothing more.
@@ -91,13 +91,7 @@ trap 'for pid in "${lane_pids[@]}"; do pkill -TERM -P "$pid" 2>/dev/null; kill "
 # - Last, once every lane has ended, the labs that hold other users' requests to fixed times
 #   (the attack lab's /health p99 of 50 ms, the hiccup lab's queue emptied in 2 s): the fuzzers'
 #   two busy cores beside them would be counted against the server they measure.
-start_lane "scripts/labs/20-connectivity.sh scripts/labs/55-psql-writers.sh"
-# Not in CI until the crash it found is fixed: the PostgreSQL faults lab stopped a server in 3
-# of its last 4 runs, on PostgresNIO's trap in RowStreamStateMachine.channelReadComplete ("How can
-# we receive a body part, after a channelReadComplete, but no read has been forwarded yet") when a
-# restart closed a connection whose row stream waited for demand. Run it by hand:
-#   bash scripts/labs/56-pg-faults.sh
-placed+=(scripts/labs/56-pg-faults.sh)
+start_lane "scripts/labs/20-connectivity.sh scripts/labs/55-psql-writers.sh scripts/labs/56-pg-faults.sh"
 
 # In parallel, four at a time. Every test shares one process, and so one cooperative pool of two
 # threads on a 2-core machine: whatever holds one of them without suspending delays every timer,

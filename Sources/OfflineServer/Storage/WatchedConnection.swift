@@ -1,6 +1,7 @@
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import PostgresNIO
 
 /// A PostgreSQL session of its own whose statements fail once its connection has closed.
@@ -25,9 +26,28 @@ struct WatchedConnection: Sendable {
     let connection: PostgresConnection
     private let watch = CloseWatch()
 
-    /// Connects to `configuration` and watches the connection from then on.
+    /// Connects to `configuration` and watches the connection from then on. Its channel reads
+    /// only what its handler asks for (``AskedReadsOnly``).
     static func connect(_ configuration: PostgresConnection.Configuration, id: Int, logger: Logger) async throws -> WatchedConnection {
-        WatchedConnection(try await PostgresConnection.connect(configuration: configuration, id: id, logger: logger))
+        guard let host = configuration.host, let port = configuration.port else {
+            return WatchedConnection(try await PostgresConnection.connect(configuration: configuration, id: id, logger: logger))
+        }
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connectTimeout(configuration.options.connectTimeout)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(AskedReadsOnly()) }
+            }
+            .connect(host: host, port: port).get()
+        var established = PostgresConnection.Configuration(establishedChannel: channel, tls: configuration.tls,
+                                                           username: configuration.username, password: configuration.password,
+                                                           database: configuration.database)
+        established.options = configuration.options
+        do {
+            return WatchedConnection(try await PostgresConnection.connect(on: channel.eventLoop, configuration: established, id: id, logger: logger))
+        } catch {
+            try? await channel.close()
+            throw error
+        }
     }
 
     init(_ connection: PostgresConnection) {
@@ -155,5 +175,56 @@ private final class Answer<T: Sendable>: Sendable {
         }
         continuation?.resume(with: result)
         if case .failure = result { task?.cancel() }
+    }
+}
+
+/// Passes on what the socket gives only once the handlers behind it asked for it (`read()`), and
+/// holds the rest until they ask.
+///
+/// PostgresNIO's row stream stops asking while its reader catches up. When PostgreSQL closes the
+/// connection meanwhile (a restart, `pg_terminate_backend`), NIO reads what is left in the socket
+/// without being asked, and the row stream stops the process ("How can we receive a body part,
+/// after a channelReadComplete, but no read has been forwarded yet"): the server went down with
+/// its database. Held here instead, those bytes wait for the next ask; a connection that closes
+/// first drops them, and its statement fails as closed.
+final class AskedReadsOnly: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    /// A read was asked for and its reads have not completed yet.
+    private var asked = false
+    private var held: [ByteBuffer] = []
+
+    func read(context: ChannelHandlerContext) {
+        guard held.isEmpty else {
+            let reads = held
+            held = []
+            for bytes in reads { context.fireChannelRead(wrapInboundOut(bytes)) }
+            context.fireChannelReadComplete()
+            return
+        }
+        asked = true
+        context.read()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if asked {
+            context.fireChannelRead(data)
+        } else {
+            held.append(unwrapInboundIn(data))
+        }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        guard asked else { return }
+        asked = false
+        context.fireChannelReadComplete()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        held = []
+        context.fireChannelInactive()
     }
 }
