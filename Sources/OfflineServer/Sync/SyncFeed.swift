@@ -93,6 +93,12 @@ enum SyncFeed {
             // every row it did not find.
             "CREATE TABLE sync_build_seen (source \(.text) PRIMARY KEY)",
         ]),
+        ("sync-feed.v5-entered", [
+            // Where each row first came live into its audience: a move-out names only the rows
+            // that were there by the time the user left (``SyncPull``). Rows recorded before
+            // count as there from the start, as every row did until now.
+            "ALTER TABLE sync_change ADD COLUMN entered \(.integer) NOT NULL DEFAULT 0",
+        ]),
     ])
 
     // MARK: State
@@ -305,12 +311,13 @@ enum SyncFeed {
     }
 
     /// Moves the staged rows into the feed, each at the position it was staged at (past the
-    /// head), over the rows they replace.
+    /// head), over the rows they replace. A row new to its audience entered it there; one it
+    /// replaces keeps where it entered, deleted meanwhile or not, until its tombstone is purged.
     private static func publishStaged(in db: any SQLDatabase) throws {
         // `WHERE true`: SQLite would read the upsert's `ON` as a join's.
         try db.execute("""
-            INSERT INTO sync_change (collection, audience, id, position, value, source, changed_at)
-            SELECT collection, audience, id, position, value, source, changed_at FROM sync_change_staged WHERE true
+            INSERT INTO sync_change (collection, audience, id, position, value, source, changed_at, entered)
+            SELECT collection, audience, id, position, value, source, changed_at, position FROM sync_change_staged WHERE true
             ON CONFLICT (collection, audience, id) DO UPDATE SET position = excluded.position, value = excluded.value,
                 source = excluded.source, changed_at = excluded.changed_at
             """)
@@ -416,12 +423,15 @@ struct FeedRows {
         while start < rows.count {
             let chunk = rows[start..<min(start + Self.batch, rows.count)]
             start += chunk.count
-            let table = staging ? "sync_change_staged" : "sync_change"
-            var statement: SQL = "INSERT INTO \(raw: table) (collection, audience, id, position, value, source, changed_at) VALUES "
+            // A row new to the feed entered its audience where it is written; one it replaces
+            // keeps where it entered (staged rows get theirs as they are published).
+            let (table, entered): (SQL, SQL) = staging ? ("sync_change_staged", "") : ("sync_change", ", entered")
+            var statement: SQL = "INSERT INTO \(table) (collection, audience, id, position, value, source, changed_at\(entered)) VALUES "
             for (offset, row) in chunk.enumerated() {
                 if offset > 0 { statement.append(", ") }
+                let enteredAt: SQL = staging ? "" : ", \(Int(next))"
                 statement.append("""
-                    (\(row.key.collection), \(row.key.audience), \(row.key.id), \(Int(next)), \(nullable: row.value.map { Data($0) }), \(row.source), \(now))
+                    (\(row.key.collection), \(row.key.audience), \(row.key.id), \(Int(next)), \(nullable: row.value.map { Data($0) }), \(row.source), \(now)\(enteredAt))
                     """)
                 next += 1
             }

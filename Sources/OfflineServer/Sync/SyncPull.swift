@@ -11,7 +11,8 @@ import Foundation
 ///   page; from then on the audience goes on from `p` with the others (rows changed in between
 ///   come again, which changes nothing).
 /// - **Move-outs**: an audience the user left. Its rows are sent as deletions, except those the
-///   user still sees through another audience.
+///   user still sees through another audience, and those that entered it after the user left
+///   (which a former member never learns of).
 ///
 /// Audiences come from the feed itself (the user's `$members` rows up to the head), not from
 /// the membership tables, so a page's rows and its memberships are of one moment. A cursor is
@@ -173,8 +174,11 @@ enum SyncPull {
                 let left = try leftAudiences(Set(task.a ?? []).subtracting(audiences), user: userAudience, in: db)
                 // Up to the head, not its `h`: rows of the audience it left that changed meanwhile
                 // go too. Never past the head: rows there are of a transaction still being recorded.
-                let (rows, _) = try feedRows(audiences: left, collections: collections, after: task.s, through: head,
-                                             deletionsAfter: task.f ?? 0, limit: room, maxBytes: .max, in: db)
+                // Only rows that entered the audience by the time the user left it: whatever the
+                // cursor says, a former member learns nothing, not even an id, of rows created in
+                // it or moved into it since.
+                let (rows, _) = try feedRows(audiences: Set(left.keys), collections: collections, after: task.s, through: head,
+                                             deletionsAfter: task.f ?? 0, enteredBy: left, limit: room, maxBytes: .max, in: db)
                 let kept = try seenElsewhere(rows, deletionsOnly: false, audiences: audiences, in: db)
                 for (index, row) in rows.enumerated() where !kept.contains(index) {
                     changes.append(Change(collection: row.collection, id: row.id, value: nil))
@@ -236,15 +240,23 @@ enum SyncPull {
 
     /// The rows of `audiences`' `collections` after position `after` up to `through`, in position
     /// order, at most `limit` and, past the first, about `maxBytes` of values; deletions only those
-    /// after position `deletionsAfter` (`.max`: live rows only).
+    /// after position `deletionsAfter` (`.max`: live rows only); with `enteredBy`, only the rows
+    /// of each audience that entered it by the position it gives.
     private static func feedRows(audiences: Set<String>, collections: [String], after: Int64, through: Int64, deletionsAfter: Int64,
-                                 limit: Int, maxBytes: Int, in db: any SQLDatabase) throws -> (rows: [FeedRow], bytes: Int) {
+                                 enteredBy: [String: Int64]? = nil, limit: Int, maxBytes: Int,
+                                 in db: any SQLDatabase) throws -> (rows: [FeedRow], bytes: Int) {
         guard !audiences.isEmpty, !collections.isEmpty else { return ([], 0) }
         let upper = Int(min(through, Int64(Int.max)))
         let live: SQL = switch deletionsAfter {
         case .max: " AND value IS NOT NULL"
         case ..<0: ""
         default: " AND (value IS NOT NULL OR position > \(Int(deletionsAfter)))"
+        }
+        func entered(_ audience: String?) -> SQL {
+            guard let enteredBy else { return "" }
+            // Many audiences at once only come of a forged cursor: the earliest bound for all.
+            let bound = audience.flatMap { enteredBy[$0] } ?? enteredBy.values.min() ?? -1
+            return " AND entered <= \(Int(bound))"
         }
         let sorted = audiences.sorted()
         let statement: SQL
@@ -261,7 +273,7 @@ enum SyncPull {
                 union.append("""
                     \(only: .postgres, "SELECT * FROM (")SELECT collection, audience, id, position, value FROM sync_change
                     WHERE audience = \(audience) AND position > \(Int(after)) AND position <= \(upper)
-                    AND collection IN (\(list: collections))\(live)\(only: .postgres, " ORDER BY position LIMIT \(limit)) AS a\(raw: String(index))")
+                    AND collection IN (\(list: collections))\(live)\(entered(audience))\(only: .postgres, " ORDER BY position LIMIT \(limit)) AS a\(raw: String(index))")
                     """)
             }
             statement = union + " ORDER BY position LIMIT \(limit)"
@@ -269,7 +281,7 @@ enum SyncPull {
             statement = """
                 SELECT collection, audience, id, position, value FROM sync_change
                 WHERE audience IN (\(list: sorted)) AND position > \(Int(after)) AND position <= \(upper)
-                AND collection IN (\(list: collections))\(live) ORDER BY position LIMIT \(limit)
+                AND collection IN (\(list: collections))\(live)\(entered(nil)) ORDER BY position LIMIT \(limit)
                 """
         }
         var rows: [FeedRow] = []
@@ -288,14 +300,18 @@ enum SyncPull {
         return (rows, bytes)
     }
 
-    /// Those of `candidates` the user was a member of and is no longer: their membership row in
-    /// the feed is a deletion.
-    private static func leftAudiences(_ candidates: Set<String>, user: String, in db: any SQLDatabase) throws -> Set<String> {
-        guard !candidates.isEmpty else { return [] }
-        return try Set(db.rows("""
-            SELECT id FROM sync_change WHERE collection = \(FeedMapping.membersCollection) AND audience = \(user)
+    /// Those of `candidates` the user was a member of and is no longer, each with the position
+    /// at which they left: their membership row in the feed is a deletion.
+    private static func leftAudiences(_ candidates: Set<String>, user: String, in db: any SQLDatabase) throws -> [String: Int64] {
+        guard !candidates.isEmpty else { return [:] }
+        var left: [String: Int64] = [:]
+        for row in try db.rows("""
+            SELECT id, position FROM sync_change WHERE collection = \(FeedMapping.membersCollection) AND audience = \(user)
             AND value IS NULL AND id IN (\(list: candidates.sorted()))
-            """).map { try $0.string("id") })
+            """) {
+            left[try row.string("id")] = Int64(try row.int("position"))
+        }
+        return left
     }
 
     /// The indices in `rows` (of its deletions only, with `deletionsOnly`) whose row the user

@@ -182,6 +182,48 @@ struct SyncFeedTests {
         #expect(carol.ids.isEmpty)
     }
 
+    @Test("a move-out names only the rows the user could see while a member, whatever the cursor asks: none created or moved in after they left")
+    func moveOutNamesWhatWasSeen() throws {
+        let feed = try Feed()
+        try feed.commit(feed.member("carol", "w1"), feed.member("carol", "w2"))
+        try feed.commit(feed.message("m1", workspace: "w1"), feed.message("m2", workspace: "w1"), feed.message("m4", workspace: "w9"),
+                        feed.message("m6", workspace: "w1"))
+        var carol = Device("carol")
+        try carol.pull(feed)
+        #expect(carol.ids == ["m1", "m2", "m6"])
+        let before = try SyncPull.Cursor(#require(carol.cursor))
+        try feed.commit(feed.member("carol", "w1", false))
+        // After she left: a message created in w1, one moved into it, one of hers edited, one
+        // moved out of it, and one created and deleted again.
+        try feed.commit(feed.message("m3", workspace: "w1"), feed.message("m4", workspace: "w1"),
+                        feed.message("m1", workspace: "w1", body: "edited after she left"), feed.message("m6", workspace: "w9"),
+                        feed.message("m7", workspace: "w1"))
+        try feed.commit(feed.deleted("m7"))
+        let page = try feed.ownPage("carol", cursor: carol.cursor)
+        #expect(Set(page.changes.map(\.id)) == ["m1", "m2", "m6"], "\(page.changes)")
+        #expect(page.changes.allSatisfy { $0.value == nil })
+        try carol.pull(feed)
+        #expect(carol.ids.isEmpty)
+
+        // Her cursor edited to move out of w1 again, from the start: the same rows, no more.
+        var edited = try SyncPull.Cursor(#require(carol.cursor))
+        edited.t = [.init(k: .moveOut, c: ["messages"], a: ["workspace:w1"], h: edited.p, s: 0, f: 0)]
+        let again = try feed.ownPage("carol", cursor: edited.encoded)
+        #expect(Set(again.changes.map(\.id)).isSubset(of: ["m1", "m2", "m6"]), "\(again.changes)")
+        // The cursor she held before she left, pulled again: the same.
+        let old = try feed.ownPage("carol", cursor: before.encoded)
+        #expect(Set(old.changes.map(\.id)) == ["m1", "m2", "m6"], "\(old.changes)")
+
+        // Back in w1 and out again: what she saw the second time goes with the second move-out.
+        try feed.commit(feed.member("carol", "w1"))
+        try carol.pull(feed)
+        #expect(carol.ids == ["m1", "m2", "m3", "m4"])
+        try feed.commit(feed.member("carol", "w1", false))
+        try feed.commit(feed.message("m8", workspace: "w1"))
+        let second = try feed.ownPage("carol", cursor: carol.cursor)
+        #expect(Set(second.changes.map(\.id)) == ["m1", "m2", "m3", "m4"], "\(second.changes)")
+    }
+
     @Test("a message deleted before its member left, and not pulled yet, leaves the device with the move-out")
     func deletedThenLeft() throws {
         let feed = try Feed()
