@@ -64,7 +64,7 @@ struct SyncRulesTests {
 
     @Test("errors name the file and the line at fault", arguments: [
         ("collections:\n  notes:\n    table: notes\n    key: id\n    columns: [id]\n    seen_by: [user: owner]\n    where: done\n",
-         "rules.yaml:7: the collection notes has no setting where (it takes columns, key, seen_by, split_by, table)."),
+         "rules.yaml:7: the collection notes has no setting where (it takes columns, key, seen_by, split_by, table, writes)."),
         ("collections:\n  notes:\n    table: notes; DROP TABLE x\n    key: id\n    columns: [id]\n    seen_by: [user: owner]\n",
          "rules.yaml:3: notes; DROP TABLE x is not a table or column name: use letters, digits and underscores, not starting with a digit, at most 63 characters."),
         ("collections:\n  notes:\n    table: notes\n    key: id\n    columns: []\n    seen_by: [user: owner]\n",

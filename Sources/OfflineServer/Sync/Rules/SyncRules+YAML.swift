@@ -19,6 +19,12 @@ extension SyncRules {
     ///     seen_by:
     ///       - KIND: COLUMN          # the audience KIND:(the row's COLUMN)
     ///       - KIND: { value: ID }   # the audience KIND:ID, for every row
+    ///     writes:                   # optional: what devices may write (``SyncRules/WriteRule``)
+    ///       allow: [insert, update, delete]
+    ///       fields: [FIELD, FIELD: { by: [KIND: COLUMN] }, …]
+    ///       set: { COLUMN: user | now }
+    ///       set_on_insert: { COLUMN: user | now }
+    ///       by: [KIND: COLUMN, …]   # seen_by when left out
     /// ```
     ///
     /// Names of tables and columns are SQL identifiers (letters, digits, underscores); keys the
@@ -89,7 +95,7 @@ private struct RulesYAML {
 
     func collection(_ name: String, _ node: Node, line collectionLine: Int) throws -> SyncRules.Collection {
         let what = "the collection \(name)"
-        let fields = try mapping(node, what, allowed: ["table", "key", "split_by", "columns", "seen_by"])
+        let fields = try mapping(node, what, allowed: ["table", "key", "split_by", "columns", "seen_by", "writes"])
         let table = try identifier(required(fields, "table", in: node, of: what))
         let key = try identifier(required(fields, "key", in: node, of: what))
         let splitBy = try fields["split_by"].map(identifier)
@@ -132,8 +138,16 @@ private struct RulesYAML {
             throw SyncRulesError(line: line(columnsNode), "\(what) sends the field \(field.name) twice")
         }
         let seenByNode = try required(fields, "seen_by", in: node, of: what)
-        guard case .sequence(let readersList) = seenByNode, !readersList.isEmpty else {
-            throw SyncRulesError(line: line(seenByNode), "seen_by of \(what) must be a list of at least one audience (KIND: COLUMN or KIND: { value: ID })")
+        let readers = try readers(seenByNode, "seen_by of \(what)")
+        let writes = try fields["writes"].map { try self.writes($0, of: name, seenBy: readers) }
+        return SyncRules.Collection(name: name, table: table, key: key, splitBy: splitBy, fields: sent, seenBy: readers, writes: writes,
+                                     origin: SyncRules.Origin(file: file, line: collectionLine))
+    }
+
+    /// A list of audiences: `KIND: COLUMN` or `KIND: { value: ID }` each.
+    func readers(_ node: Node, _ what: String) throws -> [SyncRules.Reader] {
+        guard case .sequence(let readersList) = node, !readersList.isEmpty else {
+            throw SyncRulesError(line: line(node), "\(what) must be a list of at least one audience (KIND: COLUMN or KIND: { value: ID })")
         }
         var readers: [SyncRules.Reader] = []
         for item in readersList {
@@ -152,8 +166,69 @@ private struct RulesYAML {
                 readers.append(SyncRules.Reader(kind: kind, source: .value(value)))
             }
         }
-        return SyncRules.Collection(name: name, table: table, key: key, splitBy: splitBy, fields: sent, seenBy: readers,
-                                     origin: SyncRules.Origin(file: file, line: collectionLine))
+        return readers
+    }
+
+    /// A collection's `writes`: what devices may do to its rows, which fields they set, what the
+    /// server sets, and who may write.
+    func writes(_ node: Node, of collection: String, seenBy: [SyncRules.Reader]) throws -> SyncRules.WriteRule {
+        let what = "writes of \(collection)"
+        let settings = try mapping(node, what, allowed: ["allow", "fields", "set", "set_on_insert", "by"])
+        let allowNode = try required(settings, "allow", in: node, of: what)
+        guard case .sequence(let operations) = allowNode, !operations.isEmpty else {
+            throw SyncRulesError(line: line(allowNode), "allow of \(what) must list at least one of insert, update, delete")
+        }
+        var allowed = Set<SyncRules.WriteRule.Operation>()
+        for item in operations {
+            let text = try scalar(item, "an operation")
+            guard let operation = SyncRules.WriteRule.Operation(rawValue: text) else {
+                throw SyncRulesError(line: line(item), "\(text) is not an operation: allow takes insert, update and delete")
+            }
+            guard allowed.insert(operation).inserted else { throw SyncRulesError(line: line(item), "allow of \(what) lists \(text) twice") }
+        }
+        var writable: [SyncRules.WriteRule.WritableField] = []
+        if let fieldsNode = settings["fields"] {
+            guard case .sequence(let items) = fieldsNode else {
+                throw SyncRulesError(line: line(fieldsNode), "fields of \(what) must be a list of fields (FIELD, or FIELD: { by: [...] })")
+            }
+            for item in items {
+                let field: SyncRules.WriteRule.WritableField
+                switch item {
+                case .scalar:
+                    field = .init(name: try named(item, "a field name", pattern: .field), by: [])
+                default:
+                    let entry = try entries(item, "a field of \(what)")
+                    guard entry.count == 1, let (nameNode, options) = entry.first else {
+                        throw SyncRulesError(line: line(item), "each entry of fields names one field: FIELD, or FIELD: { by: [...] }")
+                    }
+                    let name = try named(nameNode, "a field name", pattern: .field)
+                    let byNode = try required(try mapping(options, "the field \(name)", allowed: ["by"]), "by", in: options, of: "the field \(name)")
+                    field = .init(name: name, by: try readers(byNode, "by of the field \(name)"))
+                }
+                guard !writable.contains(where: { $0.name == field.name }) else {
+                    throw SyncRulesError(line: line(item), "fields of \(what) lists \(field.name) twice")
+                }
+                writable.append(field)
+            }
+        }
+        func serverValues(_ key: String) throws -> [String: SyncRules.WriteRule.ServerValue] {
+            guard let node = settings[key] else { return [:] }
+            var values: [String: SyncRules.WriteRule.ServerValue] = [:]
+            for (columnNode, valueNode) in try entries(node, "\(key) of \(what)") {
+                let column = try identifier(columnNode)
+                let text = try scalar(valueNode, "a value the server sets")
+                guard let value = SyncRules.WriteRule.ServerValue(rawValue: text) else {
+                    throw SyncRulesError(line: line(valueNode), "\(text) is not a value the server sets: use user (the writer's id) or now (the time of the write)")
+                }
+                guard values.updateValue(value, forKey: column) == nil else {
+                    throw SyncRulesError(line: line(columnNode), "\(key) of \(what) sets \(column) twice")
+                }
+            }
+            return values
+        }
+        let by = try settings["by"].map { try readers($0, "by of \(what)") } ?? seenBy
+        return SyncRules.WriteRule(allowed: allowed, fields: writable, set: try serverValues("set"), setOnInsert: try serverValues("set_on_insert"),
+                                   by: by, origin: SyncRules.Origin(file: file, line: line(node)))
     }
 
     // MARK: Nodes

@@ -55,6 +55,8 @@ struct SyncRules: Sendable, Hashable {
         var fields: [Field]
         /// The audiences that see a row; a row is seen by the union.
         var seenBy: [Reader]
+        /// What devices may write, and who; nil: devices only read it.
+        var writes: WriteRule? = nil
         /// Where it was declared, for errors.
         var origin: Origin
 
@@ -219,6 +221,9 @@ extension SyncRules {
             let unique = ([table.primaryKey] + table.uniqueKeys).contains { !$0.isEmpty && Set($0).isSubset(of: identifying) }
             guard unique else {
                 throw SyncRulesError(collection.origin, "rows of \(collection.table) are told apart by \(table.primaryKey.joined(separator: ", ")), but the collection \(collection.name) sends \(uncovered.joined(separator: ", ")) in none of key, split_by or seen_by: two rows could share an id on a device")
+            }
+            if let writes = collection.writes {
+                try Self.checkWrites(writes, of: collection, table: table, audiences: audiences)
             }
         }
     }
