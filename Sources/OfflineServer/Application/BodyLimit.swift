@@ -42,6 +42,7 @@ package struct BodyLimit: Sendable, Hashable {
         "/api/planner": .document,
         "/api/planner/suggestions": .document,
         "/api/records/{collection}/{id}": .record,
+        "/api/rows/{collection}/{id}": .record,
         "/api/workspaces/{workspace}/messages/{id}": .message,
     ]
 

@@ -16,6 +16,8 @@ struct SyncService: Sendable {
     /// The source position a client waits for after its writes settle (``SQLiteCapture/checkpoint(in:)``,
     /// or PostgreSQL's current WAL position).
     let checkpoint: @Sendable () async throws -> Int64
+    /// Devices' writes to the rules' collections (``RowWrites``); nil: none are served.
+    var rowWrites: RowWrites?
     /// Live streams open on this instance, per user.
     let streams = PlacesPerUser(perUser: PlacesPerUser.streams)
     /// Pages read once for the members of a workspace at the same cursor.
@@ -182,6 +184,35 @@ extension Router where Context == OfflineRequestContext {
             }
             return SyncEvents(user: user, sync: sync, lease: lease, follow: follow, body: request.body).response()
         }
+        // Served whatever the rules: a collection that takes no writes is 404.
+        if let writes = sync.rowWrites {
+            let rows = group("/api/rows")
+            rows.put(":collection/:id") { request, context in try await rowWrite(.put, request, context, sync.storage, writes) }
+            rows.patch(":collection/:id") { request, context in try await rowWrite(.patch, request, context, sync.storage, writes) }
+            rows.delete(":collection/:id") { request, context in try await rowWrite(.delete, request, context, sync.storage, writes) }
+        }
+    }
+}
+
+/// A device's write to a row of a rules collection (``RowWrites``), exactly once.
+private func rowWrite(_ operation: RowWrites.Operation, _ request: Request, _ context: OfflineRequestContext, _ storage: any ServerStorage,
+                      _ writes: RowWrites) async throws -> Response {
+    let user = try context.requireUser().id
+    var request = request
+    let body = try await request.collectBody(upTo: context.maxUploadSize)
+    let (collection, id): (String, String)
+    var object: [String: JSONValue] = [:]
+    do {
+        (collection, id) = (try context.pathParameter("collection"), try context.pathParameter("id"))
+        if operation != .delete { object = try JSONBody.object(body, maxBytes: context.maxUploadSize) }
+    } catch let refusal as BadRequest {
+        // Returned, not thrown, so the idempotency key keeps this answer like any other 4xx.
+        return problemResponse(refusal.status, refusal.detail)
+    }
+    if operation == .put, let refusal = SyncedRowID.refusal(id, of: "row") { return refusal }
+    let now = Date()
+    return try await context.commitWrite(on: storage) { [object] db in
+        try writes.apply(operation, collection: collection, id: id, body: object, user: user, now: now, in: db)
     }
 }
 

@@ -21,18 +21,21 @@ struct SyncRuntime: Sendable {
             // The storage's pool runs with the server's services, after this: a connection of its own.
             let walLevel = try await postgres.setup { db in try db.row("SHOW wal_level")?.string("wal_level") }
             guard walLevel == "logical" else { throw SyncCaptureError.walLevel(walLevel ?? "unknown") }
-            try await postgres.setup { [logger] db in
-                try rules.check(against: try SyncCatalog.postgres(in: db))
+            let catalog = try await postgres.setup { [logger] db in
+                let catalog = try SyncCatalog.postgres(in: db)
+                try rules.check(against: catalog)
                 try ReplicaIdentity.check(rules, setFull: configuration.syncReplicaIdentityFull, in: db, logger: logger)
+                return catalog
             }
             let status = CaptureStatus()
-            let service = SyncService(rules: rules, storage: storage, heartbeat: configuration.syncHeartbeat, metrics: metrics,
+            var service = SyncService(rules: rules, storage: storage, heartbeat: configuration.syncHeartbeat, metrics: metrics,
                                       captureStatus: status) {
                 guard let text = try await storage.row("SELECT pg_current_wal_lsn()::text AS lsn")?.string("lsn"), let lsn = PgOutput.lsn(text) else {
                     throw StorageError.unexpectedValue(column: "pg_current_wal_lsn")
                 }
                 return Int64(lsn)
             }
+            service.rowWrites = RowWrites(mapping: mapping, catalog: catalog, logger: logger)
             let capture = PostgresCapture(connection: try PostgresStorage.configuration(from: url), storage: storage, rules: rules,
                                           pollInterval: configuration.capturePollInterval, source: try PostgresEndpoint(url: url),
                                           endpoint: configuration.captureStreams ? try configuration.captureEndpoint ?? PostgresEndpoint(url: url) : nil,
@@ -55,10 +58,11 @@ struct SyncRuntime: Sendable {
             }
             return catalog
         }
-        let service = SyncService(rules: rules, storage: storage, heartbeat: configuration.syncHeartbeat, metrics: metrics,
+        var service = SyncService(rules: rules, storage: storage, heartbeat: configuration.syncHeartbeat, metrics: metrics,
                                   captureStatus: CaptureStatus(.capturing)) {
             try await storage.read { db in try SQLiteCapture.checkpoint(in: db) }
         }
+        service.rowWrites = RowWrites(mapping: mapping, catalog: catalog, logger: logger)
         let capture = SQLiteCaptureService(storage: storage, mapping: mapping, catalog: catalog,
                                            pollInterval: configuration.capturePollInterval, logger: logger)
         return SyncRuntime(service: service, capture: capture)
