@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Metrics
+import PostgresNIO
 
 /// Refuses a request whose target host is missing or said twice (`400`), as HTTP/1.1 requires
 /// (RFC 9112, 3.2): a proxy and this server could otherwise each route it by another `Host`.
@@ -26,7 +27,8 @@ struct HostHeaderMiddleware<Context: RequestContext>: RouterMiddleware {
 /// An error no route answered (a failed statement, a broken invariant) is the server's own: it is
 /// logged at `error` with its cause, method and path, counted in `serverErrors`, and answered
 /// `500` with a problem that says nothing of it. Hummingbird alone answers it with an empty `500`
-/// and logs it at `debug`, where nobody looks.
+/// and logs it at `debug`, where nobody looks. One that says the database is away for a while
+/// (``DatabaseUnavailable``) is `503` with `Retry-After: 1` instead.
 struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
     var serverErrors: Counter?
 
@@ -46,6 +48,13 @@ struct ProblemMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch is CancellationError {
             // The request's task was cancelled: its connection is gone, and nobody reads an answer.
             throw CancellationError()
+        } catch let error where DatabaseUnavailable.covers(error) {
+            context.logger.warning("A request found the database unavailable", metadata: [
+                "cause": "\(String(reflecting: error))", "method": "\(request.method)", "path": "\(request.uri.path)",
+            ])
+            var response = problemResponse(.serviceUnavailable, DatabaseUnavailable.detail)
+            response.headers[.retryAfter] = "1"
+            return response
         } catch {
             context.logger.error("A request failed on the server", metadata: [
                 "cause": "\(String(reflecting: error))", "method": "\(request.method)", "path": "\(request.uri.path)",
@@ -64,5 +73,29 @@ extension HTTPFields {
         let parts = authorization.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
         return parts[1].trimmingCharacters(in: .whitespaces)
+    }
+}
+
+/// The errors that say the database is away for a while (restarting, failing over, its session
+/// ended), not that the request or the server is wrong: answered `503` with `Retry-After`, so a
+/// client retries as it would any brief outage, and logged at `warning`, not counted among the
+/// server's errors.
+enum DatabaseUnavailable {
+    static let detail = "The database is unavailable for a moment. Try again shortly."
+
+    static func covers(_ error: any Error) -> Bool {
+        if case StorageError.connectionClosed? = error as? StorageError { return true }
+        guard let error = error as? PSQLError else { return false }
+        switch error.code {
+        case .serverClosedConnection, .clientClosedConnection, .connectionError, .uncleanShutdown, .poolClosed:
+            return true
+        case .server:
+            // Connection exceptions (08…), PostgreSQL shutting down, crashed or starting
+            // (57P01–57P03), and no connection slot left (53300).
+            guard let state = error.serverInfo?[.sqlState] else { return false }
+            return state.hasPrefix("08") || ["57P01", "57P02", "57P03", "53300"].contains(state)
+        default:
+            return false
+        }
     }
 }

@@ -5,6 +5,7 @@ import Logging
 import Metrics
 import OfflineCore
 @testable import OfflineServer
+import PostgresNIO
 import Testing
 
 /// An error no route answered is the server's own: the operator hears of it, the client gets a
@@ -43,6 +44,54 @@ struct ServerErrorTests {
         #expect(errors.first?.2["path"].map { "\($0)" } == "/broken")
         #expect(errors.first?.2["method"].map { "\($0)" } == "GET")
         #expect(counted.current == 1, "the 403 is the route's answer, not counted")
+    }
+
+    @Test("an error that says the database is away is a 503 with Retry-After, logged as a warning, not counted as the server's")
+    func databaseAway() async throws {
+        let records = Locked<[(Logger.Level, String, Logger.Metadata)]>([])
+        let counted = Locked(0)
+        var logger = Logger(label: "test") { _ in CapturingLogHandler(records: records) }
+        logger.logLevel = .info
+        // A real one where PostgreSQL runs: the statement of a session PostgreSQL ends under it.
+        var away: [any Error] = [StorageError.connectionClosed]
+        if TemporaryPostgres.isEnabled {
+            let url = try await TemporaryPostgres.freshDatabase()
+            defer { Task { try? await TemporaryPostgres.drop(url) } }
+            let configuration = try PostgresStorage.configuration(from: url)
+            let admin = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+            let session = try await PostgresConnection.connect(configuration: configuration, id: 2, logger: logger)
+            var pid: Int32 = 0
+            for try await (value) in try await session.query("SELECT pg_backend_pid()", logger: logger).decode(Int32.self) { pid = value }
+            let sleeping = Task { for try await _ in try await session.query("SELECT pg_sleep(30)", logger: logger) {} }
+            try await Task.sleep(for: .milliseconds(300))
+            try await admin.query("SELECT pg_terminate_backend(\(pid))", logger: logger)
+            try await admin.close()
+            do {
+                _ = try await sleeping.value
+                Issue.record("a statement whose session was terminated succeeded")
+            } catch {
+                away.append(error)
+            }
+            try? await session.close()
+        }
+        #expect(away.allSatisfy(DatabaseUnavailable.covers), "\(away)")
+        #expect(!DatabaseUnavailable.covers(Broken()))
+        let router = Router(context: OfflineRequestContext.self)
+        router.add(middleware: ProblemMiddleware(serverErrors: Counter(label: "errors", factory: CountingFactory(count: counted))))
+        let errors = away
+        router.get("/away/:n") { _, context -> Response in throw errors[Int(context.parameters.get("n") ?? "0") ?? 0] }
+        try await Application(router: router, logger: logger).test(.router) { client in
+            for index in errors.indices {
+                try await client.execute(uri: "/away/\(index)", method: .get) { response in
+                    #expect(response.status == .serviceUnavailable, "\(errors[index])")
+                    #expect(response.headers[.retryAfter] == "1")
+                    #expect(String(buffer: response.body).contains("The database is unavailable for a moment"))
+                }
+            }
+        }
+        #expect(records.current.filter { $0.0 == .warning }.count == errors.count, "\(records.current.map(\.1))")
+        #expect(records.current.filter { $0.0 == .error }.isEmpty)
+        #expect(counted.current == 0)
     }
 }
 
