@@ -85,6 +85,10 @@ struct HostileRoutesTests {
         route("PUT /api/records/{collection}/{id}", "/api/records/notes/1", body: #"{"title":"Hostile"}"#, effect: "/api/records/notes"),
         route("PATCH /api/records/{collection}/{id}", "/api/records/notes/1", body: #"{"title":"Patched"}"#, effect: "/api/records/notes"),
         route("DELETE /api/records/{collection}/{id}", "/api/records/notes/1", effect: "/api/records/notes"),
+        // No collection of this server's rules takes writes: each is refused, whatever it sends.
+        route("PUT /api/rows/{collection}/{id}", "/api/rows/notes/1", body: #"{"title":"Hostile"}"#),
+        route("PATCH /api/rows/{collection}/{id}", "/api/rows/notes/1", body: #"{"title":"Patched"}"#),
+        route("DELETE /api/rows/{collection}/{id}", "/api/rows/notes/1"),
         route("PUT /api/workspaces/{workspace}/messages/{id}", "/api/workspaces/northwind/messages/h1",
               body: #"{"chat":"general","text":"Hostile"}"#, effect: messages),
         route("PATCH /api/workspaces/{workspace}/messages/{id}", "/api/workspaces/northwind/messages/h1", body: #"{"text":"Edited"}"#,
