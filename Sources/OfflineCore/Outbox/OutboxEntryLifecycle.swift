@@ -111,6 +111,16 @@ public struct OutboxEntryProgress: Sendable, Hashable, Codable {
         nextAttemptAt = min(nextAttemptAt, now)
     }
 
+    /// A new process opened the queue: an entry that waits only because the network or the
+    /// server was away (no answer, a timeout, a redirect, a 5xx) is due at once, since the app
+    /// was closed meanwhile and nothing says the outage lasted. A wait the server asked for (a
+    /// rate limit, a key still being processed) is kept.
+    public mutating func expediteAtLaunch(now: Date) {
+        guard state == .pending, let failure = lastFailure, failure.isConnectivity || failure.kind == .serverError,
+              nextAttemptAt > now else { return }
+        nextAttemptAt = now
+    }
+
     /// The connection came back: an entry that failed only because of the network is due at
     /// once instead of waiting out its backoff. Server-imposed waits are kept.
     public mutating func expediteAfterReconnect(now: Date) {

@@ -5,13 +5,23 @@ import OfflineCore
 /// The drainer's view of the queue. Every step is one transaction.
 extension Outbox {
     /// Entries left in flight by a process that stopped go back to pending, to be resent with the
-    /// same key.
-    func recoverInterruptedDeliveries() async throws {
+    /// same key. `atLaunch`, the first time a process delivers: entries waiting out a backoff the
+    /// network or the server being away earned are due at once
+    /// (``OutboxEntryProgress/expediteAtLaunch(now:)``).
+    func recoverInterruptedDeliveries(atLaunch: Bool) async throws {
         let now = now()
         try await writer.write { db in
             for var entry in try OutboxEntry.filter(Column("state") == OutboxEntryState.inFlight.rawValue).fetchAll(db) {
                 entry.progress.recoverAfterInterruption(now: now)
                 try entry.update(db)
+            }
+            guard atLaunch else { return }
+            let waiting = try OutboxEntry
+                .filter(Column("state") == OutboxEntryState.pending.rawValue && Column("nextAttemptAt") > now.timeIntervalSince1970)
+                .fetchAll(db)
+            for var entry in waiting {
+                entry.progress.expediteAtLaunch(now: now)
+                if entry.nextAttemptAt <= now { try entry.update(db, columns: ["nextAttemptAt"]) }
             }
         }
     }

@@ -44,6 +44,8 @@ public final class OutboxDrainer: Sendable {
     /// by side share one, instead of competing for the queue's lock (which a second loop of the
     /// same process would be refused).
     private let loop = LoopInbox<Input, Never>()
+    /// Whether this drainer delivered before: its first delivery is the process's launch.
+    private let delivered = Locked(false)
     /// Whether a delivery loop of this drainer holds the queue now (its lock taken, or none
     /// needed for a database in memory): what ``OfflineClient/running(_:)`` waits for.
     let owning = Broadcast(false)
@@ -150,7 +152,11 @@ public final class OutboxDrainer: Sendable {
             owning.send(false)
             withExtendedLifetime(ownership) {}
         }
-        try await outbox.recoverInterruptedDeliveries()
+        let atLaunch = delivered.withLock { delivered in
+            defer { delivered = true }
+            return !delivered
+        }
+        try await outbox.recoverInterruptedDeliveries(atLaunch: atLaunch)
         let queueEmpty = try await outbox.snapshot().isEmpty
         let clock = LoopClock(self.clock)
         let input = session.input
