@@ -64,7 +64,11 @@ struct RowWrites: Sendable {
             guard rule.allows(.delete) else { return .problem(.forbidden, "Rows of \(row.collection.name) cannot be deleted from a device.") }
             guard exists else { return WriteAnswer(status: .noContent) }
             guard try row.writerBelongs(rule.by, in: db) else { return .problem(.forbidden, "You may not delete \(what).") }
-            try row.delete(in: db)
+            if let function = rule.function {
+                try row.call(function, .delete, body: [:], serverValues: [:], now: now, in: db)
+            } else {
+                try row.delete(in: db)
+            }
             return WriteAnswer(status: .noContent)
         }
         let values = try row.values(body, rule: rule)
@@ -78,7 +82,11 @@ struct RowWrites: Sendable {
                     return .problem(.forbidden, "You may not change \(field.name) of \(what).", ["field": field.name])
                 }
             }
-            try row.update(values + row.serverValues(rule.set, now: now), in: db)
+            if let function = rule.function {
+                try row.call(function, .update, body: body, serverValues: rule.set, now: now, in: db)
+            } else {
+                try row.update(values + row.serverValues(rule.set, now: now), in: db)
+            }
             guard try row.writerBelongs(rule.by, in: db) else {
                 return .problem(.forbidden, "With this change \(what) would leave what you may write.")
             }
@@ -86,7 +94,11 @@ struct RowWrites: Sendable {
         }
         guard operation == .put else { return .problem(.notFound, "No row \(what).") }
         guard rule.allows(.insert) else { return .problem(.forbidden, "Rows of \(row.collection.name) cannot be added from a device.") }
-        try row.insert(values + row.serverValues(rule.set, now: now) + row.serverValues(rule.setOnInsert, now: now), in: db)
+        if let function = rule.function {
+            try row.call(function, .insert, body: body, serverValues: rule.set.merging(rule.setOnInsert) { first, _ in first }, now: now, in: db)
+        } else {
+            try row.insert(values + row.serverValues(rule.set, now: now) + row.serverValues(rule.setOnInsert, now: now), in: db)
+        }
         guard try row.writerBelongs(rule.by, in: db) else { return .problem(.forbidden, "You may not add \(what) there.") }
         for field in rule.fields where !field.by.isEmpty && values.contains(where: { $0.field == field.name }) {
             guard try row.writerBelongs(field.by, in: db) else {
@@ -187,6 +199,29 @@ struct RowStatements {
 
     func delete(in db: any SQLDatabase) throws {
         try refusing(in: db) { try db.execute("DELETE FROM \(raw: quotedTable) AS t WHERE \(keyCondition)") }
+    }
+
+    /// Calls the rule's PostgreSQL `function` instead of writing the row:
+    /// `function(writer, operation, id, data)`, `data` a JSON object of the columns the write sets
+    /// (the fields sent, by column, and the server's values). An exception it raises is the
+    /// write's refusal (``refusing(in:_:)``).
+    func call(_ function: String, _ operation: SyncRules.WriteRule.Operation, body: [String: JSONValue],
+              serverValues: [String: SyncRules.WriteRule.ServerValue], now: Date, in db: any SQLDatabase) throws {
+        var row: [String: JSONValue] = [:]
+        for (name, value) in body {
+            guard let field = collection.fields.first(where: { $0.name == name }) else { continue }
+            row[field.column] = value
+        }
+        for (column, setting) in serverValues {
+            row[column] = switch setting {
+            case .user: .string(user)
+            case .now: .string(Self.instant(now))
+            }
+        }
+        let json = String(decoding: JSONValue.object(row).jsonBytes, as: UTF8.self)
+        try refusing(in: db) {
+            try db.execute("SELECT \(raw: Self.quoted(function.lowercased()))(\(user), \(operation.rawValue), \(id), CAST(\(json) AS jsonb))")
+        }
     }
 
     /// The columns a write sets from the fields in `body`, each checked against the rule and its
@@ -313,6 +348,10 @@ struct RowStatements {
     private static func refusal(postgres error: PSQLError) -> ((RowStatements) -> WriteAnswer)? {
         guard let info = error.serverInfo, let state = info[.sqlState] else { return nil }
         let message = info[.message] ?? "a constraint failed"
+        // An exception the rule's function raised: its message is the refusal.
+        if state == "P0001" {
+            return { _ in .problem(.unprocessableContent, message) }
+        }
         // Integrity constraints (23…) and values their type cannot hold (22…).
         guard state.hasPrefix("23") || state.hasPrefix("22") else { return nil }
         return { statements in

@@ -45,7 +45,8 @@ struct RowWritesTests {
     }
 
     /// A server over `backend` whose database holds the team's tables before it starts.
-    static func withTeam(_ backend: StorageBackend, _ body: @Sendable (any TestClientProtocol, SyncTestBackend) async throws -> Void) async throws {
+    static func withTeam(_ backend: StorageBackend, rules: String = rules, schema extra: [SQL] = [],
+                         _ body: @Sendable (any TestClientProtocol, SyncTestBackend) async throws -> Void) async throws {
         let folder = FileManager.default.temporaryDirectory.appending(path: "offline-row-writes-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -56,7 +57,7 @@ struct RowWritesTests {
         try await backend.withConfiguration(configuration) { configuration in
             let logger = Logger(label: "test.row-writes")
             let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: logger)
-            let statements = schema(backend)
+            let statements = schema(backend) + extra
             if let postgres = storage as? PostgresStorage {
                 try await postgres.setup { db in for statement in statements { try db.execute(statement) } }
             } else {
@@ -142,6 +143,63 @@ struct RowWritesTests {
             #expect(try await Self.tasks(test).isEmpty)
             #expect(try await Self.send(client, .delete, "/api/rows/todos/t1", ana).status == .noContent, "already gone")
             #expect(try await Self.send(client, .patch, "/api/rows/todos/t1", ana, #"{"done":true}"#).status == .notFound)
+        }
+    }
+
+    @Test("on PostgreSQL, a rule's function writes the row instead, after the rule's checks; what it raises refuses the write with its message")
+    func function() async throws {
+        guard TemporaryPostgres.isEnabled else { return }
+        let rules = Self.rules.replacingOccurrences(of: "      set_on_insert: { author: user }", with: "      set_on_insert: { author: user }\n      function: save_todo")
+        let function: [SQL] = [
+            "CREATE TABLE todo_log (writer text, operation text, id text, data jsonb)",
+            """
+            CREATE FUNCTION save_todo(writer text, operation text, id text, data jsonb) RETURNS void LANGUAGE plpgsql AS $$
+            BEGIN
+              IF data->>'title' = 'on a Sunday' THEN RAISE EXCEPTION 'Tasks are not added on Sundays.'; END IF;
+              INSERT INTO todo_log VALUES (writer, operation, id, data);
+              IF operation = 'insert' THEN
+                INSERT INTO todos (id, workspace_id, title, author, updated_at)
+                VALUES (id, data->>'workspace_id', upper(data->>'title'), data->>'author', (data->>'updated_at')::timestamptz);
+              ELSIF operation = 'update' THEN
+                UPDATE todos SET done = coalesce((data->>'done')::boolean, done), updated_at = (data->>'updated_at')::timestamptz WHERE todos.id = save_todo.id;
+              ELSE
+                DELETE FROM todos WHERE todos.id = save_todo.id;
+              END IF;
+            END $$
+            """,
+        ]
+        try await Self.withTeam(.postgres, rules: rules, schema: function) { client, test in
+            let ana = try await signedInJSON(client, "ana")
+            let added = try await Self.send(client, .put, "/api/rows/todos/t1", ana, #"{"workspace_id":"w1","title":"Buy milk"}"#)
+            #expect(added.status == .created && Self.field(added, "title") == .string("BUY MILK"), "the function's row: \(String(describing: added.json))")
+            #expect(try await Self.tasks(test) == ["t1": "BUY MILK/w1/ana"])
+            let sunday = try await Self.send(client, .put, "/api/rows/todos/t2", ana, #"{"workspace_id":"w1","title":"on a Sunday"}"#)
+            #expect(sunday.status == .unprocessableContent)
+            #expect(Self.field(sunday, "detail") == .string("Tasks are not added on Sundays."))
+            // A write the rule refuses once the function ran (a row put where Ana may not write)
+            // is rolled back with all the function wrote.
+            #expect(try await Self.send(client, .put, "/api/rows/todos/t3", ana, #"{"workspace_id":"w2","title":"x"}"#).status == .forbidden)
+            #expect(try await Self.send(client, .patch, "/api/rows/todos/t1", ana, #"{"done":true}"#).status == .ok)
+            #expect(try await Self.send(client, .delete, "/api/rows/todos/t1", ana).status == .noContent)
+            #expect(try await Self.tasks(test).isEmpty)
+            let log = try await test.storage.read { db in
+                try db.rows("SELECT operation, id FROM todo_log ORDER BY operation").map { "\(try $0.string("operation")) \(try $0.string("id"))" }
+            }
+            #expect(log == ["delete t1", "insert t1", "update t1"], "the refused writes left nothing, not even in the function's log")
+        }
+    }
+
+    @Test("a rule naming a function is refused at start where the database has none: SQLite, or PostgreSQL without it",
+          arguments: StorageBackend.available)
+    func missingFunction(backend: StorageBackend) async throws {
+        let rules = Self.rules.replacingOccurrences(of: "      set_on_insert: { author: user }", with: "      set_on_insert: { author: user }\n      function: save_todo")
+        do {
+            try await Self.withTeam(backend, rules: rules) { _, _ in Issue.record("the server started") }
+        } catch let error as SyncRulesError {
+            let expected = backend == .postgres
+                ? "the writes of todos call the function save_todo, which the database does not have"
+                : "the writes of todos call the function save_todo: functions are PostgreSQL's"
+            #expect(error.message.hasPrefix(expected), "\(error)")
         }
     }
 

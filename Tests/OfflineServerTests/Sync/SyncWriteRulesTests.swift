@@ -67,7 +67,7 @@ struct SyncWriteRulesTests {
     @Test("a write rule that cannot be followed is refused at start, with the file and line", arguments: [
         ("allow: []", "rules.yaml:11: allow of writes of tasks must list at least one of insert, update, delete."),
         ("allow: [upsert]", "rules.yaml:11: upsert is not an operation: allow takes insert, update and delete."),
-        ("allow: [insert]\nwhere: done", "rules.yaml:12: writes of tasks has no setting where (it takes allow, by, fields, set, set_on_insert)."),
+        ("allow: [insert]\nwhere: done", "rules.yaml:12: writes of tasks has no setting where (it takes allow, by, fields, function, set, set_on_insert)."),
         ("fields: [title]", "rules.yaml:11: writes of tasks needs allow."),
         ("allow: [insert]\nfields: [title, title]", "rules.yaml:12: fields of writes of tasks lists title twice."),
         ("allow: [insert]\nfields: [secret]",

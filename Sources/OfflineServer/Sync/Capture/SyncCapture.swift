@@ -24,6 +24,7 @@ struct SyncRuntime: Sendable {
             let catalog = try await postgres.setup { [logger] db in
                 let catalog = try SyncCatalog.postgres(in: db)
                 try rules.check(against: catalog)
+                try rules.checkWriteFunctions(postgres: true, in: db)
                 try ReplicaIdentity.check(rules, setFull: configuration.syncReplicaIdentityFull, in: db, logger: logger)
                 return catalog
             }
@@ -46,6 +47,7 @@ struct SyncRuntime: Sendable {
         let catalog = try await storage.write { db in
             let catalog = try SyncCatalog.sqlite(in: db)
             try rules.check(against: catalog)
+            try rules.checkWriteFunctions(postgres: false, in: db)
             try SQLiteCapture.installTriggers(on: rules.tables, catalog: catalog, in: db)
             let state = try SyncFeed.state(in: db)
             if state == nil || state?.built == false {

@@ -21,6 +21,7 @@ extension SyncRules {
     ///       set_on_insert: { author_id: user }
     ///       by:                             # who may write a row; seen_by when left out
     ///         - workspace: workspace_id
+    ///       function: save_task             # optional, PostgreSQL: called instead of the write
     /// ```
     ///
     /// A writer must belong to one of `by`'s audiences for the row as it stands before the write
@@ -62,6 +63,11 @@ extension SyncRules {
         var setOnInsert: [String: ServerValue]
         /// Who may write a row; a writer belongs to one of them.
         var by: [Reader]
+        /// A PostgreSQL function the server calls instead of writing the row itself, in the same
+        /// transaction, once the rule's checks passed: `NAME(writer text, operation text, id
+        /// text, data jsonb)`, `data` the columns the write sets (by column name). An exception
+        /// it raises refuses the write with its message.
+        var function: String? = nil
         var origin: Origin
 
         func allows(_ operation: Operation) -> Bool { allowed.contains(operation) }
@@ -108,6 +114,24 @@ extension SyncRules {
             throw SyncRulesError(writes.origin, "\(what) needs by: who may write its rows")
         }
         try checkReaders(writes.by, of: collection, table: table, audiences: audiences, origin: writes.origin, what: what)
+    }
+
+    /// Checks that each write rule's `function` exists in the database's `public` schema; on
+    /// SQLite, which has none, that no rule names one.
+    func checkWriteFunctions(postgres: Bool, in db: any SQLDatabase) throws {
+        for collection in collections {
+            guard let writes = collection.writes, let function = writes.function else { continue }
+            guard postgres else {
+                throw SyncRulesError(writes.origin, "the writes of \(collection.name) call the function \(function): functions are PostgreSQL's, and this server stores its data in SQLite")
+            }
+            let found = try db.row("""
+                SELECT 1 AS found FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                WHERE n.nspname = 'public' AND p.proname = \(function.lowercased())
+                """)
+            guard found != nil else {
+                throw SyncRulesError(writes.origin, "the writes of \(collection.name) call the function \(function), which the database does not have (CREATE FUNCTION \(function)(writer text, operation text, id text, data jsonb) RETURNS void …)")
+            }
+        }
     }
 
     private static func checkReaders(_ readers: [Reader], of collection: Collection, table: SyncCatalog.Table, audiences: [String: Audience],

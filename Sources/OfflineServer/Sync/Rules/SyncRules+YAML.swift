@@ -25,6 +25,7 @@ extension SyncRules {
     ///       set: { COLUMN: user | now }
     ///       set_on_insert: { COLUMN: user | now }
     ///       by: [KIND: COLUMN, …]   # seen_by when left out
+    ///       function: NAME          # PostgreSQL: called instead of the write
     /// ```
     ///
     /// Names of tables and columns are SQL identifiers (letters, digits, underscores); keys the
@@ -173,7 +174,7 @@ private struct RulesYAML {
     /// server sets, and who may write.
     func writes(_ node: Node, of collection: String, seenBy: [SyncRules.Reader]) throws -> SyncRules.WriteRule {
         let what = "writes of \(collection)"
-        let settings = try mapping(node, what, allowed: ["allow", "fields", "set", "set_on_insert", "by"])
+        let settings = try mapping(node, what, allowed: ["allow", "fields", "set", "set_on_insert", "by", "function"])
         let allowNode = try required(settings, "allow", in: node, of: what)
         guard case .sequence(let operations) = allowNode, !operations.isEmpty else {
             throw SyncRulesError(line: line(allowNode), "allow of \(what) must list at least one of insert, update, delete")
@@ -228,7 +229,7 @@ private struct RulesYAML {
         }
         let by = try settings["by"].map { try readers($0, "by of \(what)") } ?? seenBy
         return SyncRules.WriteRule(allowed: allowed, fields: writable, set: try serverValues("set"), setOnInsert: try serverValues("set_on_insert"),
-                                   by: by, origin: SyncRules.Origin(file: file, line: line(node)))
+                                   by: by, function: try settings["function"].map(identifier), origin: SyncRules.Origin(file: file, line: line(node)))
     }
 
     // MARK: Nodes
