@@ -56,10 +56,11 @@ struct RowWrites: Sendable {
         }
     }
 
+    /// - Parameter known: whether the row exists, when a statement of this write found out.
     private func write(_ operation: Operation, row: RowStatements, rule: SyncRules.WriteRule, body: [String: JSONValue], now: Date,
-                       in db: any SQLDatabase) throws -> WriteAnswer {
+                       exists known: Bool? = nil, in db: any SQLDatabase) throws -> WriteAnswer {
         let what = "\(row.collection.name) \(row.id)"
-        let exists = try row.exists(in: db)
+        let exists = try known ?? row.exists(in: db)
         if operation == .delete {
             guard rule.allows(.delete) else { return .problem(.forbidden, "Rows of \(row.collection.name) cannot be deleted from a device.") }
             guard exists else { return WriteAnswer(status: .noContent) }
@@ -96,8 +97,10 @@ struct RowWrites: Sendable {
         guard rule.allows(.insert) else { return .problem(.forbidden, "Rows of \(row.collection.name) cannot be added from a device.") }
         if let function = rule.function {
             try row.call(function, .insert, body: body, serverValues: rule.set.merging(rule.setOnInsert) { first, _ in first }, now: now, in: db)
-        } else {
-            try row.insert(values + row.serverValues(rule.set, now: now) + row.serverValues(rule.setOnInsert, now: now), in: db)
+        } else if try !row.insert(values + row.serverValues(rule.set, now: now) + row.serverValues(rule.setOnInsert, now: now), in: db) {
+            // Another writer added the row since it was looked for (PostgreSQL waited for it to
+            // commit): this write changes that row, as if it had found it.
+            return try write(operation, row: row, rule: rule, body: body, now: now, exists: true, in: db)
         }
         guard try row.writerBelongs(rule.by, in: db) else { return .problem(.forbidden, "You may not add \(what) there.") }
         for field in rule.fields where !field.by.isEmpty && values.contains(where: { $0.field == field.name }) {
@@ -177,14 +180,28 @@ struct RowStatements {
         return try refusing(in: db) { try db.row("SELECT 1 AS found FROM \(raw: quotedTable) AS t WHERE \(keyCondition) AND \(same)") != nil }
     }
 
-    func insert(_ values: [Value], in db: any SQLDatabase) throws {
+    /// Inserts the row.
+    ///
+    /// - Returns: false when a row with its key exists: one another writer committed after
+    ///   ``exists(in:)`` looked (where the key alone is unique; otherwise the table refuses it).
+    func insert(_ values: [Value], in db: any SQLDatabase) throws -> Bool {
         var columns = Self.quoted(collection.key)
         var list: SQL = cast(.text(id), column: collection.key)
         for value in values {
             columns += ", " + Self.quoted(value.column)
             list.append(", \(value.value)")
         }
-        try refusing(in: db) { try db.execute("INSERT INTO \(raw: quotedTable) (\(raw: columns)) VALUES (\(list))") }
+        let key = collection.key.lowercased()
+        guard table.primaryKey == [key] || table.uniqueKeys.contains([key]) else {
+            try refusing(in: db) { try db.execute("INSERT INTO \(raw: quotedTable) (\(raw: columns)) VALUES (\(list))") }
+            return true
+        }
+        return try refusing(in: db) {
+            try db.row("""
+                INSERT INTO \(raw: quotedTable) (\(raw: columns)) VALUES (\(list))
+                ON CONFLICT (\(raw: Self.quoted(collection.key))) DO NOTHING RETURNING 1 AS inserted
+                """) != nil
+        }
     }
 
     func update(_ values: [Value], in db: any SQLDatabase) throws {

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 @testable import OfflineServer
+import PostgresNIO
 import Testing
 
 /// Devices write a team's own table through the rules (`/api/rows/COLLECTION/ID`), exactly once,
@@ -186,6 +187,30 @@ struct RowWritesTests {
                 try db.rows("SELECT operation, id FROM todo_log ORDER BY operation").map { "\(try $0.string("operation")) \(try $0.string("id"))" }
             }
             #expect(log == ["delete t1", "insert t1", "update t1"], "the refused writes left nothing, not even in the function's log")
+        }
+    }
+
+    @Test("on PostgreSQL, a PUT whose new row another writer commits first changes that row instead of failing")
+    func addedMeanwhile() async throws {
+        guard TemporaryPostgres.isEnabled else { return }
+        try await Self.withTeam(.postgres) { client, test in
+            let ben = try await signedInJSON(client, "ben")
+            // Another writer (a psql session) has added t1 and not committed yet: the PUT looks,
+            // finds nothing, and its INSERT waits on the key until that commits.
+            let url = try #require(test.configuration.postgresURL)
+            let other = try await PostgresConnection.connect(configuration: try PostgresStorage.configuration(from: url), id: 7,
+                                                             logger: Logger(label: "test.other-writer"))
+            try await other.query("BEGIN", logger: Logger(label: "test"))
+            try await other.query("INSERT INTO todos (id, workspace_id, title, author) VALUES ('t1', 'w1', 'From psql', 'ben')",
+                                  logger: Logger(label: "test"))
+            async let put = Self.send(client, .put, "/api/rows/todos/t1", ben, #"{"workspace_id":"w1","title":"From ben","done":true}"#)
+            try await Task.sleep(for: .milliseconds(500))
+            try await other.query("COMMIT", logger: Logger(label: "test"))
+            let answer = try await put
+            try await other.close()
+            #expect(answer.status == .ok, "\(answer.status) \(String(describing: answer.json))")
+            #expect(Self.field(answer, "done") == .bool(true) && Self.field(answer, "title") == .string("From ben"))
+            #expect(try await Self.tasks(test) == ["t1": "From ben/w1/ben"], "one row: psql's, changed by the PUT")
         }
     }
 
