@@ -289,3 +289,10 @@ enum StorageError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 }
+
+extension SQL {
+    /// An identifier in double quotes, as both dialects read it. The rules take only letters,
+    /// digits and underscores, so this never needs escaping; it keeps a table named like a
+    /// keyword usable.
+    static func quoted(_ identifier: String) -> String { "\"" + identifier + "\"" }
+}

@@ -133,13 +133,11 @@ struct RowStatements {
         var value: SQL
     }
 
-    private var quotedTable: String { Self.quoted(collection.table) }
-
-    static func quoted(_ identifier: String) -> String { "\"" + identifier + "\"" }
+    private var quotedTable: String { SQL.quoted(collection.table) }
 
     /// The row's key column compared with its id.
     private var keyCondition: SQL {
-        "t.\(raw: Self.quoted(collection.key)) = \(cast(.text(id), column: collection.key))"
+        "t.\(raw: SQL.quoted(collection.key)) = \(cast(.text(id), column: collection.key))"
     }
 
     func exists(in db: any SQLDatabase) throws -> Bool {
@@ -155,18 +153,18 @@ struct RowStatements {
             if index > 0 { condition.append(" OR ") }
             switch (reader.kind, reader.source) {
             case (SyncRules.userKind, .column(let column)):
-                condition.append("CAST(t.\(raw: Self.quoted(column)) AS TEXT) = \(user)")
+                condition.append("CAST(t.\(raw: SQL.quoted(column)) AS TEXT) = \(user)")
             case (SyncRules.userKind, .value(let value)):
                 condition.append(value == user ? "1 = 1" : "1 = 0")
             case (let kind, let source):
                 guard let audience = audiences[kind] else { condition.append("1 = 0"); continue }
                 let key: SQL = switch source {
-                case .column(let column): "CAST(t.\(raw: Self.quoted(column)) AS TEXT)"
+                case .column(let column): "CAST(t.\(raw: SQL.quoted(column)) AS TEXT)"
                 case .value(let value): "\(value)"
                 }
                 condition.append("""
-                    EXISTS (SELECT 1 FROM \(raw: Self.quoted(audience.table)) AS m WHERE CAST(m.\(raw: Self.quoted(audience.userColumn)) AS TEXT) = \(user)
-                    AND CAST(m.\(raw: Self.quoted(audience.keyColumn)) AS TEXT) = \(key))
+                    EXISTS (SELECT 1 FROM \(raw: SQL.quoted(audience.table)) AS m WHERE CAST(m.\(raw: SQL.quoted(audience.userColumn)) AS TEXT) = \(user)
+                    AND CAST(m.\(raw: SQL.quoted(audience.keyColumn)) AS TEXT) = \(key))
                     """)
             }
         }
@@ -176,7 +174,7 @@ struct RowStatements {
 
     /// Whether the row holds `value` already: setting it again changes nothing.
     func holds(_ value: Value, in db: any SQLDatabase) throws -> Bool {
-        let same: SQL = "t.\(raw: Self.quoted(value.column)) \(only: .postgres, "IS NOT DISTINCT FROM")\(only: .sqlite, "IS") \(value.value)"
+        let same: SQL = "t.\(raw: SQL.quoted(value.column)) \(only: .postgres, "IS NOT DISTINCT FROM")\(only: .sqlite, "IS") \(value.value)"
         return try refusing(in: db) { try db.row("SELECT 1 AS found FROM \(raw: quotedTable) AS t WHERE \(keyCondition) AND \(same)") != nil }
     }
 
@@ -185,10 +183,10 @@ struct RowStatements {
     /// - Returns: false when a row with its key exists: one another writer committed after
     ///   ``exists(in:)`` looked (where the key alone is unique; otherwise the table refuses it).
     func insert(_ values: [Value], in db: any SQLDatabase) throws -> Bool {
-        var columns = Self.quoted(collection.key)
+        var columns = SQL.quoted(collection.key)
         var list: SQL = cast(.text(id), column: collection.key)
         for value in values {
-            columns += ", " + Self.quoted(value.column)
+            columns += ", " + SQL.quoted(value.column)
             list.append(", \(value.value)")
         }
         let key = collection.key.lowercased()
@@ -199,7 +197,7 @@ struct RowStatements {
         return try refusing(in: db) {
             try db.row("""
                 INSERT INTO \(raw: quotedTable) (\(raw: columns)) VALUES (\(list))
-                ON CONFLICT (\(raw: Self.quoted(collection.key))) DO NOTHING RETURNING 1 AS inserted
+                ON CONFLICT (\(raw: SQL.quoted(collection.key))) DO NOTHING RETURNING 1 AS inserted
                 """) != nil
         }
     }
@@ -209,7 +207,7 @@ struct RowStatements {
         var assignments = SQL(stringLiteral: "")
         for (index, value) in values.enumerated() {
             if index > 0 { assignments.append(", ") }
-            assignments.append("\(raw: Self.quoted(value.column)) = \(value.value)")
+            assignments.append("\(raw: SQL.quoted(value.column)) = \(value.value)")
         }
         try refusing(in: db) { try db.execute("UPDATE \(raw: quotedTable) AS t SET \(assignments) WHERE \(keyCondition)") }
     }
@@ -237,7 +235,7 @@ struct RowStatements {
         }
         let json = String(decoding: JSONValue.object(row).jsonBytes, as: UTF8.self)
         try refusing(in: db) {
-            try db.execute("SELECT \(raw: Self.quoted(function.lowercased()))(\(user), \(operation.rawValue), \(id), CAST(\(json) AS jsonb))")
+            try db.execute("SELECT \(raw: SQL.quoted(function.lowercased()))(\(user), \(operation.rawValue), \(id), CAST(\(json) AS jsonb))")
         }
     }
 
@@ -325,9 +323,11 @@ struct RowStatements {
         var select = SQL(stringLiteral: "")
         for (index, field) in collection.fields.enumerated() {
             if index > 0 { select.append(", ") }
-            let column = Self.quoted(field.column)
+            let column = "t." + SQL.quoted(field.column)
+            // On PostgreSQL each value in the text form capture reads, with its type, so that the
+            // answer is encoded as the feed encodes the row.
             select.append("""
-                \(only: .postgres, "CASE WHEN t.\(raw: column) IS NULL THEN NULL ELSE format('%s', t.\(raw: column)) END AS v\(raw: String(index)), pg_typeof(t.\(raw: column))::oid::bigint AS t\(raw: String(index))")\(only: .sqlite, "t.\(raw: column) AS v\(raw: String(index))")
+                \(only: .postgres, "\(raw: PostgresCapture.textForm(column)) AS v\(raw: String(index)), pg_typeof(\(raw: column))::oid::bigint AS t\(raw: String(index))")\(only: .sqlite, "\(raw: column) AS v\(raw: String(index))")
                 """)
         }
         guard let row = try db.row("SELECT \(select) FROM \(raw: quotedTable) AS t WHERE \(keyCondition)") else { return Array("null".utf8) }

@@ -181,6 +181,13 @@ extension PostgresCapture {
         logger.notice("Sync feed built", metadata: ["rows": "\(rows)", "seconds": "\(String(format: "%.2f", seconds))"])
     }
 
+    /// `expression` (a column) in its type's text form, as pgoutput sends it, NULL kept: `format`
+    /// writes it with the type's output function, where a cast to text may not (`true::text` is
+    /// `true`, pgoutput's `t`). Read into ``CapturedValue/init(postgresText:type:types:)``.
+    static func textForm(_ expression: String) -> String {
+        "CASE WHEN \(expression) IS NULL THEN NULL ELSE format('%s', \(expression)) END"
+    }
+
     /// Reads every table the rules name in one snapshot (`snapshot`, exported by the new slot's
     /// session; nil: a snapshot of its own), writes their rows to the feed, records a deletion
     /// for every live row of the feed it did not find, and publishes it all through `through`.
@@ -207,11 +214,7 @@ extension PostgresCapture {
                 let columns = try await Self.columns(of: table, session, logger: logger)
                 let key = columns.filter(\.isKey)
                 guard !key.isEmpty else { continue }
-                // Each value in its type's text form, as pgoutput sends it: `format` writes it with
-                // the type's output function, where a cast to text may not (`true::text` is
-                // `true`, pgoutput's `t`).
-                let select = columns.map { "CASE WHEN \"\($0.name)\" IS NULL THEN NULL ELSE format('%s', \"\($0.name)\") END" }
-                    .joined(separator: ", ")
+                let select = columns.map { Self.textForm(SQL.quoted($0.name)) }.joined(separator: ", ")
                 try await session.query(PostgresQuery(unsafeSQL: "DECLARE offlinekit_build NO SCROLL CURSOR FOR SELECT \(select) FROM \"\(table)\""),
                                         logger: logger)
                 while true {

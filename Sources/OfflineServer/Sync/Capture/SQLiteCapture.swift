@@ -22,18 +22,18 @@ enum SQLiteCapture {
     /// Replaces capture's triggers with one set per table `tables` names.
     static func installTriggers(on tables: Set<String>, catalog: SyncCatalog, in db: any SQLDatabase) throws {
         for row in try db.rows("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'offlinekit_capture_%'") {
-            try db.execute("DROP TRIGGER \(raw: quoted(try row.string("name")))")
+            try db.execute("DROP TRIGGER \(raw: SQL.quoted(try row.string("name")))")
         }
         for table in tables.sorted() {
             guard let key = identity(of: table, in: catalog) else { continue }
-            let name = quoted(table)
-            func keyOf(_ row: String) -> String { "json_array(" + key.map { "\(row).\(quoted($0))" }.joined(separator: ", ") + ")" }
+            let name = SQL.quoted(table)
+            func keyOf(_ row: String) -> String { "json_array(" + key.map { "\(row).\(SQL.quoted($0))" }.joined(separator: ", ") + ")" }
             let note = { (rows: [String]) in
                 "INSERT INTO sync_capture (tbl, key) VALUES " + rows.map { "('\(table)', \(keyOf($0)))" }.joined(separator: ", ")
             }
-            try db.execute("CREATE TRIGGER \(raw: quoted(triggerPrefix + table + "_insert")) AFTER INSERT ON \(raw: name) BEGIN \(raw: note(["NEW"])); END")
-            try db.execute("CREATE TRIGGER \(raw: quoted(triggerPrefix + table + "_update")) AFTER UPDATE ON \(raw: name) BEGIN \(raw: note(["OLD", "NEW"])); END")
-            try db.execute("CREATE TRIGGER \(raw: quoted(triggerPrefix + table + "_delete")) AFTER DELETE ON \(raw: name) BEGIN \(raw: note(["OLD"])); END")
+            try db.execute("CREATE TRIGGER \(raw: SQL.quoted(triggerPrefix + table + "_insert")) AFTER INSERT ON \(raw: name) BEGIN \(raw: note(["NEW"])); END")
+            try db.execute("CREATE TRIGGER \(raw: SQL.quoted(triggerPrefix + table + "_update")) AFTER UPDATE ON \(raw: name) BEGIN \(raw: note(["OLD", "NEW"])); END")
+            try db.execute("CREATE TRIGGER \(raw: SQL.quoted(triggerPrefix + table + "_delete")) AFTER DELETE ON \(raw: name) BEGIN \(raw: note(["OLD"])); END")
         }
     }
 
@@ -44,10 +44,6 @@ enum SQLiteCapture {
         guard let info = catalog.tables[table] else { return nil }
         return info.primaryKey.isEmpty ? ["rowid"] : info.primaryKey
     }
-
-    /// An identifier in double quotes. The rules take only letters, digits and underscores, so
-    /// this never needs escaping; it keeps a table named like a keyword usable.
-    static func quoted(_ identifier: String) -> String { "\"" + identifier + "\"" }
 
     /// How far capture can have read: the last sequence number handed out. A client's
     /// checkpoint; a pull captured through it has every write committed before it was taken.
@@ -103,7 +99,7 @@ enum SQLiteCapture {
                 changes.removeAll(keepingCapacity: true)
             }
             let rowid = identity == ["rowid"] ? "rowid, " : ""
-            for row in try db.rows("SELECT \(raw: rowid)* FROM \(raw: quoted(table))") {
+            for row in try db.rows("SELECT \(raw: rowid)* FROM \(raw: SQL.quoted(table))") {
                 changes.append(change(table: table, keyColumns: identity, row: row))
                 if changes.count == 1000 { try flush() }
             }
@@ -126,10 +122,10 @@ enum SQLiteCapture {
             case .text(let text): .text(text)
             default: .null
             }
-            condition.append("\(raw: quoted(column)) IS \(value)")
+            condition.append("\(raw: SQL.quoted(column)) IS \(value)")
         }
         let rowid = keyColumns == ["rowid"] ? "rowid, " : ""
-        guard let row = try db.row("SELECT \(raw: rowid)* FROM \(raw: quoted(table)) WHERE \(condition)") else {
+        guard let row = try db.row("SELECT \(raw: rowid)* FROM \(raw: SQL.quoted(table)) WHERE \(condition)") else {
             return CapturedChange(table: table, kind: .delete, columns: Dictionary(zip(keyColumns, key)) { first, _ in first }, key: key)
         }
         return change(table: table, keyColumns: keyColumns, row: row)
