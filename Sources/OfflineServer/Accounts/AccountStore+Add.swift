@@ -38,13 +38,7 @@ public func addAccount(_ configuration: ServerConfiguration, name: String, passw
     var configuration = configuration
     configuration.accounts = []
     let storage = try await openServerStorage(configuration, schemas: serverSchemas(configuration), logger: Logger(label: "offline.accounts"))
-    let insert: @Sendable (any SQLDatabase) throws -> Bool = { db in
-        try db.row("""
-            INSERT INTO account (id, name, email, display_name, password_hash)
-            VALUES (\(user.id), \(user.name), \(user.email), \(user.displayName), \(hash))
-            ON CONFLICT DO NOTHING RETURNING id
-            """) != nil
-    }
+    let insert: @Sendable (any SQLDatabase) throws -> Bool = { db in try AccountStore.add(AccountSeed(user: user, passwordHash: hash), in: db) }
     let added: Bool
     if let postgres = storage as? PostgresStorage {
         // The pool runs only as a server's service: a connection of its own.

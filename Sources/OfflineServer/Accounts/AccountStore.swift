@@ -48,15 +48,21 @@ struct AccountStore: Sendable {
                 ]),
             ],
             seed: { db in
-                for seed in seeds {
-                    let user = seed.user
-                    try db.execute("""
-                        INSERT INTO account (id, name, email, display_name, password_hash)
-                        VALUES (\(user.id), \(user.name), \(user.email), \(user.displayName), \(seed.passwordHash))
-                        ON CONFLICT (id) DO NOTHING
-                        """)
-                }
+                for seed in seeds { try add(seed, in: db) }
             })
+    }
+
+    /// Adds `seed`'s account unless one with its id exists.
+    ///
+    /// - Returns: whether it was added.
+    @discardableResult
+    static func add(_ seed: AccountSeed, in db: any SQLDatabase) throws -> Bool {
+        let user = seed.user
+        return try db.row("""
+            INSERT INTO account (id, name, email, display_name, password_hash)
+            VALUES (\(user.id), \(user.name), \(user.email), \(user.displayName), \(seed.passwordHash))
+            ON CONFLICT (id) DO NOTHING RETURNING id
+            """) != nil
     }
 
     /// Signs `name` in with `password`; nil when either is wrong (the same answer for both, and
