@@ -16,10 +16,7 @@ extension Outbox {
                 try entry.update(db)
             }
             guard atLaunch else { return }
-            let waiting = try OutboxEntry
-                .filter(Column("state") == OutboxEntryState.pending.rawValue && Column("nextAttemptAt") > now.timeIntervalSince1970)
-                .fetchAll(db)
-            for var entry in waiting {
+            for var entry in try OutboxEntry.waiting(at: now).fetchAll(db) {
                 entry.progress.expediteAtLaunch(now: now)
                 if entry.nextAttemptAt <= now { try entry.update(db, columns: ["nextAttemptAt"]) }
             }
@@ -31,15 +28,9 @@ extension Outbox {
     func expedite(_ ids: [String], afterReconnect: Bool) async throws {
         let now = now()
         try await writer.write { db in
-            var waiting = try OutboxEntry
-                .filter(ids.contains(Column("id")))
-                .filter(Column("state") == OutboxEntryState.pending.rawValue && Column("nextAttemptAt") > now.timeIntervalSince1970)
-                .fetchAll(db)
+            var waiting = try OutboxEntry.waiting(at: now).filter(ids.contains(Column("id"))).fetchAll(db)
             if afterReconnect {
-                waiting += try OutboxEntry
-                    .filter(Column("state") == OutboxEntryState.pending.rawValue && Column("nextAttemptAt") > now.timeIntervalSince1970)
-                    .fetchAll(db)
-                    .filter { $0.lastFailure?.isConnectivity == true }
+                waiting += try OutboxEntry.waiting(at: now).fetchAll(db).filter { $0.lastFailure?.isConnectivity == true }
             }
             for var entry in waiting where entry.nextAttemptAt > now {
                 entry.progress.nextAttemptAt = now
@@ -214,4 +205,11 @@ struct DeliveryAttempt: Sendable {
     /// Nil when the request never left (the gate refused it).
     var outcome: OutboxAttemptOutcome?
     var response: TransportResponse?
+}
+
+extension OutboxEntry {
+    /// The pending entries waiting out a backoff at `now`.
+    static func waiting(at now: Date) -> QueryInterfaceRequest<OutboxEntry> {
+        filter(Column("state") == OutboxEntryState.pending.rawValue && Column("nextAttemptAt") > now.timeIntervalSince1970)
+    }
 }
