@@ -33,6 +33,10 @@ struct RowWritesTests {
               set_on_insert: { author: user }
         """
 
+    /// ``rules`` with the writes of todos going through the function `save_todo`.
+    static let rulesWithFunction = rules.replacingOccurrences(of: "      set_on_insert: { author: user }",
+                                                             with: "      set_on_insert: { author: user }\n      function: save_todo")
+
     static func schema(_ backend: StorageBackend) -> [SQL] {
         let (boolean, instant): (String, String) = backend == .postgres ? ("boolean", "timestamptz") : ("BOOLEAN", "TEXT")
         return [
@@ -150,7 +154,6 @@ struct RowWritesTests {
     @Test("on PostgreSQL, a rule's function writes the row instead, after the rule's checks; what it raises refuses the write with its message")
     func function() async throws {
         guard TemporaryPostgres.isEnabled else { return }
-        let rules = Self.rules.replacingOccurrences(of: "      set_on_insert: { author: user }", with: "      set_on_insert: { author: user }\n      function: save_todo")
         let function: [SQL] = [
             "CREATE TABLE todo_log (writer text, operation text, id text, data jsonb)",
             """
@@ -169,7 +172,7 @@ struct RowWritesTests {
             END $$
             """,
         ]
-        try await Self.withTeam(.postgres, rules: rules, schema: function) { client, test in
+        try await Self.withTeam(.postgres, rules: Self.rulesWithFunction, schema: function) { client, test in
             let ana = try await signedInJSON(client, "ana")
             let added = try await Self.send(client, .put, "/api/rows/todos/t1", ana, #"{"workspace_id":"w1","title":"Buy milk"}"#)
             #expect(added.status == .created && Self.field(added, "title") == .string("BUY MILK"), "the function's row: \(String(describing: added.json))")
@@ -217,9 +220,8 @@ struct RowWritesTests {
     @Test("a rule naming a function is refused at start where the database has none: SQLite, or PostgreSQL without it",
           arguments: StorageBackend.available)
     func missingFunction(backend: StorageBackend) async throws {
-        let rules = Self.rules.replacingOccurrences(of: "      set_on_insert: { author: user }", with: "      set_on_insert: { author: user }\n      function: save_todo")
         do {
-            try await Self.withTeam(backend, rules: rules) { _, _ in Issue.record("the server started") }
+            try await Self.withTeam(backend, rules: Self.rulesWithFunction) { _, _ in Issue.record("the server started") }
         } catch let error as SyncRulesError {
             let expected = backend == .postgres
                 ? "the writes of todos call the function save_todo, which the database does not have"
