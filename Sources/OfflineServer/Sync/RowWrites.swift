@@ -269,11 +269,10 @@ struct RowStatements {
     /// The columns the server sets, as `settings` says.
     func serverValues(_ settings: [String: SyncRules.WriteRule.ServerValue], now: Date) -> [Value] {
         settings.sorted { $0.key < $1.key }.map { column, setting in
-            let type = table.columns[column.lowercased()] ?? "text"
+            let kind = ColumnKind(table.columns[column.lowercased()] ?? "text")
             let value: SQLValue = switch setting {
             case .user: .text(user)
-            case .now: ColumnKind(type) == .number || ColumnKind(type) == .integer
-                ? .double(now.timeIntervalSince1970) : .text(Self.instant(now))
+            case .now: kind == .number || kind == .integer ? .double(now.timeIntervalSince1970) : .text(Self.instant(now))
             }
             return Value(field: nil, column: column, value: cast(value, column: column))
         }
